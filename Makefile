@@ -1,0 +1,64 @@
+# archlab developer commands. `make help` lists them. Every target does its own set-up
+# (scripts/bootstrap), so each works from a fresh clone.
+
+SHELL := /bin/bash
+PY := .venv/bin/python
+SPEC ?= experiments/quickstart.toml
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the developer commands
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: setup
+setup: ## Install what is missing (Debian packages, .venv), build engine and extension
+	@scripts/bootstrap run
+
+.PHONY: build
+build: setup ## Build archlab-engine (release) and the archlab._native extension
+
+.PHONY: run
+run: setup ## Run the main job: SPEC (default experiments/quickstart.toml) -> runs/<id>/report.html
+	@.venv/bin/archlab run $(SPEC)
+
+.PHONY: report
+report: setup ## Regenerate a run's report from the store: make report RUN=<run-id>
+	@test -n "$(RUN)" || { echo "usage: make report RUN=<run-id> (see: .venv/bin/archlab runs)"; exit 2; }
+	@.venv/bin/archlab report $(RUN)
+
+.PHONY: test
+test: ## Run every test (Rust and Python), after set-up
+	@scripts/bootstrap test
+	@$(MAKE) --no-print-directory test-rust test-python
+
+.PHONY: test-rust
+test-rust: ## Rust tests only (unit, property, conformance suite)
+	cargo test --release --workspace --exclude archlab-py
+
+.PHONY: test-python
+test-python: ## Python tests only (spec, store, orchestration, report, statistics)
+	$(PY) -m pytest -q
+
+.PHONY: lint
+lint: ## cargo fmt --check and clippy
+	cargo fmt --all -- --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+
+.PHONY: fmt
+fmt: ## Format the Rust code
+	cargo fmt --all
+
+.PHONY: bench
+bench: ## Benchmarks against peers (nginx, wrk): prints ratios; see bench/README.md
+	@scripts/bootstrap bench
+	@$(PY) bench/http_peers.py
+
+.PHONY: duplicates
+duplicates: ## Look for code written twice
+	@command -v duplicates >/dev/null && duplicates crates python || echo "the duplicates tool is not installed"
+
+.PHONY: clean
+clean: ## Remove build outputs and the Python environment (keeps runs/)
+	cargo clean
+	rm -rf .venv

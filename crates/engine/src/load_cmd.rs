@@ -1,0 +1,244 @@
+//! `archlab-engine load`: drive a closed-model load against a target with `archlab-load` and
+//! write its JSON summary and HDR interval log. Glue only: parse and validate arguments (exit
+//! 2 with the offending option named), pin the process to `--cpus`, print `phase measure` /
+//! `phase end` on stdout when the measurement window opens and closes (the orchestrator reads
+//! the server's CPU counters at those lines), write the outputs, and print one human line on
+//! stderr. SIGTERM/SIGINT/SIGHUP end the run early; what was measured is still written, marked
+//! `"interrupted": true`.
+
+use crate::args::{parse_cpus, parse_duration};
+use crate::signals::{spawn_handler, Signal};
+use crate::CliError;
+use archlab_load::{run_closed_with, ClosedConfig, ClosedParams, ConfigError, LoadReport, Phase, StopHandle};
+use archlab_netio::CpuList;
+use clap::Args;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Server to load, HOST:PORT (a host name is resolved once, first address).
+    #[arg(long)]
+    target: String,
+    /// Request target: path and query, e.g. "/prime?n=27059".
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// Host header value (default: the --target text).
+    #[arg(long)]
+    host: Option<String>,
+    /// Concurrent users N of the closed model, one keep-alive connection each.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Length of the measurement window, e.g. 10s, 500ms.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    duration: Duration,
+    /// Warm-up before the window; its completions are not recorded.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    warmup: Duration,
+    /// Think time Z between a response and the next request of the same connection.
+    #[arg(long, value_parser = parse_duration, default_value = "0")]
+    think_time: Duration,
+    /// Load threads (default: one per CPU of --cpus, else 1; never more than --connections).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CPUs for the generator, e.g. "0" or "2-3"; load thread i is pinned to the i-th.
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+    /// Request timeout: a response not complete by then counts `timeout`, the connection is reopened.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    timeout: Duration,
+    /// Connect timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    connect_timeout: Duration,
+    /// Where to write the JSON summary (schema archlab/load-summary v1).
+    #[arg(long)]
+    json: PathBuf,
+    /// Where to write the HDR interval log (default: the --json path with .hdr.log instead of .json).
+    #[arg(long)]
+    hdr_log: Option<PathBuf>,
+}
+
+/// The command-line option behind a configuration parameter, for error messages.
+fn option_of(parameter: &str) -> &str {
+    match parameter {
+        "request_timeout" => "timeout",
+        "connect_timeout" => "connect-timeout",
+        "think_time" => "think-time",
+        other => other,
+    }
+}
+
+fn usage_error(e: ConfigError) -> CliError {
+    CliError::usage(format!("invalid --{}: {} (allowed: {})", option_of(e.parameter), e.received, e.allowed))
+}
+
+fn resolve(target: &str) -> Result<SocketAddr, CliError> {
+    let bad = |why: String| {
+        CliError::usage(format!("invalid --target {target:?}: {why} (expected HOST:PORT, e.g. 127.0.0.1:8080)"))
+    };
+    let mut addrs = target.to_socket_addrs().map_err(|e| bad(e.to_string()))?;
+    addrs.next().ok_or_else(|| bad("the name has no address".into()))
+}
+
+fn default_hdr_log(json: &Path) -> PathBuf {
+    let stem = if json.extension().is_some_and(|e| e == "json") { json.with_extension("") } else { json.to_path_buf() };
+    let mut name = stem.into_os_string();
+    name.push(".hdr.log");
+    PathBuf::from(name)
+}
+
+/// How the summary refers to the log: relative to the summary's directory when the log is in
+/// it (or below it), absolute otherwise.
+fn log_reference(json: &Path, log: &Path) -> String {
+    let log_abs = std::path::absolute(log).unwrap_or_else(|_| log.to_path_buf());
+    match std::path::absolute(directory_of(json)).ok() {
+        Some(d) => log_abs.strip_prefix(&d).map(Path::to_path_buf).unwrap_or(log_abs),
+        None => log_abs,
+    }
+    .to_string_lossy()
+    .into_owned()
+}
+
+/// The directory a file is in ("." for a bare file name).
+fn directory_of(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+fn check_directory(option: &str, path: &Path) -> Result<(), CliError> {
+    let dir = directory_of(path);
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(CliError::usage(format!(
+            "invalid --{option} {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )))
+    }
+}
+
+/// Write through a temporary file and rename, so a reader never sees a half-written file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Let the process open one descriptor per connection (plus a margin) if the hard limit allows.
+fn raise_fd_limit(connections: usize) {
+    let wanted = connections as u64 + 64;
+    // SAFETY: rlimit is plain data filled in by the kernel.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < wanted {
+        lim.rlim_cur = wanted.min(lim.rlim_max);
+        // SAFETY: lim is a valid rlimit; failure only leaves the old limit.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+}
+
+fn print_phase(p: Phase) {
+    let line: &[u8] = match p {
+        Phase::Measure => b"phase measure\n",
+        Phase::End => b"phase end\n",
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line);
+    let _ = out.flush();
+}
+
+fn human_line(r: &LoadReport) -> String {
+    let ms = |q: f64| {
+        if r.latency.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.3} ms", r.latency.value_at_quantile(q) as f64 / 1e6)
+        }
+    };
+    let c = &r.config;
+    format!(
+        "load: {} requests in {:.2} s = {:.1} req/s; latency p50 {} p99 {} max {}; errors {}; closed model, {} connections, {} thread(s), coordinated omission not corrected{}",
+        r.totals.requests,
+        r.window_s(),
+        r.throughput_rps(),
+        ms(0.5),
+        ms(0.99),
+        ms(1.0),
+        r.totals.errors.total(),
+        c.connections(),
+        c.threads(),
+        if r.interrupted { " [interrupted]" } else { "" }
+    )
+}
+
+pub fn run(a: LoadArgs) -> Result<(), CliError> {
+    let mut p = ClosedParams::new(resolve(&a.target)?);
+    p.host = Some(a.host.unwrap_or_else(|| a.target.clone()));
+    p.path = a.path;
+    p.connections = a.connections;
+    p.duration = a.duration;
+    p.warmup = a.warmup;
+    p.think_time = a.think_time;
+    p.threads = a.threads;
+    p.cpus = a.cpus.clone();
+    p.request_timeout = a.timeout;
+    p.connect_timeout = a.connect_timeout;
+    let cfg = ClosedConfig::new(p).map_err(usage_error)?;
+    let hdr_log = a.hdr_log.unwrap_or_else(|| default_hdr_log(&a.json));
+    check_directory("json", &a.json)?;
+    check_directory("hdr-log", &hdr_log)?;
+
+    // The coordinator and the signal thread stay on the generator's CPUs too.
+    if let Some(cpus) = &a.cpus {
+        cpus.pin_current_thread().map_err(|e| CliError::runtime(format!("cannot pin to CPUs {cpus}: {e}")))?;
+    }
+    raise_fd_limit(cfg.connections());
+    let stop = StopHandle::new();
+    let on_signal = stop.clone();
+    // Before any load thread starts, so that all of them inherit the blocked signal mask.
+    spawn_handler(move |s| {
+        if s == Signal::Terminate {
+            on_signal.stop();
+        }
+    })
+    .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
+
+    let report = run_closed_with(&cfg, &stop, &mut print_phase).map_err(|e| CliError::runtime(e.to_string()))?;
+    write_atomically(&hdr_log, &report.interval_log)?;
+    let summary = report.summary(Some(&log_reference(&a.json, &hdr_log)));
+    let mut json = serde_json::to_vec_pretty(&summary).expect("the summary is serialisable");
+    json.push(b'\n');
+    write_atomically(&a.json, &json)?;
+    eprintln!("{}", human_line(&report));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_log_sits_beside_the_summary() {
+        assert_eq!(default_hdr_log(Path::new("runs/x/summary.json")), Path::new("runs/x/summary.hdr.log"));
+        assert_eq!(default_hdr_log(Path::new("out")), Path::new("out.hdr.log"));
+    }
+
+    #[test]
+    fn log_reference_is_relative_beside_the_summary() {
+        assert_eq!(log_reference(Path::new("runs/x/s.json"), Path::new("runs/x/s.hdr.log")), "s.hdr.log");
+        assert_eq!(log_reference(Path::new("s.json"), Path::new("hdr/s.hdr.log")), "hdr/s.hdr.log");
+        assert_eq!(log_reference(Path::new("runs/s.json"), Path::new("/tmp/s.hdr.log")), "/tmp/s.hdr.log");
+    }
+
+    #[test]
+    fn config_errors_name_the_command_line_option() {
+        let e = ConfigError { parameter: "request_timeout", allowed: "> 0".into(), received: "0ns".into() };
+        assert_eq!(usage_error(e).to_string(), "invalid --timeout: 0ns (allowed: > 0)");
+        assert!(resolve("nonsense").is_err());
+        assert_eq!(resolve("127.0.0.1:80").unwrap().port(), 80);
+    }
+}

@@ -1,0 +1,73 @@
+//! `archlab-engine`: the data plane's one binary. Argument parsing and glue only: every
+//! subcommand calls a library (`archlab-server`, `archlab-load`) and prints what it returns.
+//! Exit codes: 0 success, 1 runtime failure (message on stderr), 2 invalid arguments.
+
+mod args;
+mod load_cmd;
+mod serve_cmd;
+mod signals;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "archlab-engine", version, about = "archlab data plane: servers and load generator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the registered server architectures (name and one-line description).
+    Architectures {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve one architecture until SIGTERM; the first stdout line is `listening HOST:PORT`.
+    Serve(serve_cmd::ServeArgs),
+    /// Drive load against a target and write a JSON summary and an HDR interval log.
+    Load(load_cmd::LoadArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Architectures { json } => {
+            serve_cmd::list_architectures(json);
+            Ok(())
+        }
+        Command::Serve(a) => serve_cmd::run(a),
+        Command::Load(a) => load_cmd::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("archlab-engine: error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}
+
+/// An error that ends the process with a message and an exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    /// 2 for invalid arguments (like clap), 1 for failures at run time.
+    pub code: i32,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), code: 2 }
+    }
+    pub fn runtime(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), code: 1 }
+    }
+    fn exit_code(&self) -> i32 {
+        self.code
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}

@@ -1,0 +1,106 @@
+//! `archlab-engine serve` and `architectures`: build an architecture from the registry, bind,
+//! print `listening HOST:PORT` as the first stdout line, and serve until SIGTERM. SIGUSR1
+//! prints one `rusage {json}` line (CPU time, context switches and peak RSS of the whole
+//! process, exited threads included) so that the orchestrator can measure the server.
+
+use crate::args::parse_cpus;
+use crate::signals::{spawn_handler, Signal};
+use crate::CliError;
+use archlab_netio::socket::{listen, ListenOptions};
+use archlab_netio::CpuList;
+use archlab_server::{registry, ServerOptions, REGISTRY};
+use clap::Args;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Architecture to serve (see `archlab-engine architectures`).
+    #[arg(long)]
+    arch: String,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Port to bind; 0 picks a free one (printed on the first stdout line).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Worker pool size (architectures with a pool).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Number of event loops (multi-reactor architectures).
+    #[arg(long)]
+    loops: Option<usize>,
+    /// CPUs to run on, e.g. "1" or "2-3"; the whole process is pinned to them.
+    #[arg(long, value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+    /// Largest request body accepted, in bytes (larger -> 413).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Disable TCP_NODELAY on accepted connections.
+    #[arg(long)]
+    no_nodelay: bool,
+}
+
+pub fn list_architectures(json: bool) {
+    if json {
+        let list: Vec<serde_json::Value> = REGISTRY
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "name": a.name,
+                    "description": a.description,
+                    "options": a.accepts.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+        return;
+    }
+    let width = REGISTRY.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    for a in REGISTRY {
+        println!("{:width$}  {}", a.name, a.description);
+    }
+}
+
+pub fn run(a: ServeArgs) -> Result<(), CliError> {
+    let mut options = ServerOptions {
+        threads: a.threads,
+        loops: a.loops,
+        cpus: a.cpus.clone(),
+        nodelay: !a.no_nodelay,
+        ..Default::default()
+    };
+    options.limits.max_body_bytes = a.max_body_bytes;
+    let server = registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
+    // Signals first, so that every thread started below inherits the blocked mask.
+    spawn_handler(|signal| match signal {
+        Signal::Terminate => std::process::exit(0),
+        Signal::Report => {
+            let usage = archlab_metrics::rusage::process_usage();
+            let line = format!("rusage {}\n", serde_json::to_string(&usage).expect("serialisable"));
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.flush();
+        }
+    })
+    .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
+    if let Some(cpus) = &a.cpus {
+        cpus.pin_current_thread().map_err(|e| CliError::runtime(format!("cannot pin to CPUs {cpus}: {e}")))?;
+    }
+    let addr = SocketAddr::new(a.host, a.port);
+    let listener = listen(addr, &ListenOptions::default()).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (the port is busy: pick another or use --port 0)"
+        } else {
+            ""
+        };
+        CliError::runtime(format!("cannot listen on {addr}: {e}{hint}"))
+    })?;
+    let local = listener.local_addr().map_err(|e| CliError::runtime(e.to_string()))?;
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening {local}");
+        let _ = out.flush();
+    }
+    server.serve(listener).map_err(|e| CliError::runtime(format!("{} stopped: {e}", a.arch)))
+}

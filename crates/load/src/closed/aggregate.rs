@@ -1,0 +1,114 @@
+//! The coordinator's side of the per-second hand-over: merges the threads' histograms of each
+//! second, and once every thread has reported a second, appends it to the timeline, the
+//! whole-window histogram and the HDR interval log. Seconds are closed strictly in order; a
+//! thread's last (possibly shorter) second is closed only at the end, when the length of the
+//! window is known.
+
+use super::SECOND_NS;
+use crate::error::LoadError;
+use crate::report::{rate, TimelineEntry};
+use archlab_metrics::hdr::{self, LatencyHistogram};
+use archlab_metrics::interval_log::IntervalLog;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Merges the threads' seconds in order: timeline, whole-window histogram, interval log.
+pub(super) struct Aggregator {
+    threads: usize,
+    warmup_end: u64,
+    /// Seconds received from some threads but not yet from all (front = `first_pending`).
+    pending: VecDeque<PendingSecond>,
+    first_pending: u32,
+    total: LatencyHistogram,
+    timeline: Vec<TimelineEntry>,
+    log: IntervalLog<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct PendingSecond {
+    histogram: Option<LatencyHistogram>,
+    requests: u64,
+    errors: u64,
+    reports: usize,
+    /// Some thread's last interval: its length is known only at the end.
+    last: bool,
+}
+
+impl Aggregator {
+    pub(super) fn new(threads: usize, warmup_end: u64, log: IntervalLog<Vec<u8>>) -> Self {
+        Aggregator {
+            threads,
+            warmup_end,
+            pending: VecDeque::new(),
+            first_pending: 0,
+            total: hdr::new_latency_histogram(),
+            timeline: Vec::new(),
+            log,
+        }
+    }
+
+    pub(super) fn add(
+        &mut self,
+        index: u32,
+        h: LatencyHistogram,
+        requests: u64,
+        errors: u64,
+        last: bool,
+    ) -> Result<(), LoadError> {
+        let pos = index
+            .checked_sub(self.first_pending)
+            .ok_or_else(|| LoadError::Internal(format!("second {index} reported after it was closed")))?
+            as usize;
+        if self.pending.len() <= pos {
+            self.pending.resize_with(pos + 1, PendingSecond::default);
+        }
+        let p = &mut self.pending[pos];
+        match &mut p.histogram {
+            Some(acc) => hdr::merge(acc, &h),
+            None => p.histogram = Some(h),
+        }
+        p.requests += requests;
+        p.errors += errors;
+        p.reports += 1;
+        p.last |= last;
+        // Whole seconds that every thread has reported can be closed now.
+        while self.pending.front().is_some_and(|p| p.reports == self.threads && !p.last) {
+            self.close_front(SECOND_NS)?;
+        }
+        Ok(())
+    }
+
+    fn close_front(&mut self, length_ns: u64) -> Result<(), LoadError> {
+        let p = self.pending.pop_front().expect("a pending second");
+        let index = self.first_pending;
+        self.first_pending += 1;
+        let h = p.histogram.unwrap_or_else(hdr::new_latency_histogram);
+        hdr::merge(&mut self.total, &h);
+        let length_s = length_ns as f64 / 1e9;
+        self.timeline.push(TimelineEntry {
+            second: index,
+            length_s,
+            requests: p.requests,
+            throughput_rps: rate(p.requests, length_s),
+            p99_us: hdr::quantile_us(&h, 0.99),
+            errors: p.errors,
+        });
+        self.log
+            .append(&h, Duration::from_nanos(u64::from(index) * SECOND_NS), Duration::from_nanos(length_ns))
+            .map_err(|e| LoadError::Internal(e.to_string()))
+    }
+
+    /// Close the remaining seconds against the end of the window.
+    pub(super) fn finish(
+        mut self,
+        window_end: u64,
+    ) -> Result<(LatencyHistogram, Vec<TimelineEntry>, Vec<u8>), LoadError> {
+        while !self.pending.is_empty() {
+            let start = self.warmup_end + u64::from(self.first_pending) * SECOND_NS;
+            let length = window_end.min(start + SECOND_NS).saturating_sub(start);
+            self.close_front(length)?;
+        }
+        let log = self.log.finish().map_err(|e| LoadError::Internal(e.to_string()))?;
+        Ok((self.total, self.timeline, log))
+    }
+}

@@ -1,0 +1,371 @@
+//! The closed-model driver: N users, each a keep-alive connection looping request -> whole
+//! response -> think time -> request, spread over T load threads.
+//!
+//! Mechanism. Each load thread is pinned to `cpus.nth(i)` and owns about N/T non-blocking
+//! connections (TCP_NODELAY) in its own level-triggered epoll set; nothing is shared between
+//! load threads on the request path. The request bytes are built once. Per request a thread
+//! makes one `send` (the request fits the socket buffer; a partial send waits for
+//! writability) and normally one `recv` into a 64 KiB per-thread buffer, plus one vDSO clock
+//! read whose value is both the completion time of a response and the send time of the next
+//! request. Latency = completion - send, in ns, recorded in a per-thread HDR histogram for the
+//! current second; with one request in flight per connection there is no queue inside the
+//! generator, and no coordinated-omission correction is applied (closed model: a stalled
+//! server simply receives fewer requests). Think times and reconnect back-offs are a
+//! per-thread min-heap behind one timerfd; request and connect timeouts are found by a scan
+//! every tenth of the timeout.
+//!
+//! Timeline. A coordinator (the calling thread) waits until every thread has tried its
+//! connections, fails with "cannot connect to ADDR" if none succeeded, then fixes t0: the
+//! warm-up is [t0, t0+W), the window [t0+W, t0+W+D). Completions are attributed by their
+//! completion time; nothing is recorded outside the window except warm-up counters. Every
+//! second each thread hands its interval histogram and counters to the coordinator, which
+//! merges them, appends one interval to the HDR log and one entry to the timeline, so memory
+//! does not grow with the length of the run. At the end of the window the threads stop on
+//! their own (requests still in flight are abandoned, not counted), the coordinator reports
+//! [`Phase::End`] while connections are still open, then releases the threads to close them.
+//! A [`StopHandle`] moves the end of the window to the moment of the stop.
+//!
+//! Failures. A connection closed by the server after a complete response (`Connection:
+//! close`, idle close) is reopened without counting an error; one lost with a request in
+//! flight counts `closed`. Timeouts, parse errors and I/O errors close and reopen the
+//! connection at once; failed connects retry after a 10 ms back-off.
+
+use crate::config::ClosedConfig;
+use crate::control::{Phase, StopHandle};
+use crate::error::LoadError;
+use crate::report::LoadReport;
+use crate::stats::{ErrorClass, Tally};
+use aggregate::Aggregator;
+use archlab_metrics::clock::{now_ns, ClockAnchor};
+use archlab_metrics::hdr::{self, LatencyHistogram};
+use archlab_metrics::interval_log::IntervalLog;
+use archlab_metrics::rusage::ResourceUsage;
+use archlab_netio::Waker;
+use archlab_wire::http::{write_request, Method};
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+mod aggregate;
+mod recorder;
+mod worker;
+
+/// Slack given to threads and the coordinator for anything that is not measurement.
+const GRACE: Duration = Duration::from_secs(2);
+const SECOND_NS: u64 = 1_000_000_000;
+
+/// Run a closed-model load and report what was measured.
+pub fn run_closed(cfg: &ClosedConfig) -> Result<LoadReport, LoadError> {
+    run_closed_with(cfg, &StopHandle::new(), &mut |_| {})
+}
+
+/// [`run_closed`] with a stop handle and a callback told when the window opens and closes.
+pub fn run_closed_with(
+    cfg: &ClosedConfig,
+    stop: &StopHandle,
+    on_phase: &mut dyn FnMut(Phase),
+) -> Result<LoadReport, LoadError> {
+    let mut request = Vec::with_capacity(128 + cfg.path().len() + cfg.host().len());
+    write_request(&mut request, Method::Get, cfg.host(), cfg.path(), true, &[]);
+    let wakers = (0..cfg.threads())
+        .map(|_| Waker::new())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| io_error("cannot create an eventfd", e))?;
+    let shared = Shared {
+        cfg,
+        request: &request,
+        start: Gate::new(),
+        release: Gate::new(),
+        end_ns: AtomicU64::new(u64::MAX),
+        abort: AtomicBool::new(false),
+        wakers,
+    };
+    let (tx, rx) = mpsc::channel();
+    let stop_tx = tx.clone();
+    let _installed = stop.install(Box::new(move || {
+        let _ = stop_tx.send(Msg::Stop);
+    }));
+    std::thread::scope(|scope| {
+        for i in 0..cfg.threads() {
+            let (tx, shared) = (tx.clone(), &shared);
+            let spawned = std::thread::Builder::new()
+                .name(format!("load-{i}"))
+                .spawn_scoped(scope, move || worker::worker_main(shared, i, tx));
+            if let Err(e) = spawned {
+                shared.abort_all();
+                return Err(io_error("cannot start a load thread", e));
+            }
+        }
+        drop(tx);
+        coordinate(&shared, &rx, on_phase)
+    })
+}
+
+fn io_error(context: impl Into<String>, source: io::Error) -> LoadError {
+    LoadError::Io { context: context.into(), source }
+}
+
+/// A value published once by one thread and awaited by others (start decision, release).
+struct Gate<T> {
+    value: Mutex<Option<T>>,
+    cv: Condvar,
+}
+
+impl<T: Copy> Gate<T> {
+    fn new() -> Self {
+        Gate { value: Mutex::new(None), cv: Condvar::new() }
+    }
+
+    fn open(&self, v: T) {
+        *self.value.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        self.cv.notify_all();
+    }
+
+    /// The published value, or `None` if nothing was published within `timeout`.
+    fn wait(&self, timeout: Duration) -> Option<T> {
+        let guard = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self.cv.wait_timeout_while(guard, timeout, |v| v.is_none()).unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    Go { t0_ns: u64 },
+    Abort,
+}
+
+/// What the coordinator and the load threads share.
+struct Shared<'a> {
+    cfg: &'a ClosedConfig,
+    request: &'a [u8],
+    start: Gate<Start>,
+    /// Opened after [`Phase::End`] was reported: threads may close their connections.
+    release: Gate<()>,
+    /// End of the window (CLOCK_MONOTONIC ns); lowered by a stop.
+    end_ns: AtomicU64,
+    /// Give up connecting (the run is abandoned before it starts).
+    abort: AtomicBool,
+    /// One per load thread, to cut an epoll wait short.
+    wakers: Vec<Waker>,
+}
+
+impl Shared<'_> {
+    fn wake_all(&self) {
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+    }
+
+    fn abort_all(&self) {
+        self.abort.store(true, Ordering::SeqCst);
+        self.start.open(Start::Abort);
+        self.wake_all();
+    }
+}
+
+/// Messages to the coordinator. A thread's messages arrive in the order it sent them.
+enum Msg {
+    /// The thread tried all its connections once.
+    Ready { established: usize, first_error: Option<io::Error> },
+    /// One second of the window (`last`: the thread's final, possibly shorter, interval).
+    Interval { index: u32, histogram: LatencyHistogram, requests: u64, errors: u64, last: bool },
+    /// The thread stopped recording (after its last interval).
+    Finished(Result<Box<WorkerSummary>, LoadError>),
+    /// The caller asked to stop.
+    Stop,
+}
+
+/// What a load thread hands back when its window is over.
+struct WorkerSummary {
+    warmup: Tally,
+    window: Tally,
+    non2xx: LatencyHistogram,
+    cpu: ResourceUsage,
+    /// Latest instant the thread attributed to the window (>= the end it applied).
+    horizon_ns: u64,
+    /// Requests sent but not complete when the window closed (abandoned, not counted).
+    in_flight: usize,
+    examples: BTreeMap<ErrorClass, String>,
+}
+
+fn log_comments(cfg: &ClosedConfig) -> [String; 2] {
+    [
+        format!(
+            "archlab-engine {} closed-model load: target {} path {} connections {} threads {} think time {:?}",
+            env!("CARGO_PKG_VERSION"),
+            cfg.target(),
+            cfg.path(),
+            cfg.connections(),
+            cfg.threads(),
+            cfg.think_time()
+        ),
+        "One interval per second of the measurement window: latency of 2xx responses; \
+         coordinated omission NOT corrected (closed model)"
+            .to_string(),
+    ]
+}
+
+/// The coordinator: start decision, phase reports, stop handling, merging.
+fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) -> Result<LoadReport, LoadError> {
+    let cfg = sh.cfg;
+    let threads = cfg.threads();
+
+    // 1. Every thread tries its connections once.
+    let ready_deadline = now_ns() + (cfg.connect_timeout() + GRACE).as_nanos() as u64;
+    let (mut ready, mut established, mut first_error, mut interrupted) = (0, 0, None, false);
+    while ready < threads {
+        match rx.recv_timeout(Duration::from_nanos(ready_deadline.saturating_sub(now_ns()))) {
+            Ok(Msg::Ready { established: e, first_error: fe }) => {
+                ready += 1;
+                established += e;
+                first_error = first_error.or(fe);
+            }
+            Ok(Msg::Finished(Err(e))) => {
+                sh.abort_all();
+                return Err(e);
+            }
+            Ok(Msg::Stop) => {
+                interrupted = true;
+                sh.abort.store(true, Ordering::SeqCst);
+                sh.wake_all();
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    if interrupted {
+        sh.abort_all();
+        return empty_report(cfg, established);
+    }
+    if established == 0 {
+        sh.abort_all();
+        let source = first_error.unwrap_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection established within {:?}", cfg.connect_timeout()),
+            )
+        });
+        return Err(LoadError::Connect { target: cfg.target(), source });
+    }
+
+    // 2. Fix the timeline and let the threads go.
+    let anchor = ClockAnchor::now();
+    let warmup_end = anchor.mono_ns + cfg.warmup().as_nanos() as u64;
+    let end = warmup_end + cfg.duration().as_nanos() as u64;
+    sh.end_ns.store(end, Ordering::SeqCst);
+    let comments = log_comments(cfg);
+    let comments: Vec<&str> = comments.iter().map(String::as_str).collect();
+    let log = IntervalLog::begin(Vec::new(), anchor.wall_of(warmup_end), &comments)
+        .map_err(|e| LoadError::Internal(e.to_string()))?;
+    let mut agg = Aggregator::new(threads, warmup_end, log);
+    sh.start.open(Start::Go { t0_ns: anchor.mono_ns });
+
+    // 3. Merge seconds as they come, announce the window, handle a stop, collect the threads.
+    let hard_deadline = end + GRACE.as_nanos() as u64;
+    let (mut summaries, mut failure, mut measuring, mut finished) = (Vec::new(), None, false, 0);
+    while finished < threads {
+        let now = now_ns();
+        if !measuring && now >= warmup_end && sh.end_ns.load(Ordering::SeqCst) > warmup_end {
+            measuring = true;
+            on_phase(Phase::Measure);
+        }
+        if now >= hard_deadline {
+            break;
+        }
+        let wake_at = if measuring || interrupted { hard_deadline } else { warmup_end };
+        match rx.recv_timeout(Duration::from_nanos(wake_at.saturating_sub(now))) {
+            Ok(Msg::Interval { index, histogram, requests, errors, last }) => {
+                if let Err(e) = agg.add(index, histogram, requests, errors, last) {
+                    failure = failure.or(Some(e));
+                }
+            }
+            Ok(Msg::Finished(result)) => {
+                finished += 1;
+                match result {
+                    Ok(s) => summaries.push(s),
+                    Err(e) => {
+                        // One thread failing ends the run for all of them.
+                        failure = failure.or(Some(e));
+                        sh.end_ns.fetch_min(now, Ordering::SeqCst);
+                        sh.wake_all();
+                    }
+                }
+            }
+            Ok(Msg::Stop) => {
+                // A stop after the natural end of the window interrupts nothing.
+                if sh.end_ns.fetch_min(now, Ordering::SeqCst) > now {
+                    interrupted = true;
+                    sh.wake_all();
+                }
+            }
+            Ok(Msg::Ready { .. }) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if measuring {
+        on_phase(Phase::End);
+    }
+    sh.release.open(());
+    if let Some(e) = failure {
+        return Err(e);
+    }
+
+    // 4. Sum the threads.
+    let window_end = summaries.iter().map(|s| s.horizon_ns).max().unwrap_or(end);
+    let (latency, timeline, interval_log) = agg.finish(window_end)?;
+    let mut report = LoadReport {
+        config: cfg.clone(),
+        interrupted,
+        window: Duration::from_nanos(window_end.saturating_sub(warmup_end)),
+        latency,
+        latency_non2xx: hdr::new_latency_histogram(),
+        totals: Tally::default(),
+        warmup_totals: Tally::default(),
+        timeline,
+        interval_log,
+        cpu_user_s: 0.0,
+        cpu_sys_s: 0.0,
+        connections_established: established,
+        in_flight_at_end: 0,
+        error_examples: BTreeMap::new(),
+    };
+    for s in summaries {
+        report.in_flight_at_end += s.in_flight;
+        report.totals.add(&s.window);
+        report.warmup_totals.add(&s.warmup);
+        hdr::merge(&mut report.latency_non2xx, &s.non2xx);
+        report.cpu_user_s += s.cpu.user_cpu_s;
+        report.cpu_sys_s += s.cpu.system_cpu_s;
+        for (class, message) in s.examples {
+            report.error_examples.entry(class).or_insert(message);
+        }
+    }
+    Ok(report)
+}
+
+/// The report of a run stopped before its start: nothing measured.
+fn empty_report(cfg: &ClosedConfig, established: usize) -> Result<LoadReport, LoadError> {
+    let log = IntervalLog::begin(Vec::new(), ClockAnchor::now().wall, &[])
+        .and_then(IntervalLog::finish)
+        .map_err(|e| LoadError::Internal(e.to_string()))?;
+    Ok(LoadReport {
+        config: cfg.clone(),
+        interrupted: true,
+        window: Duration::ZERO,
+        latency: hdr::new_latency_histogram(),
+        latency_non2xx: hdr::new_latency_histogram(),
+        totals: Tally::default(),
+        warmup_totals: Tally::default(),
+        timeline: Vec::new(),
+        interval_log: log,
+        cpu_user_s: 0.0,
+        cpu_sys_s: 0.0,
+        connections_established: established,
+        in_flight_at_end: 0,
+        error_examples: BTreeMap::new(),
+    })
+}

@@ -1,0 +1,169 @@
+//! Per-thread accounting of a load thread. Everything is attributed by its own timestamp:
+//! before the window to the warm-up tally, inside it to the window tally and to the
+//! histogram of the current second, at or after the end to nothing. Seconds are handed to the
+//! coordinator as they end (one message per second), so a thread never holds more than one
+//! interval histogram.
+
+use super::{Msg, WorkerSummary, SECOND_NS};
+use crate::stats::{ErrorClass, Tally};
+use archlab_metrics::hdr::{self, LatencyHistogram};
+use archlab_metrics::rusage::{thread_usage, ResourceUsage};
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::sync::mpsc::Sender;
+
+/// Per-thread accounting: tallies by phase, the histogram of the current second, and the
+/// hand-over of finished seconds to the coordinator.
+pub(super) struct Recorder {
+    tx: Sender<Msg>,
+    warmup_end: u64,
+    /// End of the window as last read from [`Shared::end_ns`]; nothing at or after it counts.
+    pub(super) end: u64,
+    /// Start of the next second (the window start while in the warm-up).
+    pub(super) next_roll: u64,
+    in_window: bool,
+    /// Seconds handed over so far = index of the current one.
+    flushed: u32,
+    interval: LatencyHistogram,
+    sec_requests: u64,
+    sec_errors: u64,
+    warmup: Tally,
+    window: Tally,
+    non2xx: LatencyHistogram,
+    cpu_start: ResourceUsage,
+    horizon: u64,
+    examples: BTreeMap<ErrorClass, String>,
+}
+
+impl Recorder {
+    pub(super) fn new(tx: Sender<Msg>) -> Self {
+        Recorder {
+            tx,
+            warmup_end: u64::MAX,
+            end: u64::MAX,
+            next_roll: u64::MAX,
+            in_window: false,
+            flushed: 0,
+            interval: hdr::new_latency_histogram(),
+            sec_requests: 0,
+            sec_errors: 0,
+            warmup: Tally::default(),
+            window: Tally::default(),
+            non2xx: hdr::new_latency_histogram(),
+            cpu_start: ResourceUsage::default(),
+            horizon: 0,
+            examples: BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn start(&mut self, warmup_end: u64, end: u64) {
+        self.warmup_end = warmup_end;
+        self.next_roll = warmup_end;
+        self.end = end;
+    }
+
+    /// Move the clock of the recorder to `now`, closing the seconds that ended before it.
+    #[inline]
+    pub(super) fn advance(&mut self, now: u64) {
+        self.horizon = self.horizon.max(now);
+        if now >= self.next_roll {
+            self.roll(now);
+        }
+    }
+
+    #[cold]
+    fn roll(&mut self, now: u64) {
+        while now >= self.next_roll {
+            if self.in_window {
+                self.flush(false);
+            } else {
+                self.in_window = true;
+                self.cpu_start = thread_usage();
+            }
+            self.next_roll = self.warmup_end + (u64::from(self.flushed) + 1) * SECOND_NS;
+        }
+    }
+
+    fn flush(&mut self, last: bool) {
+        let histogram = std::mem::replace(&mut self.interval, hdr::new_latency_histogram());
+        let (requests, errors) = (self.sec_requests, self.sec_errors);
+        let _ = self.tx.send(Msg::Interval { index: self.flushed, histogram, requests, errors, last });
+        self.flushed += 1;
+        self.sec_requests = 0;
+        self.sec_errors = 0;
+    }
+
+    fn tally(&mut self, t: u64) -> &mut Tally {
+        if t >= self.warmup_end {
+            &mut self.window
+        } else {
+            &mut self.warmup
+        }
+    }
+
+    #[inline]
+    pub(super) fn response(&mut self, t: u64, status: u16, latency_ns: u64) {
+        if t >= self.end {
+            return;
+        }
+        self.advance(t);
+        let class = self.tally(t).response(status);
+        if t < self.warmup_end {
+            return;
+        }
+        if (200..300).contains(&status) {
+            self.sec_requests += 1;
+            hdr::record_ns(&mut self.interval, latency_ns);
+        } else {
+            hdr::record_ns(&mut self.non2xx, latency_ns);
+            self.sec_errors += u64::from(class.is_some());
+        }
+    }
+
+    pub(super) fn error(&mut self, t: u64, class: ErrorClass, detail: &dyn Display) {
+        if t >= self.end {
+            return;
+        }
+        self.advance(t);
+        self.tally(t).errors.bump(class);
+        if t >= self.warmup_end {
+            self.sec_errors += 1;
+        }
+        self.examples.entry(class).or_insert_with(|| detail.to_string());
+    }
+
+    #[inline]
+    pub(super) fn bytes(&mut self, t: u64, n: usize) {
+        if t < self.end {
+            self.tally(t).bytes_received += n as u64;
+        }
+    }
+
+    pub(super) fn opened(&mut self, t: u64) {
+        if t < self.end {
+            self.tally(t).connections_opened += 1;
+        }
+    }
+
+    /// Close the last second (possibly shorter) and hand back everything else.
+    pub(super) fn finish(&mut self) -> WorkerSummary {
+        let horizon = self.horizon.max(self.end);
+        self.advance(horizon - 1);
+        let mut cpu = ResourceUsage::default();
+        if self.in_window {
+            self.flush(true);
+            let now = thread_usage();
+            cpu.user_cpu_s = now.user_cpu_s - self.cpu_start.user_cpu_s;
+            cpu.system_cpu_s = now.system_cpu_s - self.cpu_start.system_cpu_s;
+        }
+        WorkerSummary {
+            warmup: std::mem::take(&mut self.warmup),
+            window: std::mem::take(&mut self.window),
+            non2xx: std::mem::replace(&mut self.non2xx, hdr::new_latency_histogram()),
+            cpu,
+            horizon_ns: horizon,
+            in_flight: 0,
+            examples: std::mem::take(&mut self.examples),
+        }
+    }
+}

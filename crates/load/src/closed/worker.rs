@@ -1,0 +1,477 @@
+//! One load thread: its connections, their request cycle, and its epoll loop.
+//!
+//! A connection is a small state machine (closed -> connecting -> open -> sending/awaiting ->
+//! open ...) driven by level-triggered readiness: readable is watched for the whole life of a
+//! connection, writable only while connecting or while a request is stuck in the socket
+//! buffer, so the steady state needs no `epoll_ctl`. Every socket gets a new epoch when it is
+//! closed; events and timers carry the epoch they were made for and are ignored once it has
+//! passed, which makes closing and reopening within one batch of events safe.
+
+use super::recorder::Recorder;
+use super::{io_error, Msg, Shared, Start, GRACE};
+use crate::error::LoadError;
+use crate::response::{Progress, ResponseReader};
+use crate::stats::ErrorClass;
+use crate::timer::Timers;
+use archlab_metrics::clock::now_ns;
+use archlab_netio::socket::{connect_nonblocking, set_nodelay, take_error};
+use archlab_netio::{cpus::pin_current_thread, Event, Interest, Poller, Trigger, Waker};
+use std::fmt::Display;
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// Receive buffer of a load thread, shared by its connections (data is consumed at once).
+const RECV_BUFFER_BYTES: usize = 64 * 1024;
+/// Wait after a failed connect before retrying, so that a dead server is not hammered.
+const RECONNECT_BACKOFF_NS: u64 = 10_000_000;
+/// Most events taken from epoll per wait.
+const MAX_EVENTS: usize = 1024;
+const TIMER_TOKEN: u64 = u64::MAX;
+const WAKER_TOKEN: u64 = u64::MAX - 1;
+
+/// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
+pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
+    let mut w = match Worker::new(sh, i, tx.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = tx.send(Msg::Finished(Err(e)));
+            return;
+        }
+    };
+    let established = w.establish();
+    let _ = tx.send(Msg::Ready { established, first_error: w.first_connect_error.take() });
+    let Some(Start::Go { t0_ns }) = sh.start.wait(sh.cfg.connect_timeout() + 2 * GRACE) else { return };
+    let result = w.drive(t0_ns).map(|()| {
+        let mut summary = w.rec.finish();
+        summary.in_flight = w.conns.iter().filter(|c| c.in_flight()).count();
+        Box::new(summary)
+    });
+    let _ = tx.send(Msg::Finished(result));
+    // Connections stay open until the coordinator has announced the end of the window.
+    sh.release.wait(GRACE);
+}
+
+/// Where a connection is in its request cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No socket (waiting for a back-off, or not yet started).
+    Closed,
+    Connecting {
+        since_ns: u64,
+    },
+    /// Connected, no request in flight (ready, or thinking until `next_send_ns`).
+    Open,
+    /// Request partly written (`sent` bytes); waits for writability.
+    Sending {
+        sent: usize,
+    },
+    /// Request written, response not complete.
+    Awaiting,
+}
+
+struct Conn {
+    sock: Option<TcpStream>,
+    state: State,
+    /// Bumped whenever the socket is closed: events and timers of an older epoch are stale.
+    epoch: u32,
+    sent_ns: u64,
+    /// Earliest time of the next request (end of the think time).
+    next_send_ns: u64,
+    reader: ResponseReader,
+}
+
+impl Default for Conn {
+    fn default() -> Self {
+        Conn {
+            sock: None,
+            state: State::Closed,
+            epoch: 0,
+            sent_ns: 0,
+            next_send_ns: 0,
+            reader: ResponseReader::default(),
+        }
+    }
+}
+
+impl Conn {
+    fn fd(&self) -> i32 {
+        self.sock.as_ref().map_or(-1, |s| s.as_raw_fd())
+    }
+
+    fn in_flight(&self) -> bool {
+        matches!(self.state, State::Sending { .. } | State::Awaiting)
+    }
+}
+
+fn token(idx: usize, epoch: u32) -> u64 {
+    (u64::from(epoch) << 32) | idx as u64
+}
+
+/// A reset or broken pipe means the peer dropped the connection.
+fn is_peer_reset(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED))
+}
+
+struct Worker<'a> {
+    sh: &'a Shared<'a>,
+    waker: &'a Waker,
+    poller: Poller,
+    timers: Timers,
+    conns: Vec<Conn>,
+    rbuf: Box<[u8]>,
+    rec: Recorder,
+    /// The start gate has opened: connections send requests and reconnect.
+    started: bool,
+    /// Time of the current batch of events.
+    now: u64,
+    think_ns: u64,
+    first_connect_error: Option<io::Error>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(sh: &'a Shared<'a>, i: usize, tx: Sender<Msg>) -> Result<Self, LoadError> {
+        let cfg = sh.cfg;
+        if let Some(cpu) = cfg.cpu_of_thread(i) {
+            pin_current_thread(&[cpu]).map_err(|e| io_error(format!("cannot pin load thread {i} to CPU {cpu}"), e))?;
+        }
+        let n = cfg.connections_of_thread(i);
+        let setup = |e| io_error(format!("cannot set up load thread {i}"), e);
+        let poller = Poller::new(n.min(MAX_EVENTS) + 2).map_err(setup)?;
+        let timers = Timers::new(n).map_err(setup)?;
+        let waker = &sh.wakers[i];
+        poller.register(timers.as_raw_fd(), TIMER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
+        poller.register(waker.as_raw_fd(), WAKER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
+        Ok(Worker {
+            sh,
+            waker,
+            poller,
+            timers,
+            conns: (0..n).map(|_| Conn::default()).collect(),
+            rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
+            rec: Recorder::new(tx),
+            started: false,
+            now: now_ns(),
+            think_ns: cfg.think_time().as_nanos() as u64,
+            first_connect_error: None,
+        })
+    }
+
+    /// Try every connection once (bounded by the connect timeout); returns how many are open.
+    fn establish(&mut self) -> usize {
+        self.now = now_ns();
+        let deadline = self.now + self.sh.cfg.connect_timeout().as_nanos() as u64;
+        for idx in 0..self.conns.len() {
+            self.connect(idx, self.now);
+        }
+        let mut events = Vec::with_capacity(MAX_EVENTS);
+        while !self.sh.abort.load(Ordering::Relaxed)
+            && self.conns.iter().any(|c| matches!(c.state, State::Connecting { .. }))
+        {
+            let left = deadline.saturating_sub(now_ns());
+            if left == 0 || self.poller.wait(&mut events, Some(Duration::from_nanos(left))).is_err() {
+                break;
+            }
+            self.now = now_ns();
+            for ev in &events {
+                self.dispatch(*ev);
+            }
+        }
+        self.now = now_ns();
+        self.expire_connects(self.now, true);
+        self.conns.iter().filter(|c| c.state == State::Open).count()
+    }
+
+    /// The measurement loop, from the start gate to the end of the window.
+    fn drive(&mut self, t0_ns: u64) -> Result<(), LoadError> {
+        let cfg = self.sh.cfg;
+        let warmup_end = t0_ns + cfg.warmup().as_nanos() as u64;
+        self.rec.start(warmup_end, self.sh.end_ns.load(Ordering::SeqCst));
+        self.started = true;
+        self.now = now_ns();
+        for idx in 0..self.conns.len() {
+            match self.conns[idx].state {
+                State::Open => self.resume(idx, self.now),
+                State::Closed => self.connect(idx, self.now),
+                _ => {}
+            }
+        }
+        // Timeouts are found by scanning; a tenth of the timeout bounds how late.
+        let shortest = cfg.request_timeout().min(cfg.connect_timeout()).as_nanos() as u64;
+        let scan_every = (shortest / 10).clamp(1_000_000, 100_000_000);
+        let mut next_scan = self.now + scan_every;
+        let mut events = Vec::with_capacity(MAX_EVENTS);
+        let failed = |e| io_error("load thread: epoll/timerfd failed", e);
+        loop {
+            self.timers.rearm().map_err(failed)?;
+            let wake_at = self.rec.end.min(next_scan).min(self.rec.next_roll);
+            self.poller
+                .wait(&mut events, Some(Duration::from_nanos(wake_at.saturating_sub(self.now))))
+                .map_err(failed)?;
+            self.now = now_ns();
+            self.rec.end = self.sh.end_ns.load(Ordering::Relaxed);
+            if self.now >= self.rec.end {
+                return Ok(());
+            }
+            self.rec.advance(self.now);
+            for ev in &events {
+                self.dispatch(*ev);
+            }
+            if self.now >= next_scan {
+                self.scan_timeouts(self.now);
+                next_scan = self.now + scan_every;
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev.token {
+            TIMER_TOKEN => self.fire_timers(),
+            WAKER_TOKEN => self.waker.drain(),
+            tok => {
+                let idx = (tok & 0xffff_ffff) as usize;
+                if self.conns.get(idx).is_none_or(|c| c.epoch != (tok >> 32) as u32) {
+                    return; // the socket this event was for is closed already
+                }
+                match self.conns[idx].state {
+                    State::Connecting { .. } => self.on_connect_ready(idx),
+                    State::Sending { sent } if ev.writable && !ev.readable && !ev.closed => {
+                        self.write_from(idx, sent, self.now)
+                    }
+                    State::Closed => {}
+                    _ if ev.readable || ev.closed => self.on_readable(idx),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn connect(&mut self, idx: usize, now: u64) {
+        let c = &mut self.conns[idx];
+        let registered = connect_nonblocking(self.sh.cfg.target()).and_then(|s| {
+            self.poller.register(s.as_raw_fd(), token(idx, c.epoch), Interest::WRITABLE, Trigger::Level)?;
+            Ok(s)
+        });
+        match registered {
+            Ok(s) => {
+                c.sock = Some(s);
+                c.state = State::Connecting { since_ns: now };
+            }
+            Err(e) => self.connect_failed(idx, now, e),
+        }
+    }
+
+    fn on_connect_ready(&mut self, idx: usize) {
+        let now = now_ns();
+        let c = &mut self.conns[idx];
+        let Some(sock) = c.sock.as_ref() else { return };
+        let ready = match take_error(sock) {
+            Ok(None) => set_nodelay(sock.as_raw_fd(), true).and_then(|()| {
+                self.poller.reregister(sock.as_raw_fd(), token(idx, c.epoch), Interest::READABLE, Trigger::Level)
+            }),
+            Ok(Some(e)) | Err(e) => Err(e),
+        };
+        match ready {
+            Ok(()) => {
+                c.state = State::Open;
+                self.rec.opened(now);
+                if self.started {
+                    self.resume(idx, now);
+                }
+            }
+            Err(e) => self.connect_failed(idx, now, e),
+        }
+    }
+
+    fn connect_failed(&mut self, idx: usize, now: u64, e: io::Error) {
+        self.rec.error(now, ErrorClass::Connect, &e);
+        self.close(idx);
+        if self.started {
+            self.timers.push(now + RECONNECT_BACKOFF_NS, idx as u32, self.conns[idx].epoch);
+        }
+        if self.first_connect_error.is_none() {
+            self.first_connect_error = Some(e);
+        }
+    }
+
+    fn close(&mut self, idx: usize) {
+        let c = &mut self.conns[idx];
+        c.sock = None; // closing the fd also removes it from the epoll set
+        c.epoch = c.epoch.wrapping_add(1);
+        c.state = State::Closed;
+        c.reader.reset();
+    }
+
+    /// Close and connect again at once (no back-off: the server was reachable).
+    fn reopen(&mut self, idx: usize, now: u64) {
+        self.close(idx);
+        if self.started && now < self.rec.end {
+            self.connect(idx, now);
+        }
+    }
+
+    fn fail(&mut self, idx: usize, class: ErrorClass, now: u64, detail: &dyn Display) {
+        self.rec.error(now, class, detail);
+        self.reopen(idx, now);
+    }
+
+    /// An open connection with nothing in flight: send now, or when the think time is over.
+    fn resume(&mut self, idx: usize, now: u64) {
+        let c = &self.conns[idx];
+        if now >= self.rec.end {
+            return;
+        }
+        if c.next_send_ns <= now {
+            self.conns[idx].sent_ns = now;
+            self.write_from(idx, 0, now);
+        } else {
+            self.timers.push(c.next_send_ns, idx as u32, c.epoch);
+        }
+    }
+
+    fn write_from(&mut self, idx: usize, mut sent: usize, now: u64) {
+        let req = self.sh.request;
+        let c = &mut self.conns[idx];
+        let fd = c.fd();
+        let result = loop {
+            // SAFETY: the pointer and length describe the live slice req[sent..].
+            let n = unsafe {
+                libc::send(fd, req[sent..].as_ptr() as *const libc::c_void, req.len() - sent, libc::MSG_NOSIGNAL)
+            };
+            if n >= 0 {
+                sent += n as usize;
+                if sent == req.len() {
+                    break Ok(true);
+                }
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => break Ok(false),
+                _ => break Err(e),
+            }
+        };
+        let was_waiting = matches!(c.state, State::Sending { .. });
+        let (state, interest) = match result {
+            Ok(true) => (State::Awaiting, Interest::READABLE),
+            Ok(false) => (State::Sending { sent }, Interest::BOTH),
+            Err(e) => {
+                let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Write };
+                return self.fail(idx, class, now, &e);
+            }
+        };
+        c.state = state;
+        // Writability is watched only while a request is stuck in the socket buffer.
+        if was_waiting != matches!(state, State::Sending { .. }) {
+            if let Err(e) = self.poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
+                self.fail(idx, ErrorClass::Write, now, &e);
+            }
+        }
+    }
+
+    fn on_readable(&mut self, idx: usize) {
+        let c = &mut self.conns[idx];
+        // SAFETY: rbuf is a live, writable buffer of the given length.
+        let n = unsafe { libc::recv(c.fd(), self.rbuf.as_mut_ptr() as *mut libc::c_void, self.rbuf.len(), 0) };
+        // The completion time of a response ending in these bytes, and the time the bytes are
+        // attributed to, so that bytes and responses always fall in the same phase.
+        let now = now_ns();
+        let in_flight = c.in_flight();
+        if n > 0 {
+            let n = n as usize;
+            self.rec.bytes(now, n);
+            if !in_flight {
+                return self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
+            }
+            match c.reader.feed(&self.rbuf[..n]) {
+                Progress::More => {}
+                Progress::Done { status, keep_alive } => self.complete(idx, now, status, keep_alive),
+                Progress::Invalid(why) => self.fail(idx, ErrorClass::Parse, now, &why),
+            }
+        } else if n == 0 {
+            if in_flight {
+                self.fail(idx, ErrorClass::Closed, now, &"connection closed by the peer with a request in flight");
+            } else {
+                self.reopen(idx, now);
+            }
+        } else {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
+                _ if in_flight => {
+                    let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Read };
+                    self.fail(idx, class, now, &e);
+                }
+                _ => self.reopen(idx, now),
+            }
+        }
+    }
+
+    /// The response on `idx` completed at `t`: record it, then think, send or reconnect.
+    fn complete(&mut self, idx: usize, t: u64, status: u16, keep_alive: bool) {
+        if t >= self.rec.end {
+            // After the window: the request stays "in flight at the end", like those whose
+            // response has not arrived, and nothing more is sent.
+            return;
+        }
+        let c = &mut self.conns[idx];
+        let latency = t.saturating_sub(c.sent_ns);
+        // A response before the whole request was written leaves the stream unusable.
+        let reusable = keep_alive && c.state == State::Awaiting;
+        c.state = State::Open;
+        c.next_send_ns = t + self.think_ns;
+        self.rec.response(t, status, latency);
+        if reusable {
+            self.resume(idx, t);
+        } else {
+            self.reopen(idx, t);
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        self.timers.acknowledge();
+        let now = now_ns();
+        while let Some((idx, epoch)) = self.timers.pop_due(now) {
+            let idx = idx as usize;
+            if self.conns[idx].epoch != epoch {
+                continue;
+            }
+            match self.conns[idx].state {
+                State::Open => self.resume(idx, now),
+                State::Closed if now < self.rec.end => self.connect(idx, now),
+                _ => {}
+            }
+        }
+    }
+
+    fn scan_timeouts(&mut self, now: u64) {
+        let timeout = self.sh.cfg.request_timeout();
+        let timeout_ns = timeout.as_nanos() as u64;
+        for idx in 0..self.conns.len() {
+            let c = &self.conns[idx];
+            if c.in_flight() && now.saturating_sub(c.sent_ns) >= timeout_ns {
+                self.fail(idx, ErrorClass::Timeout, now, &format_args!("no complete response within {timeout:?}"));
+            }
+        }
+        self.expire_connects(now, false);
+    }
+
+    /// Count connects older than the connect timeout (all pending ones when `all`) as failed.
+    fn expire_connects(&mut self, now: u64, all: bool) {
+        let limit = self.sh.cfg.connect_timeout();
+        let limit_ns = limit.as_nanos() as u64;
+        for idx in 0..self.conns.len() {
+            if let State::Connecting { since_ns } = self.conns[idx].state {
+                if all || now.saturating_sub(since_ns) >= limit_ns {
+                    let e =
+                        io::Error::new(io::ErrorKind::TimedOut, format!("connection not established within {limit:?}"));
+                    self.connect_failed(idx, now, e);
+                }
+            }
+        }
+    }
+}

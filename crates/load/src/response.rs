@@ -1,0 +1,173 @@
+//! Framing of one HTTP/1.1 response that arrives in pieces of any size: the head is parsed
+//! with `archlab_wire::http::parse_response_head`, then the body is skipped by counting
+//! Content-Length bytes. Body bytes are never copied out of the receive buffer; only a head
+//! split across reads is accumulated (rare: heads are small), in a buffer kept per connection
+//! so that steady state allocates nothing.
+//!
+//! Exactly one request is in flight per connection, so any byte after the end of the response
+//! is a protocol violation, not the start of the next response.
+
+use archlab_wire::http::{parse_response_head, ResponseError};
+
+/// A head that has not ended after this many bytes is refused (servers use 8-64 KiB limits).
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// What one piece of input did to the response being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// The response is not complete yet.
+    More,
+    /// The response ended exactly at the end of the piece.
+    Done { status: u16, keep_alive: bool },
+    /// The bytes are not a response the generator can frame.
+    Invalid(&'static str),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ResponseReader {
+    /// Bytes of a head split across reads; empty otherwise.
+    head: Vec<u8>,
+    /// The head has been parsed and this many body bytes are still expected.
+    body_left: Option<usize>,
+    status: u16,
+    keep_alive: bool,
+}
+
+fn describe(e: ResponseError) -> &'static str {
+    match e {
+        ResponseError::Malformed(why) => why,
+        ResponseError::NoContentLength => {
+            "response without Content-Length (chunked and close-delimited bodies are not supported)"
+        }
+    }
+}
+
+impl ResponseReader {
+    /// Forget any partial response (a new request, or a new connection).
+    pub(crate) fn reset(&mut self) {
+        self.head.clear();
+        self.body_left = None;
+    }
+
+    /// Whether some bytes of a response have arrived but not all of them.
+    #[cfg(test)]
+    pub(crate) fn is_partial(&self) -> bool {
+        self.body_left.is_some() || !self.head.is_empty()
+    }
+
+    /// Take the next piece of input.
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+        let body_bytes = match self.body_left {
+            Some(_) => data.len(),
+            None => match self.parse_head(data) {
+                Ok(Some(body_bytes)) => body_bytes,
+                Ok(None) => return Progress::More,
+                Err(why) => return Progress::Invalid(why),
+            },
+        };
+        let left = self.body_left.expect("head parsed above");
+        if body_bytes < left {
+            self.body_left = Some(left - body_bytes);
+            return Progress::More;
+        }
+        let done = Progress::Done { status: self.status, keep_alive: self.keep_alive };
+        self.reset();
+        if body_bytes > left {
+            return Progress::Invalid("bytes after the end of the response (only one request was in flight)");
+        }
+        done
+    }
+
+    /// Parse the head from `data` (appended to an earlier partial head, if any). On success,
+    /// returns how many bytes after the head — body bytes — the input held.
+    fn parse_head(&mut self, data: &[u8]) -> Result<Option<usize>, &'static str> {
+        let (parsed, available) = if self.head.is_empty() {
+            (parse_response_head(data), data.len())
+        } else {
+            self.head.extend_from_slice(data);
+            (parse_response_head(&self.head), self.head.len())
+        };
+        match parsed.map_err(describe)? {
+            Some(h) => {
+                self.status = h.status;
+                self.keep_alive = h.keep_alive;
+                self.body_left = Some(h.body_len);
+                self.head.clear();
+                Ok(Some(available - h.head_len))
+            }
+            None if available > MAX_HEAD_BYTES => Err("response head larger than 64 KiB"),
+            None => {
+                if self.head.is_empty() {
+                    self.head.extend_from_slice(data);
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+
+    #[test]
+    fn whole_response_in_one_piece() {
+        let mut r = ResponseReader::default();
+        assert_eq!(r.feed(RESPONSE), Progress::Done { status: 200, keep_alive: true });
+        assert!(!r.is_partial());
+    }
+
+    #[test]
+    fn any_split_gives_the_same_result() {
+        for cut in 1..RESPONSE.len() {
+            let mut r = ResponseReader::default();
+            assert_eq!(r.feed(&RESPONSE[..cut]), Progress::More, "cut {cut}");
+            assert!(r.is_partial());
+            assert_eq!(r.feed(&RESPONSE[cut..]), Progress::Done { status: 200, keep_alive: true }, "cut {cut}");
+        }
+        // Byte by byte.
+        let mut r = ResponseReader::default();
+        let (last, init) = RESPONSE.split_last().unwrap();
+        for b in init {
+            assert_eq!(r.feed(std::slice::from_ref(b)), Progress::More);
+        }
+        assert_eq!(r.feed(std::slice::from_ref(last)), Progress::Done { status: 200, keep_alive: true });
+    }
+
+    #[test]
+    fn large_body_is_counted_not_stored() {
+        let mut r = ResponseReader::default();
+        let body = vec![b'x'; 100_000];
+        let head = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n";
+        assert_eq!(r.feed(head), Progress::More);
+        for chunk in body.chunks(30_000) {
+            let p = r.feed(chunk);
+            if p != Progress::More {
+                assert_eq!(p, Progress::Done { status: 503, keep_alive: false });
+            }
+        }
+        assert!(r.head.capacity() < 1024, "the body must not be buffered");
+    }
+
+    #[test]
+    fn trailing_bytes_and_garbage_are_invalid() {
+        let mut r = ResponseReader::default();
+        let mut two = RESPONSE.to_vec();
+        two.extend_from_slice(RESPONSE);
+        assert!(matches!(r.feed(&two), Progress::Invalid(_)));
+        let mut r = ResponseReader::default();
+        assert!(matches!(r.feed(b"garbage\r\n\r\n"), Progress::Invalid(_)));
+        let mut r = ResponseReader::default();
+        assert!(matches!(r.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), Progress::Invalid(_)));
+    }
+
+    #[test]
+    fn endless_head_is_refused() {
+        let mut r = ResponseReader::default();
+        assert_eq!(r.feed(b"HTTP/1.1 200 OK\r\n"), Progress::More);
+        let filler = vec![b'a'; 70 * 1024];
+        assert!(matches!(r.feed(&filler), Progress::Invalid(_)));
+    }
+}

@@ -1,0 +1,297 @@
+//! End-to-end tests of the closed-model driver against the in-test server (tests/common).
+//! Runs are short (0.3-1.2 s) and serialized by a lock so that timing-sensitive ones do not
+//! compete for the CPUs; timing assertions are loose bounds derived from known quantities.
+
+mod common;
+
+use archlab_load::{run_closed, run_closed_with, ClosedConfig, ClosedParams, ErrorClass, LoadError, Phase, StopHandle};
+use archlab_metrics::interval_log::read_interval_log;
+use common::{Behaviour, TestServer};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> ClosedParams {
+    let mut p = ClosedParams::new(addr);
+    p.path = "/prime?n=27059".into();
+    p.connections = connections;
+    p.warmup = warmup;
+    p.duration = duration;
+    p
+}
+
+fn run(p: ClosedParams) -> archlab_load::LoadReport {
+    run_closed(&ClosedConfig::new(p).unwrap()).unwrap()
+}
+
+#[test]
+fn counts_match_the_server_up_to_requests_in_flight_at_the_end() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    let n = 8;
+    let mut phases = Vec::new();
+    let cfg = ClosedConfig::new(params(server.addr, n, ms(200), ms(500))).unwrap();
+    let r = run_closed_with(&cfg, &StopHandle::new(), &mut |p| phases.push(p)).unwrap();
+    assert_eq!(phases, [Phase::Measure, Phase::End]);
+    std::thread::sleep(ms(100)); // let the server finish what was in flight
+    let completed = r.totals.requests + r.warmup_totals.requests;
+    let served = server.served();
+    assert!(r.totals.requests > 0 && r.warmup_totals.requests > 0, "{r:?}");
+    // Exact up to the requests abandoned in flight at the end (served or not yet).
+    assert!(r.in_flight_at_end <= n);
+    assert!(
+        served >= completed && served <= completed + r.in_flight_at_end as u64,
+        "served {served}, completed {completed}, in flight {}",
+        r.in_flight_at_end
+    );
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert_eq!(r.totals.responses, r.totals.requests);
+    assert_eq!(r.latency.len(), r.totals.requests);
+    assert_eq!(r.connections_established, n);
+    assert!(!r.interrupted);
+    assert!((r.window_s() - 0.5).abs() < 1e-3, "{}", r.window_s());
+    // One interval, the half second of the window, carrying every request.
+    assert_eq!(r.timeline.len(), 1);
+    assert_eq!(r.timeline[0].requests, r.totals.requests);
+    assert!((r.timeline[0].length_s - 0.5).abs() < 1e-3);
+    let body = 5 + "HTTP/1.1 200 Test\r\nContent-Length: 5\r\n\r\n".len() as u64;
+    assert_eq!(r.totals.bytes_received, r.totals.responses * body);
+}
+
+#[test]
+fn latency_recovers_a_known_server_delay() {
+    let _g = serial();
+    let delay = ms(2);
+    let server = TestServer::start(Behaviour { delay, ..Default::default() });
+    let r = run(params(server.addr, 4, ms(100), ms(600)));
+    let min_ns = r.latency.min();
+    let p50_ns = r.latency.value_at_quantile(0.5);
+    // Never below the sleep (HDR rounds by < 0.1 %), and not far above on a loaded machine.
+    assert!(min_ns as f64 >= 2e6 * 0.999, "min {min_ns} ns");
+    assert!(p50_ns as f64 >= 2e6 && p50_ns < 2_000_000 + 5_000_000, "p50 {p50_ns} ns");
+    let s = r.summary(None);
+    let p50_us = s.latency_us.p50.unwrap();
+    assert!((p50_us - p50_ns as f64 / 1e3).abs() < 1e-6);
+}
+
+#[test]
+fn think_time_follows_the_closed_model_law() {
+    let _g = serial();
+    // Response time R = 4 ms (server sleep), think time Z = 4 ms. In a closed system every
+    // user is always either waiting or thinking, so X = N / (R + Z) (the interactive
+    // response-time law); with Z = R the throughput is about half that of Z = 0.
+    let (n, r_delay, z) = (4, ms(4), ms(4));
+    let server = TestServer::start(Behaviour { delay: r_delay, ..Default::default() });
+    let no_think = run(params(server.addr, n, ms(100), ms(800)));
+    let mut p = params(server.addr, n, ms(100), ms(800));
+    p.think_time = z;
+    let think = run(p);
+    // R as measured (the mean of the recorded latencies), so that a slow machine moves the
+    // prediction with the measurement.
+    let r_no_think = no_think.latency.mean() / 1e9;
+    let r_think = think.latency.mean() / 1e9;
+    let law = |x: f64, r: f64, z: f64| (x - n as f64 / (r + z)).abs() / (n as f64 / (r + z));
+    assert!(
+        law(no_think.throughput_rps(), r_no_think, 0.0) < 0.15,
+        "Z=0: X {} R {r_no_think}",
+        no_think.throughput_rps()
+    );
+    let z_s = z.as_secs_f64();
+    assert!(law(think.throughput_rps(), r_think, z_s) < 0.15, "Z=4ms: X {} R {r_think}", think.throughput_rps());
+    let ratio = think.throughput_rps() / no_think.throughput_rps();
+    let predicted = r_no_think / (r_think + z_s); // about 0.5
+    assert!((ratio - predicted).abs() < 0.25 * predicted && ratio < 0.75, "ratio {ratio}, predicted {predicted}");
+    assert_eq!(think.summary(None).think_time_s, 0.004);
+}
+
+#[test]
+fn refused_connections_fail_fast_with_the_os_error() {
+    let _g = serial();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    let t = Instant::now();
+    let err = run_closed(&ClosedConfig::new(params(addr, 4, ms(1000), ms(5000))).unwrap()).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(matches!(err, LoadError::Connect { .. }));
+    let msg = err.to_string();
+    assert!(msg.starts_with(&format!("cannot connect to {addr}: ")), "{msg}");
+    assert!(msg.contains("refused"), "{msg}");
+}
+
+#[test]
+fn a_server_closing_mid_run_counts_closed_and_the_run_goes_on() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour { drop_every: Some(5), ..Default::default() });
+    let n = 4;
+    let r = run(params(server.addr, n, ms(0), ms(400)));
+    let closed = r.totals.errors.get(ErrorClass::Closed);
+    assert!(closed > 0, "{r:?}");
+    // Four answered requests per dropped one, give or take the boundaries.
+    assert!(r.totals.requests >= 3 * closed, "requests {} closed {closed}", r.totals.requests);
+    assert_eq!(r.totals.errors.total(), closed, "{:?}", r.error_examples);
+    // Every loss reopens its connection (the last reopenings may still be pending at the end).
+    assert!(r.totals.connections_opened + n as u64 >= closed);
+    assert!(r.error_examples[&ErrorClass::Closed].contains("closed"));
+}
+
+#[test]
+fn error_statuses_are_classified_and_kept_out_of_the_latency() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour { status: 500, ..Default::default() });
+    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    assert!(r.totals.responses > 0);
+    assert_eq!(r.totals.requests, 0);
+    assert_eq!(r.totals.errors.get(ErrorClass::Status5xx), r.totals.responses);
+    assert_eq!(r.totals.status_codes().into_iter().collect::<Vec<_>>(), [(500, r.totals.responses)]);
+    assert!(r.latency.is_empty());
+    assert_eq!(r.latency_non2xx.len(), r.totals.responses);
+    let s = r.summary(None);
+    assert!(s.latency_us.p50.is_none());
+    assert_eq!(s.latency_non2xx_us.count, r.totals.responses);
+    assert_eq!(s.timeline.iter().map(|t| t.errors).sum::<u64>(), r.totals.errors.total());
+
+    let server = TestServer::start(Behaviour { status: 404, ..Default::default() });
+    let r = run(params(server.addr, 1, ms(0), ms(300)));
+    assert!(r.totals.errors.get(ErrorClass::Status4xx) > 0);
+    assert_eq!(r.totals.errors.get(ErrorClass::Status4xx), r.totals.errors.total());
+}
+
+#[test]
+fn unanswered_requests_time_out_and_are_retried() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour { hang: true, ..Default::default() });
+    let mut p = params(server.addr, 2, ms(0), ms(500));
+    p.request_timeout = ms(100);
+    let r = run(p);
+    let timeouts = r.totals.errors.get(ErrorClass::Timeout);
+    // Each connection times out every ~100-110 ms: 3 or 4 times each in 500 ms.
+    assert!((4..=10).contains(&timeouts), "{timeouts}");
+    assert_eq!(r.totals.requests, 0);
+    assert!(r.totals.connections_opened >= timeouts);
+}
+
+#[test]
+fn connection_close_responses_reconnect_without_errors() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour { close_after_response: true, ..Default::default() });
+    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    assert!(r.totals.requests > 10, "{r:?}");
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    // One connection per request (the first ones were opened before the window).
+    assert!(r.totals.connections_opened + 2 >= r.totals.requests);
+}
+
+#[test]
+fn large_bodies_are_read_to_the_end() {
+    let _g = serial();
+    let body_len = 300_000;
+    let server = TestServer::start(Behaviour { body_len, ..Default::default() });
+    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    assert!(r.totals.requests > 0);
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert!(r.totals.bytes_received >= r.totals.requests * body_len as u64);
+}
+
+#[test]
+fn interval_log_has_one_interval_per_second_of_the_window() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    let mut p = params(server.addr, 4, ms(0), ms(1200));
+    p.threads = Some(2);
+    p.cpus = Some(archlab_netio::CpuList::new(vec![0]).unwrap());
+    let r = run(p);
+    let log = read_interval_log(&r.interval_log).unwrap();
+    assert!(log.start_time.is_some());
+    let lengths: Vec<Duration> = log.intervals.iter().map(|i| i.length).collect();
+    assert_eq!(lengths, [ms(1000), ms(200)]);
+    assert_eq!(log.intervals[1].start, ms(1000));
+    let logged: u64 = log.intervals.iter().map(|i| i.histogram.len()).sum();
+    assert_eq!(logged, r.totals.requests);
+    assert_eq!(r.timeline.len(), 2);
+    assert_eq!(r.timeline.iter().map(|t| t.requests).sum::<u64>(), r.totals.requests);
+    assert_eq!(r.timeline[0].requests, log.intervals[0].histogram.len());
+    assert!(String::from_utf8_lossy(&r.interval_log).contains("nanoseconds"));
+}
+
+#[test]
+fn json_summary_has_every_field() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    let r = run(params(server.addr, 2, ms(100), ms(300)));
+    let v = serde_json::to_value(r.summary(Some("run.hdr.log"))).unwrap();
+    assert_eq!(v["schema"], "archlab/load-summary");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["model"], "closed");
+    assert_eq!(v["coordinated_omission_corrected"], false);
+    assert_eq!(v["target"], server.addr.to_string());
+    assert_eq!(v["path"], "/prime?n=27059");
+    assert_eq!(v["connections"], 2);
+    assert_eq!(v["warmup_s"], 0.1);
+    assert_eq!(v["hdr_log"], "run.hdr.log");
+    for key in ["name", "version", "threads", "cpus", "cpu_user_s", "cpu_sys_s"] {
+        assert!(v["generator"].get(key).is_some(), "generator.{key}");
+    }
+    for key in
+        ["think_time_s", "duration_s", "requests", "throughput_rps", "bytes_received", "status_codes", "timeline"]
+    {
+        assert!(v.get(key).is_some(), "{key}");
+    }
+    for key in ["min", "mean", "stdev", "p50", "p90", "p99", "p99.9", "max"] {
+        assert!(v["latency_us"][key].is_f64(), "latency_us.{key}: {}", v["latency_us"]);
+    }
+    let classes: Vec<&str> = v["errors"]["by_class"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(classes.len(), 8);
+    for c in ["connect", "timeout", "read", "write", "closed", "parse", "status_4xx", "status_5xx"] {
+        assert!(classes.contains(&c), "{c}");
+    }
+    assert_eq!(v["errors"]["total"], 0);
+    assert_eq!(v["status_codes"]["200"], v["requests"]);
+    let t0 = &v["timeline"][0];
+    for key in ["second", "requests", "throughput_rps", "p99_us"] {
+        assert!(t0.get(key).is_some(), "timeline.{key}");
+    }
+    assert!(v["generator"]["cpu_user_s"].as_f64().unwrap() + v["generator"]["cpu_sys_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    let stop = StopHandle::new();
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(ms(400));
+            stop.stop();
+        })
+    };
+    let cfg = ClosedConfig::new(params(server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
+    let t = Instant::now();
+    let mut phases = Vec::new();
+    let r = run_closed_with(&cfg, &stop, &mut |p| phases.push(p)).unwrap();
+    stopper.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(r.interrupted);
+    assert_eq!(phases, [Phase::Measure, Phase::End]);
+    assert!(r.window_s() > 0.1 && r.window_s() < 1.0, "{}", r.window_s());
+    assert!(r.totals.requests > 0);
+    assert_eq!(r.timeline.iter().map(|t| t.requests).sum::<u64>(), r.totals.requests);
+    assert!(r.summary(None).interrupted);
+
+    // Stopped before it started: an empty, interrupted report.
+    let stop = StopHandle::new();
+    stop.stop();
+    let r = run_closed_with(&cfg, &stop, &mut |_| panic!("no phase")).unwrap();
+    assert!(r.interrupted && r.totals.requests == 0 && r.window.is_zero());
+}

@@ -1,0 +1,122 @@
+//! A tiny keep-alive HTTP/1.1 server for the load generator's tests: one std thread per
+//! connection, behaviour chosen per test (delay, status, body size, closing, hanging), and a
+//! counter of responses written so that the generator's counts can be checked against the
+//! server's. Bound to 127.0.0.1:0; everything stops when the server is dropped.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    /// Sleep before each response (the service time R).
+    pub delay: Duration,
+    pub status: u16,
+    pub body_len: usize,
+    /// Close the connection instead of answering its k-th request (so every k-th request is lost).
+    pub drop_every: Option<u64>,
+    /// Never answer.
+    pub hang: bool,
+    /// Answer with `Connection: close`, then close.
+    pub close_after_response: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            delay: Duration::ZERO,
+            status: 200,
+            body_len: 5,
+            drop_every: None,
+            hang: false,
+            close_after_response: false,
+        }
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    served: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    pub fn start(b: Behaviour) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (served2, stop2) = (served.clone(), stop.clone());
+        let acceptor = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (b, served, stop) = (b.clone(), served2.clone(), stop2.clone());
+                std::thread::spawn(move || serve(conn, &b, &served, &stop));
+            }
+        });
+        TestServer { addr, served, stop, acceptor: Some(acceptor) }
+    }
+
+    /// Responses written completely so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr); // unblocks accept
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool) {
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    s.set_nodelay(true).unwrap();
+    let body = vec![b'x'; b.body_len];
+    let conn_header = if b.close_after_response { "Connection: close\r\n" } else { "" };
+    let head = format!("HTTP/1.1 {} Test\r\nContent-Length: {}\r\n{conn_header}\r\n", b.status, b.body_len);
+    let mut response = head.into_bytes();
+    response.extend_from_slice(&body);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut requests = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        match s.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return,
+        }
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            requests += 1;
+            if b.hang {
+                continue;
+            }
+            if b.drop_every == Some(requests) {
+                return;
+            }
+            if !b.delay.is_zero() {
+                std::thread::sleep(b.delay);
+            }
+            if s.write_all(&response).is_err() {
+                return;
+            }
+            served.fetch_add(1, Ordering::SeqCst);
+            if b.close_after_response {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `archlab._native`: the PyO3 face of the data plane. Conversions and one error mapping
+//! only; the work is done by the library crates. The registry of architectures and the
+//! workload parser are exposed so that experiment specs are validated against the very code
+//! that will run them.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The registered server architectures: a list of dicts with `name`, `description` and
+/// `options` (the option names the architecture accepts).
+#[pyfunction]
+fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    archlab_server::REGISTRY
+        .iter()
+        .map(|a| {
+            let d = PyDict::new(py);
+            d.set_item("name", a.name)?;
+            d.set_item("description", a.description)?;
+            let opts: Vec<&str> = a.accepts.iter().map(|o| o.as_str()).collect();
+            d.set_item("options", opts)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// Validate a request target such as "/prime?n=27059"; raises ValueError naming the
+/// parameter, the allowed values and the value received.
+#[pyfunction]
+fn check_workload(target: &str) -> PyResult<()> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    archlab_work::Workload::from_target(path, query).map(|_| ()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Version of the data-plane crates this module was built from.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(architectures, m)?)?;
+    m.add_function(wrap_pyfunction!(check_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

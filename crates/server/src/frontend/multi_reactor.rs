@@ -1,0 +1,54 @@
+//! `netty`: one acceptor thread + N event loops (seed 001's NettyServer: a boss
+//! `NioEventLoopGroup(1)` and a worker group of N loops).
+//!
+//! Mechanism: the acceptor blocks in `accept` and hands each connection round-robin to a
+//! loop through the loop's inbox (a wake-up via eventfd); the connection then belongs to
+//! that loop for life, and the loop reads, handles and writes it as `single-thread` does.
+//! Requests queue in socket buffers and, briefly, in the inboxes; loop threads block in
+//! `epoll_wait`. Expected bottleneck: the loops' cores; the accept hand-off costs one wake-up
+//! per connection, not per request. With more than one CPU given, loop i is pinned to the
+//! i-th CPU of the list (round-robin).
+
+use crate::acceptor::accept_blocking;
+use crate::frontend::reactor::EventLoop;
+use crate::options::ServerOptions;
+use crate::Server;
+use std::io;
+use std::net::TcpListener;
+
+pub struct MultiReactor {
+    options: ServerOptions,
+    loops: usize,
+}
+
+impl MultiReactor {
+    pub fn new(options: &ServerOptions, loops: usize) -> Self {
+        MultiReactor { options: options.clone(), loops }
+    }
+}
+
+impl Server for MultiReactor {
+    fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
+        let mut inboxes = Vec::with_capacity(self.loops);
+        for i in 0..self.loops {
+            let (event_loop, inbox) = EventLoop::with_inbox(&self.options)?;
+            inboxes.push(inbox);
+            let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));
+            std::thread::Builder::new().name(format!("loop-{i}")).spawn(move || {
+                if let Some(cpu) = cpu {
+                    // Pinning is best effort: the process is already confined to the list.
+                    let _ = archlab_netio::cpus::pin_current_thread(&[cpu]);
+                }
+                if let Err(e) = event_loop.run() {
+                    eprintln!("netty: event loop {i} failed: {e}");
+                    std::process::exit(1);
+                }
+            })?;
+        }
+        let mut next = 0;
+        accept_blocking(&listener, &self.options, |stream| {
+            inboxes[next].send(stream);
+            next = (next + 1) % inboxes.len();
+        })
+    }
+}

@@ -1,0 +1,108 @@
+//! Requests in, responses out: the one request handler behind every architecture.
+//!
+//! Given the bytes a connection has received, [`serve_buffered`] answers every complete
+//! request in them (pipelining), runs each request's workload, and appends the responses to
+//! the output buffer, stopping at a partial request. Refused requests (400/431/413) get their
+//! error response and close the connection; a workload error (404, 400 for a bad parameter)
+//! is an ordinary response on a healthy connection.
+
+use crate::conn::InBuf;
+use archlab_wire::http::{self, Limits, Method, Parse, Status};
+use archlab_work::{WorkError, Workload};
+
+/// What the connection should do after the buffered requests were answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading: the input holds nothing or a partial request.
+    KeepOpen,
+    /// Flush the output, then close: the request said so (Connection: close, HTTP/1.0) or
+    /// the server refused keep-alive. Nothing unread is expected from the client.
+    Close,
+    /// Flush the error response, then close lingering: the client may still be sending the
+    /// rest of a refused request (see `conn::LINGER`).
+    Refused,
+}
+
+/// Reusable scratch space for response bodies (one per connection or per thread).
+#[derive(Default)]
+pub struct Scratch {
+    body: Vec<u8>,
+}
+
+/// Whether the server lets a connection live on after the next response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// As the client asks (HTTP/1.1 default on).
+    AsRequested,
+    /// Answer the next request with `Connection: close` and close: a blocking pool does this
+    /// when connections wait for a worker (see `frontend::pool`).
+    Refuse,
+}
+
+/// Answer every complete request in `input`, appending responses to `out`.
+pub fn serve_buffered(
+    input: &mut InBuf,
+    out: &mut Vec<u8>,
+    limits: &Limits,
+    scratch: &mut Scratch,
+    policy: KeepAlive,
+) -> Flow {
+    loop {
+        let consumed;
+        let keep_alive;
+        match http::parse_request(input.filled(), limits) {
+            Ok(Parse::Partial) => return Flow::KeepOpen,
+            Ok(Parse::Complete { mut request, consumed: n }) => {
+                request.keep_alive &= policy == KeepAlive::AsRequested;
+                respond(&request, out, scratch);
+                consumed = n;
+                keep_alive = request.keep_alive;
+            }
+            Err(e) => {
+                out.extend_from_slice(http::error_response(e));
+                return Flow::Refused;
+            }
+        }
+        input.consume(consumed);
+        if !keep_alive {
+            return Flow::Close;
+        }
+        if input.is_empty() {
+            return Flow::KeepOpen;
+        }
+    }
+}
+
+fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch) {
+    let head_only = request.method == Method::Head;
+    if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
+        http::write_response(
+            out,
+            Status::MethodNotAllowed,
+            request.keep_alive,
+            b"405 method not allowed (use GET, HEAD or POST)\n",
+        );
+        return;
+    }
+    let body = &mut scratch.body;
+    body.clear();
+    let status = match Workload::from_target(request.path, request.query) {
+        Ok(work) => {
+            work.execute(request.body, body);
+            Status::Ok
+        }
+        Err(e) => {
+            body.extend_from_slice(e.to_string().as_bytes());
+            body.push(b'\n');
+            match e {
+                WorkError::UnknownPath { .. } => Status::NotFound,
+                WorkError::BadParameter { .. } => Status::BadRequest,
+            }
+        }
+    };
+    if head_only {
+        http::write_response_head(out, status, request.keep_alive, body.len());
+    } else {
+        http::write_response(out, status, request.keep_alive, body);
+    }
+}

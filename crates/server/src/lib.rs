@@ -1,0 +1,37 @@
+//! Server architectures of the lab, composed from shared pieces.
+//!
+//! # The contract
+//! An architecture is built from [`ServerOptions`] by the [`registry`] (the one place that
+//! names architectures) and then [`Server::serve`]s an already-bound listener until the
+//! process ends. Every architecture speaks the same HTTP/1.1 through the same
+//! [`http_service`] (parse with `archlab-wire`, run the workload of `archlab-work`, write the
+//! response), so a comparison measures only who waits on sockets and who hands what to whom:
+//!
+//! * [`frontend::thread_per_connection`]: an acceptor thread spawns one thread per connection.
+//! * [`frontend::pool`]: an acceptor queues connections for a fixed pool of blocking workers.
+//! * [`frontend::reactor`]: one epoll event loop; `single-thread` runs one that also accepts.
+//! * [`frontend::multi_reactor`]: an acceptor hands connections round-robin to N event loops
+//!   (Netty's boss + worker group), each connection pinned to its loop for life.
+//!
+//! Pieces shared by all front-ends: [`acceptor`] (the accept loops, written once), [`conn`]
+//! (connection buffers), [`http_service`] (requests in, responses out).
+
+pub mod acceptor;
+pub mod conn;
+pub mod frontend;
+pub mod http_service;
+pub mod options;
+pub mod registry;
+
+pub use options::{OptionName, ServerOptions};
+pub use registry::{Architecture, BuildError, REGISTRY};
+
+use std::io;
+use std::net::TcpListener;
+
+/// A built architecture, ready to serve.
+pub trait Server: Send {
+    /// Serve connections accepted from `listener` on the calling thread (plus the threads the
+    /// architecture starts) until the process ends. Returns only on a fatal error.
+    fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()>;
+}

@@ -1,0 +1,134 @@
+//! Server side, requests in: [`parse_request`] turns the bytes at the start of a read buffer
+//! into a borrowed [`Request`], `Partial`, or a refusal, applying the lab's limits as early as
+//! the bytes allow. No allocation: header slots live on the stack and every field borrows the
+//! buffer.
+
+use super::headers::{self, ConnectionTokens};
+use super::{HttpError, Limits, Method, Parse, Request, MAX_HEADERS};
+
+/// Reasons carried by [`HttpError::BadRequest`]. Each has a pre-built 400 response naming it
+/// (see `response.rs`), so the list is closed and lives here, next to the code that uses it.
+pub(crate) mod reason {
+    pub(crate) const BAD_METHOD_OR_TARGET: &str = "invalid method or request target";
+    pub(crate) const BAD_VERSION: &str = "invalid HTTP version (HTTP/1.0 and HTTP/1.1 only)";
+    pub(crate) const BAD_HEADER_NAME: &str = "invalid header name";
+    pub(crate) const BAD_HEADER_VALUE: &str = "invalid header value";
+    pub(crate) const BAD_NEW_LINE: &str = "invalid line ending";
+    pub(crate) const MALFORMED: &str = "malformed request line";
+    pub(crate) const NON_NUMERIC_CONTENT_LENGTH: &str = super::headers::NON_NUMERIC_CONTENT_LENGTH;
+    pub(crate) const CONFLICTING_CONTENT_LENGTH: &str = super::headers::CONFLICTING_CONTENT_LENGTH;
+    pub(crate) const LENGTH_AND_ENCODING: &str = "both Content-Length and Transfer-Encoding";
+    pub(crate) const TRANSFER_ENCODING: &str =
+        "Transfer-Encoding is not supported (chunked request bodies are not implemented; send Content-Length)";
+
+    /// Every reason, for the response table and the tests.
+    pub(crate) const ALL: [&str; 10] = [
+        BAD_METHOD_OR_TARGET,
+        BAD_VERSION,
+        BAD_HEADER_NAME,
+        BAD_HEADER_VALUE,
+        BAD_NEW_LINE,
+        MALFORMED,
+        NON_NUMERIC_CONTENT_LENGTH,
+        CONFLICTING_CONTENT_LENGTH,
+        LENGTH_AND_ENCODING,
+        TRANSFER_ENCODING,
+    ];
+}
+
+fn reason_for(e: httparse::Error) -> &'static str {
+    match e {
+        // httparse reports bad bytes in the method and in the request target alike as `Token`.
+        httparse::Error::Token => reason::BAD_METHOD_OR_TARGET,
+        httparse::Error::Version => reason::BAD_VERSION,
+        httparse::Error::HeaderName => reason::BAD_HEADER_NAME,
+        httparse::Error::HeaderValue => reason::BAD_HEADER_VALUE,
+        httparse::Error::NewLine => reason::BAD_NEW_LINE,
+        // `Status` only occurs for responses, `TooManyHeaders` is handled by the caller (431).
+        httparse::Error::Status | httparse::Error::TooManyHeaders => reason::MALFORMED,
+    }
+}
+
+/// Parse one request at the start of `buf`.
+///
+/// Returns `Partial` until the head and the whole Content-Length body are in `buf`; then
+/// `Complete` with `consumed` = head + body bytes, so the caller drops exactly one request and
+/// calls again for the next pipelined one. Refusals (all of which end the connection):
+/// - no end of head within the first `limits.max_header_bytes` bytes, or more than 64 header
+///   lines -> [`HttpError::HeaderTooLarge`] (431), decided as soon as that many bytes are
+///   buffered, without waiting for the end of the head;
+/// - Content-Length over `limits.max_body_bytes` -> [`HttpError::PayloadTooLarge`] (413),
+///   decided as soon as the head is parsed, before the body arrives;
+/// - malformed request line or headers, non-numeric or conflicting Content-Length, any
+///   Transfer-Encoding (chunked is not supported), or both Content-Length and
+///   Transfer-Encoding -> [`HttpError::BadRequest`] (400) with a reason.
+///
+/// Keep-alive: HTTP/1.1 defaults to persistent, HTTP/1.0 to close; `Connection` tokens
+/// `close` / `keep-alive` (case-insensitive, comma lists, any number of headers) override,
+/// `close` winning if both appear. The target is split into path and query at the first '?'.
+pub fn parse_request<'a>(buf: &'a [u8], limits: &Limits) -> Result<Parse<'a>, HttpError> {
+    // Parse only the first max_header_bytes: a head that does not end in there is too large
+    // whatever follows, and bounding the window also bounds the work spent on re-parsing a
+    // head that arrives in many small reads.
+    let window = &buf[..buf.len().min(limits.max_header_bytes)];
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let head_len = match req.parse(window) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if !buf.is_empty() && buf.len() >= limits.max_header_bytes {
+                Err(HttpError::HeaderTooLarge)
+            } else {
+                Ok(Parse::Partial)
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeaderTooLarge),
+        Err(e) => return Err(HttpError::BadRequest(reason_for(e))),
+    };
+    let (Some(method), Some(target), Some(version_minor)) = (req.method, req.path, req.version) else {
+        // httparse fills all three on Complete; kept as an error rather than a panic.
+        return Err(HttpError::BadRequest(reason::MALFORMED));
+    };
+
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = false;
+    let mut connection = ConnectionTokens::default();
+    for h in req.headers.iter() {
+        if headers::name_is(h.name, "content-length") {
+            headers::merge_content_length(&mut content_length, h.value).map_err(HttpError::BadRequest)?;
+        } else if headers::name_is(h.name, "transfer-encoding") {
+            transfer_encoding = true;
+        } else if headers::name_is(h.name, "connection") {
+            connection.add(h.value);
+        }
+    }
+    if transfer_encoding {
+        return Err(HttpError::BadRequest(if content_length.is_some() {
+            reason::LENGTH_AND_ENCODING
+        } else {
+            reason::TRANSFER_ENCODING
+        }));
+    }
+    let body_len = content_length.unwrap_or(0);
+    if body_len > limits.max_body_bytes as u64 {
+        return Err(HttpError::PayloadTooLarge);
+    }
+    // Cannot overflow: body_len <= max_body_bytes (a usize) and head_len <= buf.len().
+    let consumed = head_len.saturating_add(body_len as usize);
+    if buf.len() < consumed {
+        return Ok(Parse::Partial);
+    }
+
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    Ok(Parse::Complete {
+        request: Request {
+            method: Method::from_token(method),
+            path,
+            query,
+            version_minor,
+            keep_alive: connection.keep_alive(version_minor),
+            body: &buf[head_len..consumed],
+        },
+        consumed,
+    })
+}

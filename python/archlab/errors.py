@@ -1,0 +1,61 @@
+"""The package's exception hierarchy: every error archlab raises on purpose derives from
+:class:`ArchlabError`, so callers can catch the lab's errors without catching programming bugs.
+The CLI maps :class:`SpecError` to exit code 2 and every other :class:`ArchlabError` to 1."""
+
+
+class ArchlabError(Exception):
+    """Base class of archlab's errors."""
+
+
+class SpecError(ArchlabError):
+    """An experiment spec or a command-line value is invalid.
+
+    The message names the field, the allowed values and the value received.
+    """
+
+    def __init__(self, field: str, allowed: str, received: object, hint: str = ""):
+        self.field = field
+        self.allowed = allowed
+        self.received = received
+        msg = f"{field}: expected {allowed}, got {received!r}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+
+
+class EngineNotFound(ArchlabError):
+    """The archlab-engine binary is not built or not on PATH."""
+
+
+class ProcessFailed(ArchlabError):
+    """A process started by the lab failed; carries the tail of its stderr."""
+
+    def __init__(self, what: str, detail: str, stderr_tail: str = ""):
+        self.what = what
+        self.detail = detail
+        self.stderr_tail = stderr_tail
+        msg = f"{what}: {detail}"
+        if stderr_tail:
+            msg += "\n--- stderr (tail) ---\n" + stderr_tail.rstrip()
+        super().__init__(msg)
+
+
+class StoreError(ArchlabError):
+    """The result store is missing a run or is inconsistent."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The orchestrator received SIGINT or SIGTERM.
+
+    Deliberately a :class:`KeyboardInterrupt` (not an :class:`ArchlabError`): code that records a
+    failed cell with ``except Exception`` must never swallow a request to stop.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"interrupted by signal {signum}")
+
+    @property
+    def exit_code(self) -> int:
+        """The shell convention: 128 + the signal number (130 for Ctrl-C)."""
+        return 128 + self.signum
