@@ -1,0 +1,271 @@
+"""From stored rows (one per cell and repetition) to one summary per cell.
+
+A cell is one combination of every factor except the repetition. For each cell this module
+computes the mean and Student-t confidence interval over its successful repetitions of the
+metrics the report shows (:data:`METRICS`), counts failed repetitions and keeps their errors,
+and ranks the cells that compete for the same load (same workload and concurrency). Every table
+and figure of the report reads these summaries, so the numbers agree everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple
+
+from archlab.stats import Interval, mean_confidence_interval
+
+__all__ = [
+    "METRICS",
+    "Cell",
+    "Failure",
+    "LoadGroup",
+    "Metric",
+    "Win",
+    "Winner",
+    "aggregate",
+    "group_by_load",
+]
+
+Row = Mapping[str, object]
+
+
+def _column(name: str) -> Callable[[Row], float | None]:
+    return lambda row: _number(row.get(name))
+
+
+def _sum_of(*names: str) -> Callable[[Row], float | None]:
+    def value(row: Row) -> float | None:
+        parts = [_number(row.get(name)) for name in names]
+        # A sum with a missing part would silently undercount; treat it as missing instead.
+        return None if any(p is None for p in parts) else float(sum(parts))
+
+    return value
+
+
+def _number(value: object) -> float | None:
+    """A measurement as a float; None (a failed repetition's metric) or anything else is missing."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-repetition quantity the report summarises over repetitions."""
+
+    key: str
+    title: str
+    unit: str
+    value: Callable[[Row], float | None] = field(repr=False, compare=False)
+    #: True for latencies in microseconds, which the formatters print in µs, ms or s.
+    is_latency: bool = False
+
+
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("throughput_rps", "throughput", "req/s", _column("throughput_rps")),
+        Metric("p50_us", "p50", "µs", _column("p50_us"), is_latency=True),
+        Metric("p99_us", "p99", "µs", _column("p99_us"), is_latency=True),
+        Metric("p999_us", "p99.9", "µs", _column("p999_us"), is_latency=True),
+        Metric("cpu_us_per_request", "CPU", "µs/req", _column("cpu_us_per_request")),
+        Metric(
+            "cs_per_request",
+            "context switches",
+            "per req",
+            _sum_of("voluntary_cs_per_request", "involuntary_cs_per_request"),
+        ),
+        Metric(
+            "syscalls_per_request",
+            "read+write syscalls",
+            "per req",
+            _sum_of("read_syscalls_per_request", "write_syscalls_per_request"),
+        ),
+    )
+}
+
+# Columns that name a cell; every other column is a measurement or bookkeeping.
+_IDENTITY = ("architecture", "workload", "concurrency", "threads", "loops", "think_time_s")
+# Factors already shown in their own column or axis, never repeated in a series label.
+_SHOWN_ELSEWHERE = {"architecture", "workload", "concurrency"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    repetition: int | None
+    error: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Summary of one cell over its repetitions."""
+
+    architecture: str
+    workload: str
+    concurrency: int
+    #: The architecture plus whichever settings tell it apart from other cells of the same
+    #: architecture under the same load (e.g. ``blocking (threads=8)``); legend and table name.
+    label: str
+    settings: Mapping[str, object]
+    repetitions: int
+    failures: tuple[Failure, ...]
+    #: Request errors summed over the successful repetitions.
+    errors: int
+    stats: Mapping[str, Interval]
+    ok_rows: tuple[Row, ...] = field(repr=False)
+
+    @property
+    def ok_repetitions(self) -> int:
+        return self.repetitions - len(self.failures)
+
+    def metric(self, key: str) -> Interval | None:
+        return self.stats.get(key)
+
+    @property
+    def throughput(self) -> Interval | None:
+        return self.stats.get("throughput_rps")
+
+
+def _settings(row: Row) -> dict[str, object]:
+    """Every factor of the row but the repetition: the identity of its cell."""
+    settings = {name: row.get(name) for name in _IDENTITY}
+    factors = row.get("factors")
+    for name, value in (factors.items() if isinstance(factors, Mapping) else ()):
+        settings.setdefault(name, value)
+    return settings
+
+
+def _cell_key(settings: Mapping[str, object]) -> str:
+    # JSON with sorted keys gives a hashable, order-independent key for nested factor values.
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _summarise(rows: list[Row]) -> tuple[dict[str, Interval], tuple[Row, ...]]:
+    ok_rows = tuple(r for r in rows if r.get("status") == "ok")
+    stats: dict[str, Interval] = {}
+    for metric in METRICS.values():
+        values = [v for v in (metric.value(r) for r in ok_rows) if v is not None]
+        if values:
+            stats[metric.key] = mean_confidence_interval(values)
+    return stats, ok_rows
+
+
+def _failures(rows: list[Row]) -> tuple[Failure, ...]:
+    failed = [r for r in rows if r.get("status") != "ok"]
+    failed.sort(key=lambda r: _repetition(r) if _repetition(r) is not None else -1)
+    return tuple(
+        Failure(_repetition(r), str(r.get("error") or "no error recorded")) for r in failed
+    )
+
+
+def _repetition(row: Row) -> int | None:
+    value = row.get("repetition")
+    return value if isinstance(value, int) else None
+
+
+def _distinguishing_settings(groups: Mapping[str, list[Row]]) -> list[str]:
+    """Setting names whose value differs between cells of the same architecture and load.
+
+    Those, and only those, must appear in a series label; settings that are constant per
+    architecture (a fixed pool size, say) would only add noise to every legend.
+    """
+    by_load: dict[tuple, list[dict[str, object]]] = defaultdict(list)
+    for rows in groups.values():
+        s = _settings(rows[0])
+        by_load[(s["architecture"], s["workload"], s["concurrency"])].append(s)
+    names: set[str] = set()
+    for cells in by_load.values():
+        every_name = set().union(*(c.keys() for c in cells)) - _SHOWN_ELSEWHERE
+        for name in every_name:
+            if len({_cell_key({"v": c.get(name)}) for c in cells}) > 1:
+                names.add(name)
+    return sorted(names)
+
+
+def _label(settings: Mapping[str, object], names: list[str]) -> str:
+    extras = ", ".join(f"{n}={settings.get(n)}" for n in names)
+    return f"{settings['architecture']} ({extras})" if extras else str(settings["architecture"])
+
+
+def aggregate(rows: Iterable[Row]) -> list[Cell]:
+    """One :class:`Cell` per distinct cell of ``rows``, in a stable order (workload, concurrency,
+    label)."""
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[_cell_key(_settings(row))].append(row)
+    names = _distinguishing_settings(groups)
+    cells = []
+    for group in groups.values():
+        settings = _settings(group[0])
+        stats, ok_rows = _summarise(group)
+        cells.append(
+            Cell(
+                architecture=str(settings["architecture"]),
+                workload=str(settings["workload"]),
+                concurrency=int(str(settings["concurrency"])),
+                label=_label(settings, names),
+                settings=settings,
+                repetitions=len(group),
+                failures=_failures(group),
+                errors=int(sum(_number(r.get("errors")) or 0 for r in ok_rows)),
+                stats=stats,
+                ok_rows=ok_rows,
+            )
+        )
+    cells.sort(key=lambda c: (c.workload, c.concurrency, c.label))
+    return cells
+
+
+class Win(Enum):
+    """How the best cell of a load group stands against the runner-up."""
+
+    #: Highest mean throughput and its interval does not overlap the runner-up's.
+    CLEAR = "clear"
+    #: Highest mean throughput, but the intervals overlap: not distinguishable at this n.
+    TIED = "tied"
+
+
+class Winner(NamedTuple):
+    cell: Cell
+    win: Win
+
+
+@dataclass(frozen=True)
+class LoadGroup:
+    """The cells that faced the same load, best mean throughput first, cells without data last."""
+
+    workload: str
+    concurrency: int
+    cells: tuple[Cell, ...]
+
+    @property
+    def winner(self) -> Winner | None:
+        measured = [(c, c.throughput) for c in self.cells if c.throughput is not None]
+        if len(measured) < 2:
+            # A lone measured cell has beaten nobody; marking it would mislead.
+            return None
+        (best, best_tp), (_, runner_up_tp) = measured[0], measured[1]
+        # Intervals of n=1 are points: "no overlap" would be claimed without evidence.
+        if not (best_tp.has_interval and runner_up_tp.has_interval):
+            return Winner(best, Win.TIED)
+        return Winner(best, Win.TIED if best_tp.overlaps(runner_up_tp) else Win.CLEAR)
+
+
+def _throughput_desc(cell: Cell) -> tuple[int, float, str]:
+    tp = cell.throughput
+    return (0, -tp.mean, cell.label) if tp is not None else (1, 0.0, cell.label)
+
+
+def group_by_load(cells: Iterable[Cell]) -> list[LoadGroup]:
+    """Cells grouped by (workload, concurrency), groups in that order, cells best first."""
+    groups: dict[tuple[str, int], list[Cell]] = defaultdict(list)
+    for cell in cells:
+        groups[(cell.workload, cell.concurrency)].append(cell)
+    return [
+        LoadGroup(workload, concurrency, tuple(sorted(members, key=_throughput_desc)))
+        for (workload, concurrency), members in sorted(groups.items())
+    ]

@@ -1,0 +1,93 @@
+"""Number formatting shared by the terminal table and the HTML report.
+
+Numbers are printed to three significant digits, the half-width of an interval with the same
+decimals as its mean (so ``12,346 ± 235`` and ``1.23 ± 0.06 ms`` line up by eye), and latencies,
+stored in microseconds, in whichever of µs, ms or s keeps the mantissa between 1 and 1000.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from archlab.report.aggregate import Metric
+from archlab.stats import Interval
+
+__all__ = [
+    "MISSING",
+    "IntervalText",
+    "format_failed",
+    "format_interval",
+    "format_mean",
+    "interval_text",
+    "latency_unit",
+]
+
+#: Shown where a cell has no successful repetition to summarise.
+MISSING = "—"
+
+_LATENCY_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+
+
+def latency_unit(us: float) -> tuple[float, str]:
+    """The divisor and unit name that print ``us`` microseconds with a mantissa below 1000."""
+    for divisor, unit in _LATENCY_UNITS:
+        if abs(us) >= divisor:
+            return divisor, unit
+    return 1.0, "µs"
+
+
+def _decimals(value: float, significant: int = 3) -> int:
+    if value == 0 or not math.isfinite(value):
+        return 0
+    return max(0, significant - 1 - math.floor(math.log10(abs(value))))
+
+
+def _scaled(metric: Metric, mean: float) -> tuple[float, str]:
+    if metric.is_latency:
+        return latency_unit(mean)
+    return 1.0, ""
+
+
+def _join(number: str, unit: str) -> str:
+    return f"{number} {unit}" if unit else number
+
+
+@dataclass(frozen=True)
+class IntervalText:
+    """An interval's printed parts: ``mean`` and ``half`` (None when n=1) share ``unit``."""
+
+    mean: str
+    half: str | None
+    unit: str
+
+
+def interval_text(interval: Interval, metric: Metric) -> IntervalText:
+    divisor, unit = _scaled(metric, interval.mean)
+    mean = interval.mean / divisor
+    places = _decimals(mean)
+    half = f"{interval.half_width / divisor:,.{places}f}" if interval.has_interval else None
+    return IntervalText(f"{mean:,.{places}f}", half, unit)
+
+
+def format_mean(interval: Interval | None, metric: Metric) -> str:
+    """The mean alone, e.g. ``1.23 ms`` (latency units are appended, others are in the header)."""
+    if interval is None:
+        return MISSING
+    text = interval_text(interval, metric)
+    return _join(text.mean, text.unit)
+
+
+def format_interval(interval: Interval | None, metric: Metric) -> str:
+    """``mean ± half-width`` at the mean's precision; just the mean when n=1."""
+    if interval is None:
+        return MISSING
+    text = interval_text(interval, metric)
+    if text.half is None:
+        return _join(text.mean, text.unit)
+    return _join(f"{text.mean} ± {text.half}", text.unit)
+
+
+def format_failed(failed: int, repetitions: int) -> str:
+    """Failed repetitions as ``1/2``; a plain ``0`` when none failed, so failures stand out."""
+    return f"{failed}/{repetitions}" if failed else "0"

@@ -1,0 +1,324 @@
+"""The HTML report of one run: a single self-contained file, readable offline and on paper.
+
+Everything the page needs is inside it: CSS in a ``<style>`` element, figures as inline SVG, no
+script, no web font, no external reference, so the file can be mailed, archived next to the run
+or opened years later without a network. The page states what was run and on what (experiment,
+revision, kernel, CPU, placement, spec hash) and under which load model, then answers the
+run's questions in reading order: the best architecture for each load, the figures, the full
+results with their confidence intervals, and the repetitions that failed and why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from pathlib import Path
+
+import archlab
+from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
+from archlab.report.figures import Figure, render_figures
+from archlab.report.formatting import MISSING, format_interval, interval_text
+from archlab.report.provenance import Provenance, provenance
+from archlab.stats import Interval
+
+__all__ = ["write_html"]
+
+_CSS_PATH = Path(__file__).with_name("report.css")
+_ERROR_TAIL_LINES = 20
+_MARK_SYMBOL = {Win.CLEAR: "★", Win.TIED: "☆"}
+_MARK_TITLE = {
+    Win.CLEAR: "best mean throughput; its interval is clear of the runner-up's",
+    Win.TIED: "best mean throughput, lead not established (intervals overlap or n=1)",
+}
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+# -- header --------------------------------------------------------------------------------
+
+
+def _model_note(model: str) -> str:
+    if model == "closed":
+        return (
+            "<strong>Closed model</strong>, latency not corrected for coordinated omission: each "
+            "connection keeps one request in flight and sends the next only after the answer, so "
+            "a slow server slows its own load. Throughput is what this load achieved, not the "
+            "server's capacity, and latency quantiles understate what open arrivals would see."
+        )
+    if model == MISSING:
+        return "<strong>Load model not recorded</strong> in the run's manifest."
+    return f"<strong>{_e(model.capitalize())} model</strong>."
+
+
+def _status_note(status: str | None) -> str:
+    # Only a run that is not complete needs a word: its tables cover the cells done so far.
+    if status in (None, "complete"):
+        return ""
+    return (
+        f'<p class="status-note">This run is <strong>{_e(status)}</strong>: the report covers '
+        "the cells recorded so far (<code>archlab run --resume</code> finishes it).</p>"
+    )
+
+
+def _header(p: Provenance) -> str:
+    facts = [
+        ("Run", f"<code>{_e(p.run_id)}</code>"),
+        ("Started", _e(p.started)),
+        ("Protocol", _e(p.protocol)),
+        ("Git revision", f"<code>{_e(p.git_revision)}</code>"),
+        ("Build", _e(p.build)),
+        ("Kernel", _e(p.kernel)),
+        ("CPU", _e(p.cpu_model)),
+        ("Placement", _e(p.placement)),
+        ("Spec hash", f'<code class="hash">{_e(p.spec_hash)}</code>'),
+    ]
+    return (
+        "<header>"
+        '<p class="kicker">archlab report</p>'
+        f"<h1>{_e(p.name)}</h1>"
+        + (f'<p class="lede">{_e(p.description)}</p>' if p.description else "")
+        + '<dl class="facts">'
+        + "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
+        + "</dl>"
+        + _status_note(p.status)
+        + f'<p class="model-note">{_model_note(p.load_model)}</p>'
+        "</header>"
+    )
+
+
+# -- at a glance ---------------------------------------------------------------------------
+
+
+def _winner_html(group: LoadGroup | None) -> str:
+    if group is None:
+        return f'<td class="none">{MISSING}</td>'
+    winner = group.winner
+    if winner is None:
+        lone = next((c for c in group.cells if c.throughput is not None), None)
+        return f'<td class="none">{_e(lone.label) if lone else "all failed"}</td>'
+    cell, win = winner.cell, winner.win
+    throughput = format_interval(cell.throughput, METRICS["throughput_rps"])
+    return (
+        f'<td class="{win.value}" title="{_e(_MARK_TITLE[win])}">'
+        f'<span class="mark">{_MARK_SYMBOL[win]}</span> {_e(cell.label)}'
+        f'<span class="sub">{_e(throughput)} req/s</span></td>'
+    )
+
+
+def _glance(groups: Sequence[LoadGroup]) -> str:
+    workloads = sorted({g.workload for g in groups})
+    levels = sorted({g.concurrency for g in groups})
+    by_load = {(g.workload, g.concurrency): g for g in groups}
+    head = "".join(f'<th scope="col" class="num">{level}</th>' for level in levels)
+    body = "".join(
+        f'<tr><th scope="row"><code>{_e(w)}</code></th>'
+        + "".join(_winner_html(by_load.get((w, level))) for level in levels)
+        + "</tr>"
+        for w in workloads
+    )
+    return (
+        '<section id="glance"><h2>At a glance</h2>'
+        "<p>Highest mean throughput for each workload and concurrency. "
+        f"{_MARK_SYMBOL[Win.CLEAR]} its 95% interval is clear of the runner-up's; "
+        f"{_MARK_SYMBOL[Win.TIED]} the lead is not established: the intervals overlap, or "
+        "there is a single repetition and so no interval.</p>"
+        f'<table class="glance"><thead><tr><th scope="col">workload \\ concurrency</th>{head}'
+        f"</tr></thead><tbody>{body}</tbody></table></section>"
+    )
+
+
+# -- figures -------------------------------------------------------------------------------
+
+
+def _figures(figures: Sequence[Figure]) -> str:
+    if not figures:
+        return (
+            '<section id="figures"><h2>Figures</h2>'
+            "<p>No successful repetition to plot.</p></section>"
+        )
+    return (
+        '<section id="figures"><h2>Figures</h2>'
+        + "".join(
+            f'<figure id="figure-{f.key}"><h3>{_e(f.title)}</h3>{f.svg}'
+            f"<figcaption>{_e(f.caption)}</figcaption></figure>"
+            for f in figures
+        )
+        + "</section>"
+    )
+
+
+# -- results tables ------------------------------------------------------------------------
+
+# (metric key, column heading); latencies carry their unit in each cell.
+_RESULT_COLUMNS = (
+    ("throughput_rps", "throughput<br><small>req/s</small>"),
+    ("p50_us", "p50"),
+    ("p99_us", "p99"),
+    ("p999_us", "p99.9"),
+    ("cpu_us_per_request", "CPU<br><small>µs/req</small>"),
+    ("cs_per_request", "ctx switches<br><small>per req</small>"),
+    ("syscalls_per_request", "read+write<br><small>per req</small>"),
+)
+
+
+def _interval_td(interval: Interval | None, key: str) -> str:
+    if interval is None:
+        return f'<td class="num">{MISSING}</td>'
+    text = interval_text(interval, METRICS[key])
+    # The unit stays with the mean; the half-width goes on a line of its own below it, which
+    # keeps the table narrow enough for a page.
+    mean = f"{text.mean} {text.unit}" if text.unit else text.mean
+    half = f'<span class="pm">± {_e(text.half)}</span>' if text.half else ""
+    return f'<td class="num">{_e(mean)}{half}</td>'
+
+
+def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
+    classes = " ".join(
+        name
+        for name, applies in (("group-start", first_of_group), ("failed", not cell.stats))
+        if applies
+    )
+    mark_html = (
+        f'<span class="mark" title="{_e(_MARK_TITLE[mark])}">{_MARK_SYMBOL[mark]}</span>'
+        if mark
+        else ""
+    )
+    failed = len(cell.failures)
+    return (
+        f'<tr class="{classes}">'
+        f'<td class="num">{cell.concurrency if first_of_group else ""}</td>'
+        f'<th scope="row">{mark_html}{_e(cell.label)}</th>'
+        + "".join(_interval_td(cell.metric(key), key) for key, _ in _RESULT_COLUMNS)
+        + f'<td class="num">{cell.errors}</td>'
+        f'<td class="num{" bad" if failed else ""}">{cell.ok_repetitions}/{cell.repetitions}</td>'
+        "</tr>"
+    )
+
+
+def _results_table(workload: str, groups: Sequence[LoadGroup]) -> str:
+    head = "".join(f'<th scope="col" class="num">{h}</th>' for _, h in _RESULT_COLUMNS)
+    rows = []
+    for group in groups:
+        winner = group.winner
+        for index, cell in enumerate(group.cells):
+            mark = winner.win if winner and winner.cell is cell else None
+            rows.append(_result_row(cell, mark, index == 0))
+    return (
+        f"<h3><code>{_e(workload)}</code></h3>"
+        '<div class="table-wrap"><table class="results"><thead><tr>'
+        '<th scope="col" class="num">conc</th><th scope="col">architecture</th>'
+        f'{head}<th scope="col" class="num">errors</th><th scope="col" class="num">reps ok</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _results(groups: Sequence[LoadGroup]) -> str:
+    workloads = sorted({g.workload for g in groups})
+    tables = "".join(_results_table(w, [g for g in groups if g.workload == w]) for w in workloads)
+    return (
+        '<section id="results"><h2>Results</h2>'
+        "<p>Mean over successful repetitions ± half-width of the 95% Student-t confidence "
+        "interval (no interval with a single repetition). Latency quantiles come from each "
+        "repetition's HDR histogram; CPU time, context switches and syscalls are those of the "
+        "server process, divided by the requests it served.</p>"
+        f"{tables}</section>"
+    )
+
+
+# -- failures ------------------------------------------------------------------------------
+
+
+def _error_tail(error: str) -> str:
+    lines = error.rstrip().splitlines()
+    if len(lines) > _ERROR_TAIL_LINES:
+        lines = ["…", *lines[-_ERROR_TAIL_LINES:]]
+    return "\n".join(lines)
+
+
+def _failures(cells: Sequence[Cell]) -> str:
+    failed = [(c, f) for c in cells for f in c.failures]
+    total = sum(c.repetitions for c in cells)
+    if not failed:
+        body = f"<p>None: all {total} repetitions succeeded.</p>"
+    else:
+        items = "".join(
+            f'<li><p class="where">{_e(c.label)} · <code>{_e(c.workload)}</code> · '
+            f"concurrency {c.concurrency} · repetition {_e(f.repetition)}</p>"
+            f"<pre>{_e(_error_tail(f.error))}</pre></li>"
+            for c, f in failed
+        )
+        body = (
+            f"<p>{len(failed)} of {total} repetitions failed; the results above exclude them.</p>"
+            f'<ul class="failures">{items}</ul>'
+        )
+    return f'<section id="failures"><h2>Failed repetitions</h2>{body}</section>'
+
+
+# -- page ----------------------------------------------------------------------------------
+
+
+def _nav(figures: Sequence[Figure]) -> str:
+    links = [("glance", "At a glance")] + [(f"figure-{f.key}", f.title) for f in figures]
+    links += [("results", "Results"), ("failures", "Failed repetitions")]
+    items = "".join(f'<li><a href="#{key}">{_e(title)}</a></li>' for key, title in links)
+    return f"<nav><ol>{items}</ol></nav>"
+
+
+def render_html(
+    manifest: Mapping[str, object],
+    rows: Iterable[Mapping[str, object]],
+    run_dir: Path | None = None,
+) -> str:
+    """The report page as a string (see :func:`write_html`)."""
+    cells = aggregate(rows)
+    groups = group_by_load(cells)
+    figures = render_figures(cells, run_dir)
+    about = provenance(manifest)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(about.name)} · {_e(about.run_id)} · archlab</title>"
+        f"<style>{_CSS_PATH.read_text()}</style></head><body>"
+        + _header(about)
+        + _nav(figures)
+        + "<main>"
+        + _glance(groups)
+        + _figures(figures)
+        + _results(groups)
+        + _failures(cells)
+        + "</main>"
+        f"<footer>Generated by archlab {_e(archlab.__version__)} from the stored run alone; "
+        "regenerate with <code>archlab report "
+        f"{_e(about.run_id)}</code>.</footer>"
+        "</body></html>\n"
+    )
+
+
+def write_html(
+    manifest: Mapping[str, object],
+    rows: Iterable[Mapping[str, object]],
+    path: str | os.PathLike[str],
+    run_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write the report of one run to ``path`` and return it.
+
+    ``rows`` are the store's rows of the run (one per cell and repetition). ``run_dir`` is the
+    directory their ``summary_path`` is relative to; it defaults to ``path``'s directory, which
+    is the run directory when the report is written as ``runs/<run-id>/report.html``.
+    """
+    target = Path(path)
+    base = Path(run_dir) if run_dir is not None else target.parent
+    page = render_html(manifest, rows, base)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write then rename, so a reader (or a crash) never sees half a report. A plain open (not
+    # tempfile) so the file gets the usual permissions from the umask.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target

@@ -1,0 +1,168 @@
+"""The results table printed in the terminal after a run and by ``archlab report``.
+
+One line per cell, grouped by workload and concurrency and sorted by mean throughput within
+each group, so the architectures that faced the same load sit next to each other and the best
+is on top, marked. Plain text with aligned columns and no dependency; ANSI colour only when the
+output is a terminal, so piping the table into a file or a bug report stays clean.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
+from archlab.report.formatting import format_failed, format_interval, format_mean
+
+__all__ = ["terminal_table"]
+
+_MARKS = {Win.CLEAR: "*", Win.TIED: "(*)"}
+_LEGEND = (
+    "throughput: mean ± half-width of the 95% Student-t interval over repetitions; "
+    "other columns: means.\n"
+    "* best mean throughput for its workload and concurrency, interval clear of the runner-up; "
+    "(*) best mean, lead not established (intervals overlap, or a single repetition)."
+)
+_ERROR_PREVIEW_CHARS = 120
+_PLUS_MINUS = " ± "
+
+_BOLD, _GREEN, _RED, _RESET = "\x1b[1m", "\x1b[32m", "\x1b[31m", "\x1b[0m"
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    right_aligned: bool
+    text: Callable[[Cell], str]
+
+
+def _mean_of(key: str) -> Callable[[Cell], str]:
+    return lambda cell: format_mean(cell.metric(key), METRICS[key])
+
+
+_COLUMNS = (
+    _Column("architecture", False, lambda c: c.label),
+    _Column("workload", False, lambda c: c.workload),
+    _Column("conc", True, lambda c: str(c.concurrency)),
+    _Column(
+        "throughput req/s",
+        True,
+        lambda c: format_interval(c.throughput, METRICS["throughput_rps"]),
+    ),
+    _Column("p50", True, _mean_of("p50_us")),
+    _Column("p99", True, _mean_of("p99_us")),
+    _Column("p99.9", True, _mean_of("p999_us")),
+    _Column("CPU µs/req", True, _mean_of("cpu_us_per_request")),
+    _Column("ctx-sw/req", True, _mean_of("cs_per_request")),
+    _Column("syscalls/req", True, _mean_of("syscalls_per_request")),
+    _Column("errors", True, lambda c: str(c.errors)),
+    _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
+)
+
+
+def _mark(group: LoadGroup, cell: Cell) -> str:
+    winner = group.winner
+    return _MARKS[winner.win] if winner and winner.cell is cell else ""
+
+
+def _align_on_plus_minus(texts: list[str]) -> list[str]:
+    """Pad ``mean ± half`` texts so the ± signs of a column line up; other texts stay as are."""
+    split = [t.partition(_PLUS_MINUS) for t in texts]
+    if not any(sep for _, sep, _ in split):
+        return texts
+    mean_width = max(len(mean) for mean, _, _ in split)
+    half_width = max(len(half) for _, _, half in split)
+    return [
+        f"{mean.rjust(mean_width)}{sep or ' ' * len(_PLUS_MINUS)}{half.rjust(half_width)}"
+        for mean, sep, half in split
+    ]
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def _paint(text: str, colour: str | None) -> str:
+    return f"{colour}{text}{_RESET}" if colour else text
+
+
+def _row_colour(cell: Cell, mark: str, color: bool) -> str | None:
+    if not color:
+        return None
+    if cell.throughput is None:
+        return _RED
+    return _GREEN if mark == _MARKS[Win.CLEAR] else None
+
+
+def _failure_lines(cells: Sequence[Cell]) -> list[str]:
+    lines = []
+    for cell in cells:
+        for failure in cell.failures:
+            first_line = (failure.error.strip().splitlines() or [""])[0]
+            if len(first_line) > _ERROR_PREVIEW_CHARS:
+                first_line = first_line[: _ERROR_PREVIEW_CHARS - 1] + "…"
+            lines.append(
+                f"  {cell.label} {cell.workload} conc={cell.concurrency} "
+                f"rep {failure.repetition}: {first_line}"
+            )
+    return ["failed repetitions:", *lines] if lines else []
+
+
+@dataclass
+class _Line:
+    """One cell's line before padding; ``None`` in a list of lines stands for a blank line."""
+
+    mark: str
+    texts: list[str]
+    colour: str | None
+
+
+def _cell_lines(groups: Sequence[LoadGroup], color: bool) -> list[_Line | None]:
+    lines: list[_Line | None] = []
+    for index, group in enumerate(groups):
+        if index and group.workload != groups[index - 1].workload:
+            lines.append(None)  # a blank line between workloads
+        for cell in group.cells:
+            mark = _mark(group, cell)
+            texts = [column.text(cell) for column in _COLUMNS]
+            lines.append(_Line(mark, texts, _row_colour(cell, mark, color)))
+    return lines
+
+
+def _column_widths(lines: Sequence[_Line]) -> list[int]:
+    """Align the ± of every column in place, then measure each column."""
+    for i in range(len(_COLUMNS)):
+        for line, text in zip(lines, _align_on_plus_minus([line.texts[i] for line in lines])):
+            line.texts[i] = text
+    return [
+        max(len(column.header), *(len(line.texts[i]) for line in lines))
+        for i, column in enumerate(_COLUMNS)
+    ]
+
+
+def terminal_table(rows: Iterable[Mapping[str, object]], color: bool | None = None) -> str:
+    """The results table of ``rows`` (store rows, one per cell and repetition) as text.
+
+    ``color`` defaults to whether standard output is a terminal.
+    """
+    if color is None:
+        color = sys.stdout.isatty()
+    groups = group_by_load(aggregate(rows))
+    if not groups:
+        return "no results"
+    lines = _cell_lines(groups, color)
+    widths = _column_widths([line for line in lines if line is not None])
+    mark_width = max(len(m) for m in _MARKS.values())
+
+    def render(mark: str, texts: list[str]) -> str:
+        padded = [_pad(t, w, c.right_aligned) for t, w, c in zip(texts, widths, _COLUMNS)]
+        return (mark.ljust(mark_width) + " " + "  ".join(padded)).rstrip()
+
+    out = [_paint(render("", [column.header for column in _COLUMNS]), _BOLD if color else None)]
+    out += [_paint(render(line.mark, line.texts), line.colour) if line else "" for line in lines]
+    out += ["", _LEGEND]
+    failures = _failure_lines([cell for group in groups for cell in group.cells])
+    if failures:
+        out += ["", *failures]
+    return "\n".join(out)

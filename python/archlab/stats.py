@@ -1,0 +1,81 @@
+"""Small-sample statistics shared by the whole package.
+
+An experiment repeats each cell a handful of times (two to ten repetitions), so every summary of
+repetitions the lab prints is a mean with a Student-t confidence interval, never a bare mean and
+never a normal-approximation interval, which is far too narrow at such n. This module is the one
+place those formulas live; the report, the analysis and the models import them from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Interval", "mean_confidence_interval", "median"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A sample mean with its two-sided confidence interval ``[low, high]`` at ``level``.
+
+    With a single observation there is no estimate of spread: ``low == high == mean`` and
+    :attr:`has_interval` is false, so callers print "n=1" instead of a zero-width interval.
+    """
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    level: float
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n >= 2
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2.0
+
+    def overlaps(self, other: Interval) -> bool:
+        """Whether the two intervals share a point (a conservative "not distinguishable")."""
+        return self.low <= other.high and other.low <= self.high
+
+
+def _finite_array(values: Iterable[float], what: str) -> np.ndarray:
+    array = np.asarray(list(values), dtype=float)
+    if array.size == 0:
+        raise ValueError(f"{what}: expected at least one value, got none")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: expected finite values, got {array.tolist()!r}")
+    return array
+
+
+def mean_confidence_interval(values: Iterable[float], level: float = 0.95) -> Interval:
+    """Mean of ``values`` with the Student-t confidence interval at ``level``.
+
+    ``mean ± t_{(1+level)/2, n-1} · s / sqrt(n)`` with ``s`` the sample standard deviation
+    (ddof=1). It assumes independent repetitions of roughly normal spread; for n=1 the interval
+    is degenerate (see :class:`Interval`).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: expected a probability strictly between 0 and 1, got {level!r}")
+    array = _finite_array(values, "mean_confidence_interval")
+    n = int(array.size)
+    mean = float(array.mean())
+    if n == 1:
+        return Interval(mean=mean, low=mean, high=mean, n=1, level=level)
+    # scipy.special holds the same Student-t quantile as scipy.stats.t.ppf (stdtrit is what that
+    # calls) at half the import cost; imported here so `import archlab.stats` stays cheap.
+    from scipy.special import stdtrit
+
+    t = float(stdtrit(n - 1, (1.0 + level) / 2.0))
+    half_width = t * float(array.std(ddof=1)) / math.sqrt(n)
+    return Interval(mean=mean, low=mean - half_width, high=mean + half_width, n=n, level=level)
+
+
+def median(values: Iterable[float]) -> float:
+    """The sample median (mean of the two middle values when n is even)."""
+    return float(np.median(_finite_array(values, "median")))
