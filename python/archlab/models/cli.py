@@ -1,0 +1,103 @@
+"""The `archlab fit-usl` and `archlab model` verbs: argument parsing and printing only; the
+work is done by the library functions. The lead wires them into the main parser by calling
+:func:`add_arguments` with its subparsers and dispatching to :func:`run`."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from archlab.models.errors import ModelError
+from archlab.models.queueing import machine_repairman, mminf, mmm, mmmb
+from archlab.models.station import metrics_table
+from archlab.models.usl import USL, Amdahl
+
+
+def add_arguments(subparsers: argparse._SubParsersAction) -> None:
+    fit = subparsers.add_parser("fit-usl", help="fit the Universal Scalability Law (or Amdahl) to a CSV of N,X")
+    fit.add_argument("csv", type=Path, help="CSV file with a header; columns named by --n-column and --x-column")
+    fit.add_argument("--n-column", default="N", help="concurrency column (default: N)")
+    fit.add_argument("--x-column", default="X", help="throughput column (default: X)")
+    fit.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    fit.add_argument("--amdahl", action="store_true", help="fit Amdahl's law (kappa = 0) instead")
+    fit.add_argument("--predict", type=float, nargs="*", default=[], help="concurrency levels to predict, with bands")
+    fit.set_defaults(models_verb="fit-usl")
+
+    model = subparsers.add_parser("model", help="evaluate a single-station queueing model")
+    model.add_argument("kind", choices=["mm1", "mmm", "mmmb", "mminf", "repairman"])
+    model.add_argument("--arrival-rate", type=float, help="jobs per second (open models)")
+    model.add_argument("--service-rate", type=float, required=True, help="jobs per second of one server")
+    model.add_argument("--servers", type=int, default=1)
+    model.add_argument("--capacity", type=int, help="jobs the station holds at most (mmmb)")
+    model.add_argument("--population", type=int, help="clients (repairman)")
+    model.add_argument("--think-time", type=float, default=0.0, help="seconds (repairman)")
+    model.add_argument("--time-scale", type=float, default=1e3, help="multiply times by this (default 1000: ms)")
+    model.set_defaults(models_verb="model")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute the verb; ModelError propagates to the CLI's single error mapping."""
+    if args.models_verb == "fit-usl":
+        return _fit_usl(args)
+    return _model(args)
+
+
+def _fit_usl(args: argparse.Namespace) -> int:
+    n, x = _read_columns(args.csv, args.n_column, args.x_column)
+    estimator = (Amdahl if args.amdahl else USL)(confidence=args.confidence).fit(n, x)
+    print(estimator.summary())
+    if args.predict:
+        band = estimator.predict(args.predict, "prediction")
+        print(f"\n{'N':>10}{'X(N)':>14}{'prediction band':>34}")
+        for level, mean, lo, hi in zip(band.n, band.throughput, band.lower, band.upper):
+            print(f"{level:>10g}{mean:>14.6g}{f'[{lo:.6g}, {hi:.6g}]':>34}")
+    return 0
+
+
+def _model(args: argparse.Namespace) -> int:
+    kind = args.kind
+    if kind == "repairman":
+        station = machine_repairman(_required(args.population, "--population"), args.think_time, args.service_rate, args.servers)
+    elif kind == "mminf":
+        station = mminf(_required(args.arrival_rate, "--arrival-rate"), args.service_rate)
+    elif kind == "mmmb":
+        station = mmmb(_required(args.arrival_rate, "--arrival-rate"), args.service_rate, args.servers,
+                       _required(args.capacity, "--capacity"))
+    else:
+        servers = 1 if kind == "mm1" else args.servers
+        station = mmm(_required(args.arrival_rate, "--arrival-rate"), args.service_rate, servers)
+    print(metrics_table({station.model: station}, time_scale=args.time_scale).to_text())
+    return 0
+
+
+def _required(value, flag: str):
+    if value is None:
+        raise ModelError(flag, "a value for this model", None)
+    return value
+
+
+def _read_columns(path: Path, n_column: str, x_column: str) -> tuple[list[float], list[float]]:
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise ModelError("csv", "a readable CSV file", str(path), exc.strerror or str(exc)) from None
+    if not rows or n_column not in rows[0] or x_column not in rows[0]:
+        found = list(rows[0]) if rows else []
+        raise ModelError("csv", f"columns {n_column!r} and {x_column!r}", found)
+    try:
+        return [float(r[n_column]) for r in rows], [float(r[x_column]) for r in rows]
+    except ValueError as exc:
+        raise ModelError("csv", "numbers in the N and X columns", str(exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry point
+    parser = argparse.ArgumentParser(prog="archlab-models")
+    add_arguments(parser.add_subparsers(required=True))
+    try:
+        return run(parser.parse_args(argv))
+    except ModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
