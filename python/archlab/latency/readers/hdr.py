@@ -1,0 +1,101 @@
+"""HdrHistogram data: interval logs (``.hlog``, as written by HdrHistogram's log writers, jHiccup,
+wrk2 and archlab's load generator) and single encoded histograms, decoded with the
+``hdrhistogram`` package and turned into exact-count :class:`Samples`.
+
+An HdrHistogram keeps counts per bucket of equivalent values (relative width <= 10^-d for d
+significant digits), so each bucket becomes one distinct value: ``bucket_value="median"`` (the
+default; what HdrHistogram itself uses for the mean) or "highest" (what its percentiles report,
+so nearest-rank percentiles of the result equal HdrHistogram's) or "lowest". Warm-up and cool-down
+are trimmed by whole intervals, using the intervals' start timestamps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from archlab.latency.errors import LatencyError, check_choice, check_nonnegative
+from archlab.latency.samples import Samples
+
+BUCKET_VALUES = ("median", "highest", "lowest")
+
+
+def histogram_to_samples(histogram: HdrHistogram, unit: str, bucket_value: str = "median") -> Samples:
+    check_choice("bucket_value", bucket_value, BUCKET_VALUES)
+    values, counts = [], []
+    for item in histogram.get_recorded_iterator():
+        value = item.value_iterated_to
+        lowest = histogram.get_lowest_equivalent_value(value)
+        highest = histogram.get_highest_equivalent_value(value)
+        # Java's medianEquivalentValue: lowest + (size of the equivalent range >> 1).
+        chosen = {"lowest": lowest, "highest": highest, "median": lowest + ((highest - lowest + 1) >> 1)}
+        values.append(chosen[bucket_value])
+        counts.append(item.count_at_value_iterated_to)
+    if not counts:
+        raise LatencyError("HdrHistogram: no value recorded")
+    return Samples.from_counts(np.array(values, dtype=float), np.array(counts, dtype=np.int64), unit)
+
+
+def decode_histogram(encoded: str) -> HdrHistogram:
+    try:
+        return HdrHistogram.decode(encoded)
+    except Exception as error:  # the package raises assorted low-level errors on bad input
+        raise LatencyError(f"not an encoded HdrHistogram ({encoded[:16]}...): {error}") from error
+
+
+@dataclass(frozen=True)
+class _Interval:
+    tag: str | None
+    start_s: float
+    length_s: float
+    payload: str
+
+
+def _intervals(path: Path) -> list[_Interval]:
+    intervals = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line or line.startswith("#") or line.startswith('"StartTimestamp"'):
+                continue
+            tag = None
+            if line.startswith("Tag="):
+                tag, line = line[4:].split(",", 1)
+            fields = line.split(",")
+            if len(fields) != 4:
+                raise LatencyError(f"{path}:{number}: expected 'start,interval,max,histogram', got {line[:60]!r}")
+            try:
+                intervals.append(_Interval(tag, float(fields[0]), float(fields[1]), fields[3]))
+            except ValueError as error:
+                raise LatencyError(f"{path}:{number}: {error}") from error
+    if not intervals:
+        raise LatencyError(f"{path}: no interval histogram in the log")
+    return intervals
+
+
+def read_hdr_log(path: str | Path, *, unit: str = "ns", tag: str | None = None, warmup_s: float = 0.0,
+                 cooldown_s: float = 0.0, bucket_value: str = "median") -> Samples:
+    """Sum of the log's interval histograms (those with ``tag``; untagged when ``tag`` is None),
+    dropping intervals that start within ``warmup_s`` of the first interval's start or end within
+    ``cooldown_s`` of the last interval's end. ``unit`` is the unit the values were recorded in
+    (archlab and jHiccup record nanoseconds, wrk2 microseconds)."""
+    check_nonnegative("warmup_s", warmup_s)
+    check_nonnegative("cooldown_s", cooldown_s)
+    path = Path(path)
+    if not path.exists():
+        raise LatencyError(f"path: no such file: {path}")
+    intervals = [i for i in _intervals(path) if i.tag == tag]
+    if not intervals:
+        raise LatencyError(f"{path}: no interval with tag {tag!r}")
+    first = min(i.start_s for i in intervals)
+    last = max(i.start_s + i.length_s for i in intervals)
+    kept = [i for i in intervals if i.start_s >= first + warmup_s and i.start_s + i.length_s <= last - cooldown_s]
+    if not kept:
+        raise LatencyError(f"{path}: trimming {warmup_s} s + {cooldown_s} s leaves no interval")
+    total = decode_histogram(kept[0].payload)
+    for interval in kept[1:]:
+        total.add(decode_histogram(interval.payload))
+    return histogram_to_samples(total, unit, bucket_value)
