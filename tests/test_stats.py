@@ -121,3 +121,15 @@ def test_overlap():
     assert a.overlaps(Interval(mean=13, low=11, high=15, n=3, level=0.95))
     assert a.overlaps(Interval(mean=13, low=12, high=14, n=3, level=0.95))  # touching counts
     assert not a.overlaps(Interval(mean=14, low=12.5, high=15.5, n=3, level=0.95))
+
+
+def test_counts_give_the_interval_of_the_expanded_sample():
+    # Exact counts of distinct values are the same sample as the expanded values.
+    values, counts = [1.0, 2.5, 7.0], [3, 1, 4]
+    expanded = [v for v, c in zip(values, counts) for _ in range(c)]
+    a = mean_confidence_interval(expanded, 0.9)
+    b = mean_confidence_interval(values, 0.9, counts=counts)
+    assert (b.n, b.mean) == (a.n, pytest.approx(a.mean))
+    assert (b.low, b.high) == (pytest.approx(a.low), pytest.approx(a.high))
+    with pytest.raises(ValueError, match="counts"):
+        mean_confidence_interval(values, counts=[1, 2])

@@ -53,18 +53,30 @@ def _finite_array(values: Iterable[float], what: str) -> np.ndarray:
     return array
 
 
-def mean_confidence_interval(values: Iterable[float], level: float = 0.95) -> Interval:
+def mean_confidence_interval(values: Iterable[float], level: float = 0.95,
+                             counts: Iterable[int] | None = None) -> Interval:
     """Mean of ``values`` with the Student-t confidence interval at ``level``.
 
     ``mean ± t_{(1+level)/2, n-1} · s / sqrt(n)`` with ``s`` the sample standard deviation
-    (ddof=1). It assumes independent repetitions of roughly normal spread; for n=1 the interval
-    is degenerate (see :class:`Interval`).
+    (ddof=1). It assumes independent observations of roughly normal spread (or n large enough
+    for the central limit theorem); for n=1 the interval is degenerate (see :class:`Interval`).
+    ``counts``, when given, says how many times each value was observed (exact counts of
+    distinct values, as the latency library keeps them): the result equals that of the
+    expanded sample without expanding it.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level: expected a probability strictly between 0 and 1, got {level!r}")
     array = _finite_array(values, "mean_confidence_interval")
-    n = int(array.size)
-    mean = float(array.mean())
+    if counts is None:
+        weights = np.ones(array.size)
+    else:
+        weights = np.asarray(list(counts), dtype=float)
+        if weights.shape != array.shape or np.any(weights < 0) or not np.all(np.isfinite(weights)):
+            raise ValueError(f"counts: expected one count >= 0 per value ({array.size}), got {weights.tolist()!r}")
+    n = int(round(weights.sum()))
+    if n == 0:
+        raise ValueError("mean_confidence_interval: expected at least one observation, got counts summing to 0")
+    mean = float(np.dot(weights, array) / n)
     if n == 1:
         return Interval(mean=mean, low=mean, high=mean, n=1, level=level)
     # scipy.special holds the same Student-t quantile as scipy.stats.t.ppf (stdtrit is what that
@@ -72,7 +84,8 @@ def mean_confidence_interval(values: Iterable[float], level: float = 0.95) -> In
     from scipy.special import stdtrit
 
     t = float(stdtrit(n - 1, (1.0 + level) / 2.0))
-    half_width = t * float(array.std(ddof=1)) / math.sqrt(n)
+    std = math.sqrt(float(np.dot(weights, (array - mean) ** 2)) / (n - 1))
+    half_width = t * std / math.sqrt(n)
     return Interval(mean=mean, low=mean - half_width, high=mean + half_width, n=n, level=level)
 
 

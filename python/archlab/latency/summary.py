@@ -2,20 +2,17 @@
 deviation, extremes, and percentiles of a stated definition with confidence intervals.
 
 The mean's interval is Student t, from :func:`archlab.stats.mean_confidence_interval`, the one
-place the package keeps that formula (for count data beyond ``EXPAND_LIMIT`` observations the same
-formula is evaluated from the exact weighted moments, since expanding 10^8 values to call it would
-defeat the purpose of counts). Percentile intervals are bootstrap (multinomial on counts) or
+place the package keeps that formula; it takes the exact counts directly, so 10^8 observations
+are never expanded. Percentile intervals are bootstrap (multinomial on counts) or
 distribution-free binomial, see :mod:`archlab.latency.intervals`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from archlab.latency.errors import ParameterError, check_choice, check_probability
 from archlab.latency.intervals import binomial_quantile, bootstrap_quantile
@@ -25,7 +22,6 @@ from archlab.stats import Interval, mean_confidence_interval
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 CI_METHODS = ("bootstrap", "binomial", "none")
-EXPAND_LIMIT = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -59,13 +55,9 @@ class Summary:
 
 
 def mean_interval(samples: Samples, level: float = 0.95) -> Interval:
-    """Student-t interval of the mean; exact from counts (see the module note on large n)."""
-    if samples.n <= EXPAND_LIMIT:
-        return mean_confidence_interval(samples.expand(), level)
+    """Student-t interval of the mean, computed from the exact counts."""
     check_probability("level", level)
-    half_width = sps.t.ppf((1 + level) / 2, samples.n - 1) * samples.std / math.sqrt(samples.n)
-    return Interval(mean=samples.mean, low=samples.mean - half_width, high=samples.mean + half_width,
-                    n=samples.n, level=level)
+    return mean_confidence_interval(samples.values, level, counts=samples.counts)
 
 
 def summarize(samples: Samples, percentiles: Sequence[float] = DEFAULT_PERCENTILES, *,
