@@ -1,7 +1,8 @@
 //! `archlab-engine serve` and `architectures`: build an architecture from the registry, bind,
 //! print `listening HOST:PORT` as the first stdout line, and serve until SIGTERM. SIGUSR1
 //! prints one `rusage {json}` line (CPU time, context switches and peak RSS of the whole
-//! process, exited threads included) so that the orchestrator can measure the server.
+//! process, exited threads included, and the server's socket read/write call counts) so that
+//! the orchestrator can measure the server.
 
 use crate::args::parse_cpus;
 use crate::signals::{spawn_handler, Signal};
@@ -62,6 +63,17 @@ pub fn list_architectures(json: bool) {
     }
 }
 
+/// The `rusage` line's JSON: getrusage of the whole process plus the server's own counts of
+/// socket read and write calls (which `/proc/<pid>/io` does not see).
+fn usage_json() -> serde_json::Value {
+    let mut v = serde_json::to_value(archlab_metrics::rusage::process_usage()).expect("serialisable");
+    let counts = serde_json::to_value(archlab_metrics::counters::totals()).expect("serialisable");
+    if let (Some(v), serde_json::Value::Object(c)) = (v.as_object_mut(), counts) {
+        v.extend(c);
+    }
+    v
+}
+
 pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let mut options = ServerOptions {
         threads: a.threads,
@@ -76,8 +88,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     spawn_handler(|signal| match signal {
         Signal::Terminate => std::process::exit(0),
         Signal::Report => {
-            let usage = archlab_metrics::rusage::process_usage();
-            let line = format!("rusage {}\n", serde_json::to_string(&usage).expect("serialisable"));
+            let line = format!("rusage {}\n", usage_json());
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(line.as_bytes());
             let _ = out.flush();

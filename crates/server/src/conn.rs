@@ -33,6 +33,7 @@ pub fn linger_close_blocking(stream: &mut TcpStream) {
         if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
             break;
         }
+        archlab_metrics::counters::count_read();
         match stream.read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => discarded += n,
@@ -104,6 +105,7 @@ impl InBuf {
         if !self.reserve() {
             return Ok(0);
         }
+        archlab_metrics::counters::count_read();
         let n = r.read(&mut self.buf[self.end..])?;
         self.end += n;
         Ok(n)
@@ -130,6 +132,7 @@ impl OutBuf {
     /// `WouldBlock` with bytes left (non-blocking sockets only).
     pub fn flush_to(&mut self, w: &mut impl Write) -> io::Result<bool> {
         while self.pos < self.buf.len() {
+            archlab_metrics::counters::count_write();
             match w.write(&self.buf[self.pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.pos += n,

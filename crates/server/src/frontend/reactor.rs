@@ -227,6 +227,7 @@ impl EventLoop {
 fn discard(conn: &mut Conn) -> Next {
     let mut sink = [0u8; 16 * 1024];
     loop {
+        archlab_metrics::counters::count_read();
         match conn.stream.read(&mut sink) {
             Ok(0) => return Next::Close,
             Ok(n) => {

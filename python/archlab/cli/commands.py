@@ -1,0 +1,118 @@
+"""What each ``archlab`` verb does, as thin calls into the library: parse nothing, decide
+nothing the library could decide, print results on stdout and progress/diagnostics on stderr.
+Each function takes the parsed arguments and returns the process exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from archlab.errors import Interrupted, SpecError
+from archlab.lab.engine import DataPlaneRegistry, repo_root
+from archlab.lab.session import resume_run, run_spec
+from archlab.store import RunHandle, Store
+
+DEFAULT_SPEC = Path("experiments") / "quickstart.toml"
+
+
+def default_spec() -> Path:
+    """``experiments/quickstart.toml`` in the current directory, else in this checkout."""
+    if DEFAULT_SPEC.is_file():
+        return DEFAULT_SPEC
+    root = repo_root()
+    if root is not None and (root / DEFAULT_SPEC).is_file():
+        return root / DEFAULT_SPEC
+    raise SpecError("SPEC", f"a spec file (none given, and no {DEFAULT_SPEC} here)", str(DEFAULT_SPEC))
+
+
+def _say(text: str) -> None:
+    print(f"archlab: {text}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    store = Store(args.store)
+    created: list[RunHandle] = []
+
+    def announce(handle: RunHandle) -> None:
+        created.append(handle)
+        planned, left = handle.experiment.cells_planned, len(handle.pending())
+        todo = f"{left} of {planned} cell runs left" if left < planned else f"{planned} cell runs"
+        _say(f"run {handle.run_id}: {todo} -> {handle.directory}")
+
+    try:
+        if args.resume:
+            if args.spec is not None:
+                raise SpecError("SPEC", "no spec with --resume (the run's stored spec is used)", str(args.spec))
+            handle = resume_run(args.resume, store, stream=sys.stderr, on_created=announce)
+        else:
+            handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce)
+    except Interrupted as e:
+        if created:
+            _say(
+                f"interrupted; run {created[0].run_id} keeps the cells recorded so far. Resume it with:\n"
+                f"  archlab run --resume {created[0].run_id} --store {args.store}"
+            )
+        return e.exit_code
+    return _finish(store, handle, write_report=not args.no_report)
+
+
+def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
+    manifest, rows = store.load_run(handle.run_id)
+    if write_report:
+        _print_table(rows)
+        _write_report(manifest, rows, handle.directory / "report.html")
+    else:
+        _say(f"run {handle.run_id} {manifest['status']}; `archlab report {handle.run_id} --store {store.root}` shows it")
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        _say(f"{len(failed)} of {len(rows)} cell runs failed (first: {failed[0]['cell_id']}: {failed[0]['error'].splitlines()[0]})")
+    return 1 if rows and len(failed) == len(rows) else 0
+
+
+def _print_table(rows: list[dict]) -> None:
+    from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
+
+    print(terminal_table(rows))
+
+
+def _write_report(manifest: dict, rows: list[dict], path: Path) -> None:
+    from archlab.report import write_html
+
+    written = write_html(manifest, rows, path)
+    print(f"report: {written}")
+
+
+def report(args: argparse.Namespace) -> int:
+    store = Store(args.store)
+    manifest, rows = store.load_run(args.run_id)
+    _print_table(rows)
+    _write_report(manifest, rows, store.run_dir(args.run_id) / "report.html")
+    return 0
+
+
+def runs(args: argparse.Namespace) -> int:
+    infos = Store(args.store).runs()
+    if not infos:
+        _say(f"no runs in {args.store} yet (`archlab run` makes one)")
+        return 0
+    header = ("RUN ID", "EXPERIMENT", "STATUS", "STARTED (UTC)", "OK", "FAILED", "PLANNED")
+    table = [
+        (i.run_id, i.experiment, i.status, i.started_at.strftime("%Y-%m-%d %H:%M:%S"), str(i.cells_ok), str(i.cells_failed), str(i.cells_planned))
+        for i in infos
+    ]
+    _print_columns(header, table)
+    return 0
+
+
+def architectures(_args: argparse.Namespace) -> int:
+    registry = DataPlaneRegistry()
+    table = [(a.name, ",".join(sorted(a.options)) or "-", a.description) for a in registry.architectures()]
+    _print_columns(("NAME", "OPTIONS", "DESCRIPTION"), table)
+    return 0
+
+
+def _print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())

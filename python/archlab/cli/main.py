@@ -1,0 +1,129 @@
+"""The ``archlab`` command line: the argument parser, and the one mapping from errors to exit
+codes (invalid spec or argument: 2; any other lab error: 1; Ctrl-C: 130, SIGTERM: 143). Every
+message goes to stderr as ``archlab: error: ...``; tracebacks are kept for real bugs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from archlab import __version__
+from archlab.cli import commands
+from archlab.errors import ArchlabError, Interrupted, SpecError
+
+_DESCRIPTION = """\
+archlab: a performance lab for server architectures. It starts real servers and a real load
+generator on loopback, pinned to CPUs, measures throughput, latency quantiles and what each
+request costs the server (CPU time, context switches, system calls), and stores every result in a
+run directory and a DuckDB catalog."""
+
+_RUN_EPILOG = """\
+examples:
+  archlab run                               the quick start (experiments/quickstart.toml)
+  archlab run experiments/my-study.toml --store /data/runs
+  archlab run --resume 20261122-013000-quickstart-3fa2c1
+
+Ctrl-C stops every process, keeps the cell runs recorded so far and prints the resume command.
+Exit codes: 0 done, 1 lab error or every cell failed, 2 invalid spec, 130 interrupted."""
+
+
+# Verbs of the analysis libraries. Their modules import SciPy and matplotlib (about a second),
+# so they are imported only when their verb is used; otherwise a placeholder parser carries the
+# one-line help for `archlab --help`. verb -> (module, registration style, help).
+_LAZY_VERBS = {
+    "analyze": ("archlab.latency.cli", "parser", "analyse latency files (JMeter JTL, HDR interval logs such as archlab's, wrk, memtier, CSV/Parquet)"),
+    "fit-usl": ("archlab.models.cli", "subparsers", "fit the Universal Scalability Law (or Amdahl) to a CSV of N,X"),
+    "model": ("archlab.models.cli", "subparsers", "evaluate a single-station queueing model"),
+}
+
+
+def _add_lazy_verbs(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    loaded: set[str] = set()
+    if verb in _LAZY_VERBS:
+        module_name, style, help_text = _LAZY_VERBS[verb]
+        module = importlib.import_module(module_name)
+        if style == "parser":
+            p = sub.add_parser(verb, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
+            module.add_arguments(p)
+            p.set_defaults(func=module.run)
+            loaded.add(verb)
+        else:
+            before = set(sub.choices)
+            module.add_arguments(sub)
+            for name in set(sub.choices) - before:
+                sub.choices[name].set_defaults(func=module.run)
+                loaded.add(name)
+    for name, (_, _, help_text) in _LAZY_VERBS.items():
+        if name not in loaded:
+            sub.add_parser(name, help=help_text, add_help=False)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="archlab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"archlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def store_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", metavar="DIR", default="runs", help="result store: run directories and archlab.duckdb (default: ./runs)")
+
+    p = sub.add_parser(
+        "run",
+        help="run an experiment spec (default: the quick start)",
+        description="Validate an experiment spec, run every cell and repetition on real processes, store the\n"
+        "results, print a table and write report.html in the run directory.",
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", nargs="?", metavar="SPEC", help="experiment spec (TOML); default: experiments/quickstart.toml")
+    store_option(p)
+    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: run only the cells it has not recorded")
+    p.add_argument("--no-report", action="store_true", help="skip the report: no table, no report.html (`archlab report` makes them later)")
+    p.set_defaults(func=commands.run)
+
+    p = sub.add_parser(
+        "report",
+        help="print the table and regenerate report.html of a stored run",
+        description="Regenerate a run's terminal table and report.html from the store alone (no process is started).",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id, as `archlab runs` lists them")
+    store_option(p)
+    p.set_defaults(func=commands.report)
+
+    p = sub.add_parser("runs", help="list the runs in the store", description="List the runs in the store, newest first.")
+    store_option(p)
+    p.set_defaults(func=commands.runs)
+
+    p = sub.add_parser(
+        "architectures",
+        help="list the server architectures the engine offers",
+        description="List the registered server architectures with the options each accepts.",
+    )
+    p.set_defaults(func=commands.architectures)
+    _add_lazy_verbs(sub, argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecError as e:
+        print(f"archlab: error: {e}", file=sys.stderr)
+        return 2
+    except ArchlabError as e:
+        print(f"archlab: error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `archlab runs | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The control plane's view of the data plane: where the ``archlab-engine`` binary is, what it
+says about itself, and the exact command lines of its ``serve`` and ``load`` subcommands (the
+one place in Python that spells them). :class:`DataPlaneRegistry` answers spec validation's
+questions (architectures, workload check) through the ``archlab._native`` extension when it is
+built, and through the binary otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Sequence
+
+from archlab.errors import EngineNotFound, ProcessFailed
+from archlab.spec.model import Cell, Experiment, Placement
+from archlab.spec.registry import ArchitectureInfo
+from archlab.spec.units import engine_duration
+
+ENGINE_ENV = "ARCHLAB_ENGINE"
+BINARY = "archlab-engine"
+_BUILD_HINT = "run `make build` (or `cargo build --release -p archlab-engine`)"
+
+
+def repo_root() -> Path | None:
+    """The source checkout this package was imported from (``<repo>/python/archlab/...``), if any."""
+    candidate = Path(__file__).resolve().parents[3]
+    return candidate if (candidate / "Cargo.toml").is_file() and (candidate / "crates").is_dir() else None
+
+
+def find_engine() -> Path:
+    """``$ARCHLAB_ENGINE``, else ``<repo>/target/release/archlab-engine``, else ``PATH``."""
+    explicit = os.environ.get(ENGINE_ENV)
+    if explicit:
+        p = Path(explicit)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise EngineNotFound(f"{ENGINE_ENV}={explicit} is not an executable file; unset it or {_BUILD_HINT}")
+    root = repo_root()
+    if root is not None:
+        built = root / "target" / "release" / BINARY
+        if built.is_file() and os.access(built, os.X_OK):
+            return built
+    on_path = shutil.which(BINARY)
+    if on_path:
+        return Path(on_path)
+    raise EngineNotFound(f"{BINARY} is not built: {_BUILD_HINT}; looked in ${ENGINE_ENV}, target/release/ and PATH")
+
+
+@dataclass(frozen=True)
+class Engine:
+    path: Path
+
+    @classmethod
+    def locate(cls) -> "Engine":
+        return cls(find_engine())
+
+    def _query(self, *args: str) -> str:
+        try:
+            done = subprocess.run([str(self.path), *args], capture_output=True, text=True, timeout=30)
+        except OSError as e:
+            raise EngineNotFound(f"cannot execute {self.path}: {e}; {_BUILD_HINT}") from None
+        except subprocess.TimeoutExpired:
+            raise ProcessFailed(f"{BINARY} {' '.join(args)}", "did not answer within 30 s") from None
+        if done.returncode != 0:
+            raise ProcessFailed(f"{BINARY} {' '.join(args)}", f"exited with code {done.returncode}", done.stderr[-2000:])
+        return done.stdout
+
+    @cached_property
+    def version(self) -> str:
+        """``archlab-engine --version`` without the program name, e.g. ``0.1.0``."""
+        out = self._query("--version").strip()
+        return out.split()[-1] if out else "unknown"
+
+    @property
+    def build_profile(self) -> str:
+        """``release`` or ``debug`` for a binary under ``target/``, else ``installed``."""
+        parent = self.path.resolve().parent
+        return parent.name if parent.parent.name == "target" and parent.name in ("release", "debug") else "installed"
+
+    def architectures(self) -> tuple[ArchitectureInfo, ...]:
+        try:
+            items = json.loads(self._query("architectures", "--json"))
+        except json.JSONDecodeError as e:
+            raise ProcessFailed(f"{BINARY} architectures --json", f"printed invalid JSON ({e})") from None
+        return tuple(ArchitectureInfo.from_mapping(item) for item in items)
+
+    def serve_argv(self, cell: Cell, placement: Placement) -> list[str]:
+        argv = [str(self.path), "serve", "--arch", cell.architecture, "--host", "127.0.0.1", "--port", "0"]
+        if cell.threads is not None:
+            argv += ["--threads", str(cell.threads)]
+        if cell.loops is not None:
+            argv += ["--loops", str(cell.loops)]
+        return argv + ["--cpus", placement.server_cpu_list]
+
+    def load_argv(self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path) -> list[str]:
+        return [
+            str(self.path),
+            "load",
+            "--target", target,
+            "--path", cell.workload,
+            "--connections", str(cell.concurrency),
+            "--duration", engine_duration(experiment.duration_s),
+            "--warmup", engine_duration(experiment.warmup_s),
+            "--think-time", engine_duration(cell.think_time_s),
+            "--timeout", engine_duration(experiment.load.timeout_s),
+            "--cpus", experiment.placement.client_cpu_list,
+            "--json", str(json_path),
+            "--hdr-log", str(hdr_path),
+        ]  # fmt: skip
+
+
+class DataPlaneRegistry:
+    """:class:`archlab.spec.Registry` backed by the data plane of this checkout."""
+
+    def __init__(self, engine: Engine | None = None):
+        self._engine = engine
+        self._architectures: tuple[ArchitectureInfo, ...] | None = None
+
+    @staticmethod
+    def _native():
+        try:
+            from archlab import _native  # built by `maturin develop`
+        except ImportError:
+            return None
+        return _native
+
+    def architectures(self) -> Sequence[ArchitectureInfo]:
+        if self._architectures is None:
+            native = self._native()
+            if native is not None and hasattr(native, "architectures"):
+                self._architectures = tuple(ArchitectureInfo.from_mapping(a) for a in native.architectures())
+            else:
+                self._architectures = (self._engine or Engine.locate()).architectures()
+        return self._architectures
+
+    def check_workload(self, target: str) -> None:
+        native = self._native()
+        if native is not None and hasattr(native, "check_workload"):
+            native.check_workload(target)
+            return
+        # Without the extension only the shape can be checked here; the runner's health check
+        # (a GET of the workload that must answer 200) then catches a bad parameter per cell.
+        if not target.startswith("/"):
+            raise ValueError(f"workload target must start with '/', got {target!r}")

@@ -1,0 +1,235 @@
+"""The runner: every pending (cell, repetition) of a run, one after the other, on real processes.
+For each pair it starts the server pinned to the server CPUs, waits for its ``listening`` line
+and for an HTTP answer to the cell's workload, runs the load generator pinned to the client CPUs,
+probes the server when the generator announces ``phase measure`` and ``phase end`` (falling back
+to just before the generator starts / just after it exits), stops the server, and records one
+catalog row. A pair that fails (server dies, generator cannot connect, summary missing) becomes a
+``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
+every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from archlab.errors import ArchlabError, Interrupted, ProcessFailed
+from archlab.lab import probes
+from archlab.lab.engine import Engine
+from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
+from archlab.lab.progress import Progress
+from archlab.lab.summary import read_summary
+from archlab.spec.model import Cell, Experiment
+from archlab.store.records import CellRecord, Measurement, ServerCost
+from archlab.store.runs import RunHandle
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    ready_timeout_s: float = 10.0  # until the server prints `listening`
+    health_timeout_s: float = 10.0  # until it answers the workload's URL with 200
+    stop_grace_s: float = 3.0  # between SIGTERM and SIGKILL
+    load_slack_s: float = 30.0  # beyond warm-up + duration + timeout before a load run is abandoned
+    rusage_timeout_s: float = 2.0  # for the server's answer to SIGUSR1
+
+
+@dataclass(frozen=True)
+class RepFiles:
+    """The files of one (cell, repetition) directory."""
+
+    directory: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.directory / "summary.json"
+
+    @property
+    def hdr_log(self) -> Path:
+        return self.directory / "hdr.log"
+
+    @property
+    def server_stderr(self) -> Path:
+        return self.directory / "server.stderr"
+
+    @property
+    def load_stderr(self) -> Path:
+        return self.directory / "load.stderr"
+
+    @property
+    def probe(self) -> Path:
+        return self.directory / "probe.json"
+
+    @property
+    def error(self) -> Path:
+        return self.directory / "error.txt"
+
+
+@dataclass
+class Window:
+    """The server probes bracketing the measurement window, and where each came from."""
+
+    start: probes.ProcSample
+    start_source: str
+    end: probes.ProcSample | None = None
+    end_source: str = "after load exit"
+
+
+class CellFailed(ArchlabError):
+    """A pair ran to the end but its result is unusable (e.g. no request completed)."""
+
+
+def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None) -> str:
+    """Run the pending pairs of ``handle``; returns the run's final status (``complete``)."""
+    pending = handle.pending()
+    planned = handle.experiment.cells_planned
+    progress = Progress(total=planned, done=planned - len(pending), stream=stream)
+    try:
+        with ProcessGroup(config.stop_grace_s) as group:
+            try:
+                for cell, rep in pending:
+                    progress.cell_started(cell, rep)
+                    record = _run_pair(group, engine, handle, cell, rep, config)
+                    with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
+                        handle.record(cell, rep, record)
+                    progress.cell_finished(cell, rep, record)
+                with group.critical():
+                    handle.set_status("complete")
+            except Interrupted:
+                _abort(group, handle, "interrupted")
+                raise
+            except BaseException:
+                _abort(group, handle, "failed")
+                raise
+    finally:
+        progress.close()
+    return "complete"
+
+
+def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
+    with group.critical():
+        group.stop_all()  # before anything else: no process may outlive this
+        handle.set_status(status)
+
+
+def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig) -> CellRecord:
+    files = RepFiles(handle.prepare_rep_dir(cell, rep))
+    try:
+        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, files, config)
+    except (ArchlabError, OSError) as e:
+        files.error.write_text(str(e) + "\n")
+        return CellRecord(
+            status="failed",
+            error=str(e),
+            summary_path=handle.relative(files.summary) if files.summary.exists() else None,
+            hdr_log_path=handle.relative(files.hdr_log) if files.hdr_log.exists() else None,
+        )
+    files.probe.write_text(json.dumps(probe_doc, indent=2) + "\n")
+    return CellRecord(
+        status="ok",
+        measurement=measurement,
+        cost=cost,
+        summary_path=handle.relative(files.summary),
+        hdr_log_path=handle.relative(files.hdr_log) if files.hdr_log.exists() else None,
+    )
+
+
+def _measure(
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, files: RepFiles, config: RunnerConfig
+) -> tuple[Measurement, ServerCost, dict]:
+    server = group.start("server", engine.serve_argv(cell, exp.placement), files.server_stderr)
+    try:
+        host, port = _listening_address(server, config.ready_timeout_s)
+        _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
+        argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log)
+        window = _drive_load(group, argv, server, exp, files, config)
+    finally:
+        server_exit = group.stop(server)
+    measurement = read_summary(files.summary)
+    if measurement.requests == 0:
+        raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")
+    start, end = window.start, window.end
+    assert end is not None  # _drive_load fills it in
+    cost = probes.cost_between(start, end, measurement.requests)
+    probe_doc = {
+        "start": {"source": window.start_source, **start.to_dict()},
+        "end": {"source": window.end_source, **end.to_dict()},
+        "context_switch_source": probes.context_switch_source(start, end),
+        "syscall_source": probes.syscall_source(start, end),
+        "server_exit": describe_exit(server_exit),
+        "cost": vars(cost),
+    }
+    return measurement, cost, probe_doc
+
+
+def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:
+    """Run the load generator to its end, probing the server at the window's edges."""
+    before = _probe(server, config)  # fallback if the generator never announces its window
+    load = group.start("load generator", argv, files.load_stderr)
+    window = Window(start=before, start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    deadline = time.monotonic() + limit_s
+    try:
+        while True:
+            try:
+                line = load.read_line(deadline - time.monotonic())
+            except TimeoutError:
+                raise load.failure(f"did not finish within {limit_s:g} s") from None
+            if line is None:
+                break
+            if line == "phase measure":
+                window.start, window.start_source = _probe(server, config), "phase measure"
+            elif line == "phase end":
+                window.end, window.end_source = _probe(server, config), "phase end"
+        load_exit = load.wait_exit(5.0)
+    finally:
+        group.stop(load)
+    # A dead server explains a failing generator better than the generator can.
+    if server.poll() is not None:
+        raise server.failure(f"{describe_exit(server.poll())} during the load run")
+    if load_exit != 0:
+        raise load.failure(describe_exit(load_exit))
+    if window.end is None:
+        window.end = _probe(server, config)
+    return window
+
+
+def _probe(server: ManagedProcess, config: RunnerConfig) -> probes.ProcSample:
+    try:
+        return probes.sample(server, config.rusage_timeout_s)
+    except ProcessLookupError:
+        raise server.failure(f"{describe_exit(server.wait_exit(1.0))} during the load run") from None
+
+
+def _listening_address(server: ManagedProcess, timeout_s: float) -> tuple[str, int]:
+    line = server.expect("listening ", timeout_s)
+    host, _, port = line.split(" ", 1)[1].strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise server.failure(f"printed {line!r}; expected 'listening HOST:PORT'")
+    return host, int(port)
+
+
+def _wait_until_answers(server: ManagedProcess, host: str, port: int, path: str, timeout_s: float) -> None:
+    """Poll with GET of the cell's own workload until it answers 200: the server is then both up
+    and able to serve what the load generator will ask for."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise server.failure(f"{describe_exit(server.poll())} before answering HTTP")
+        conn = http.client.HTTPConnection(host, port, timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read(300).decode("utf-8", "replace").strip()
+            if response.status == 200:
+                return
+            raise ProcessFailed("server", f"answered GET {path} with {response.status} {response.reason}: {body}")
+        except (OSError, http.client.HTTPException) as e:
+            last_error = e
+            time.sleep(0.05)
+        finally:
+            conn.close()
+    raise server.failure(f"did not answer GET {path} within {timeout_s:g} s (last error: {last_error})")

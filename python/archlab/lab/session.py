@@ -1,0 +1,44 @@
+"""The lab's entry points, as the CLI and notebooks call them: run a spec file into a store, or
+resume a stored run. They put the pieces together in the one safe order (validate the spec, find
+the engine, create the run, execute), so a bad spec or a missing build never leaves an empty run
+behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from archlab.lab.engine import DataPlaneRegistry, Engine
+from archlab.lab.runner import RunnerConfig, execute
+from archlab.spec import SpecEnvironment, load_spec, parse_spec
+from archlab.store import EngineFacts, RunHandle, Store
+
+
+def run_spec(
+    spec_path: str | Path,
+    store: Store,
+    config: RunnerConfig = RunnerConfig(),
+    stream: TextIO | None = None,
+    on_created=None,
+) -> RunHandle:
+    """Validate ``spec_path``, create a run in ``store`` and execute it. ``on_created(handle)`` is
+    called once the run exists (the CLI uses it to say where the run goes and how to resume)."""
+    experiment, text = load_spec(spec_path, SpecEnvironment.local(DataPlaneRegistry()))
+    engine = Engine.locate()
+    with store.create_run(experiment, text, EngineFacts(engine.version, engine.build_profile)) as handle:
+        if on_created is not None:
+            on_created(handle)
+        execute(handle, engine, config, stream)
+    return handle
+
+
+def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None, on_created=None) -> RunHandle:
+    """Re-validate the run's stored spec and execute the (cell, repetition) pairs it lacks."""
+    manifest = store.read_manifest(run_id)
+    engine = Engine.locate()
+    experiment = parse_spec(manifest["spec_text"], f"{run_id}/spec.toml", SpecEnvironment.local(DataPlaneRegistry(engine)))
+    with store.open_run(run_id, experiment) as handle:
+        if on_created is not None:
+            on_created(handle)
+        execute(handle, engine, config, stream)
+    return handle

@@ -1,0 +1,54 @@
+"""Reading the load generator's JSON summary (``archlab/load-summary``, version 1) into a
+:class:`~archlab.store.records.Measurement`. The schema name and version are checked first, so a
+summary written by an incompatible engine is reported as such rather than misread."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from archlab.errors import ArchlabError
+from archlab.store.records import Measurement
+
+SCHEMA = "archlab/load-summary"
+SCHEMA_VERSIONS = (1,)
+
+
+class SummaryError(ArchlabError):
+    """A load summary is missing, unreadable, or of a schema this archlab does not read."""
+
+
+def read_summary(path: Path) -> Measurement:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SummaryError(f"the load generator wrote no summary at {path.name}") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise SummaryError(f"unreadable load summary {path.name}: {e}") from None
+    return parse_summary(doc)
+
+
+def parse_summary(doc: dict) -> Measurement:
+    if doc.get("schema") != SCHEMA or doc.get("schema_version") not in SCHEMA_VERSIONS:
+        raise SummaryError(
+            f"load summary has schema {doc.get('schema')!r} version {doc.get('schema_version')!r}; "
+            f"expected {SCHEMA!r} version {' or '.join(map(str, SCHEMA_VERSIONS))}"
+        )
+    try:
+        lat = doc["latency_us"]
+        errors = doc.get("errors", {})
+        return Measurement(
+            duration_s=float(doc["duration_s"]),
+            requests=int(doc["requests"]),
+            throughput_rps=float(doc["throughput_rps"]),
+            p50_us=float(lat["p50"]),
+            p90_us=float(lat["p90"]),
+            p99_us=float(lat["p99"]),
+            p999_us=float(lat["p99.9"]),
+            max_us=float(lat["max"]),
+            mean_us=float(lat["mean"]),
+            errors=int(errors.get("total", 0)),
+            errors_by_class={str(k): int(v) for k, v in errors.get("by_class", {}).items()},
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise SummaryError(f"load summary lacks or garbles field {e}") from None

@@ -1,0 +1,64 @@
+"""Experiment specs: TOML in, a validated, typed, frozen :class:`Experiment` out.
+
+Validation has two stages: :func:`archlab.spec.raw.parse_toml` checks the shape (sections, keys),
+:func:`archlab.spec.validate.validate` checks values against each other, the data plane's
+registry and this machine's CPUs. Every error is a :class:`~archlab.errors.SpecError` naming the
+field, the allowed values and the value received. The spec's vocabulary:
+
+``[experiment]`` name, description, repetitions (>= 1, default 1), warmup (default "1s"), duration
+(default "3s"); ``[factors]`` architecture, workload, concurrency (required), threads, loops,
+think_time (optional), each a non-empty list, crossed in a full factorial design; ``[server]``
+threads, loops fixed for every cell; ``[load]`` model ("closed"), think_time, timeout;
+``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the others).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from archlab.errors import SpecError
+from archlab.spec.model import FACTOR_NAMES, Cell, Experiment, Factor, LoadSettings, Placement, ServerOptions
+from archlab.spec.raw import RawSpec, parse_toml
+from archlab.spec.registry import ArchitectureInfo, FixedRegistry, Registry
+from archlab.spec.validate import SpecEnvironment, validate
+
+__all__ = [
+    "FACTOR_NAMES",
+    "ArchitectureInfo",
+    "Cell",
+    "Experiment",
+    "Factor",
+    "FixedRegistry",
+    "LoadSettings",
+    "Placement",
+    "RawSpec",
+    "Registry",
+    "ServerOptions",
+    "SpecEnvironment",
+    "SpecError",
+    "load_spec",
+    "parse_spec",
+]
+
+
+def parse_spec(text: str, source: str = "<spec>", env: SpecEnvironment | None = None) -> Experiment:
+    """Validate spec text. Without ``env``, checks against the data plane of this checkout
+    (``archlab._native`` or the ``archlab-engine`` binary) and the CPUs this process may use."""
+    raw = parse_toml(text, source)
+    if env is None:
+        from archlab.lab.engine import DataPlaneRegistry  # lazy: shape errors need no data plane
+
+        env = SpecEnvironment.local(DataPlaneRegistry())
+    return validate(raw, env)
+
+
+def load_spec(path: str | Path, env: SpecEnvironment | None = None) -> tuple[Experiment, str]:
+    """Read and validate a spec file; returns the experiment and the raw text (kept in the run)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("spec", "a path to an existing TOML file", str(path)) from None
+    except (IsADirectoryError, UnicodeDecodeError) as e:
+        raise SpecError("spec", "a readable UTF-8 TOML file", str(path), hint=str(e)) from None
+    return parse_spec(text, source=p.name, env=env), text

@@ -1,0 +1,175 @@
+"""The typed, validated form of an experiment spec: frozen dataclasses that only
+:mod:`archlab.spec.validate` constructs from TOML, so every instance is known to be valid. An
+:class:`Experiment` is a full factorial design: its :meth:`Experiment.cells` are every combination
+of the factor levels, in a stable order, each with a readable ``cell_id`` that names it in run
+directories and in the catalog. Its :meth:`Experiment.spec_hash` identifies the validated design
+(not the TOML's formatting), so two runs of the same design can be found and compared."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from archlab.spec.units import format_cpu_list, short_duration
+
+Level = Union[str, int, float]
+
+# Canonical factor order: it fixes the enumeration order of cells and the shape of cell ids,
+# whatever order the TOML lists the factors in.
+FACTOR_NAMES = ("architecture", "workload", "concurrency", "threads", "loops", "think_time")
+REQUIRED_FACTORS = ("architecture", "workload", "concurrency")
+
+LoadModel = Literal["closed"]
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    levels: tuple[Level, ...]
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Options fixed for every cell (a factor of the same name varies them instead)."""
+
+    threads: int | None = None
+    loops: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    model: LoadModel
+    think_time_s: float
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Placement:
+    server_cpus: tuple[int, ...]
+    client_cpus: tuple[int, ...]
+
+    @property
+    def server_cpu_list(self) -> str:
+        return format_cpu_list(self.server_cpus)
+
+    @property
+    def client_cpu_list(self) -> str:
+        return format_cpu_list(self.client_cpus)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One combination of factor levels: what one server + load-generator pair runs."""
+
+    index: int
+    cell_id: str
+    architecture: str
+    workload: str
+    concurrency: int
+    threads: int | None
+    loops: int | None
+    think_time_s: float
+    # The levels of the factors the experiment varies, in canonical order (for the catalog).
+    factors: tuple[tuple[str, Level], ...]
+
+    def factor_levels(self) -> dict[str, Level]:
+        return dict(self.factors)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    repetitions: int
+    warmup_s: float
+    duration_s: float
+    factors: tuple[Factor, ...]
+    server: ServerOptions
+    load: LoadSettings
+    placement: Placement
+
+    def factor(self, name: str) -> Factor | None:
+        return next((f for f in self.factors if f.name == name), None)
+
+    def cells(self) -> tuple[Cell, ...]:
+        """Every combination of levels: the first factor in canonical order varies slowest,
+        levels keep the order the spec lists them in."""
+        ordered = [f for name in FACTOR_NAMES if (f := self.factor(name)) is not None]
+        cells = []
+        for index, combo in enumerate(itertools.product(*(f.levels for f in ordered))):
+            levels = dict(zip((f.name for f in ordered), combo))
+            think = levels.get("think_time", self.load.think_time_s)
+            cell = Cell(
+                index=index,
+                cell_id=cell_id(levels),
+                architecture=str(levels["architecture"]),
+                workload=str(levels["workload"]),
+                concurrency=int(levels["concurrency"]),
+                threads=_opt_int(levels.get("threads", self.server.threads)),
+                loops=_opt_int(levels.get("loops", self.server.loops)),
+                think_time_s=float(think),
+                factors=tuple((f.name, levels[f.name]) for f in ordered),
+            )
+            cells.append(cell)
+        return tuple(cells)
+
+    @property
+    def cells_planned(self) -> int:
+        """Cell x repetition pairs: the number of catalog rows a complete run has."""
+        n = 1
+        for f in self.factors:
+            n *= len(f.levels)
+        return n * self.repetitions
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "repetitions": self.repetitions,
+            "warmup_s": self.warmup_s,
+            "duration_s": self.duration_s,
+            "factors": {f.name: list(f.levels) for f in self.factors},
+            "server": {"threads": self.server.threads, "loops": self.server.loops},
+            "load": {"model": self.load.model, "think_time_s": self.load.think_time_s, "timeout_s": self.load.timeout_s},
+            "placement": {"server_cpus": self.placement.server_cpu_list, "client_cpus": self.placement.client_cpu_list},
+        }
+
+    def spec_hash(self) -> str:
+        """sha256 of the canonical JSON (sorted keys, no whitespace) of :meth:`to_dict`."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[arg-type]
+
+
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+def slug(text: str) -> str:
+    """Lowercase, runs of anything but letters and digits become one '-': ``/echo?size=1024`` ->
+    ``echo-size-1024``."""
+    return _SLUG_RE.sub("-", text.lower()).strip("-")
+
+
+# How each factor's level appears in a cell id; factors the experiment does not vary are left
+# out, so adding a level to one factor never renames cells of another.
+_ID_PARTS = {
+    "architecture": lambda v: slug(str(v)),
+    "workload": lambda v: slug(str(v)),
+    "concurrency": lambda v: f"c{v}",
+    "threads": lambda v: f"t{v}",
+    "loops": lambda v: f"l{v}",
+    "think_time": lambda v: f"think-{short_duration(float(v))}",
+}
+
+
+def cell_id(levels: dict[str, Level]) -> str:
+    """``netty__echo-size-1024__c16``: one part per varied factor, in canonical order."""
+    return "__".join(_ID_PARTS[name](levels[name]) for name in FACTOR_NAMES if name in levels)

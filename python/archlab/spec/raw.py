@@ -1,0 +1,73 @@
+"""Stage one of spec validation: TOML text -> :class:`RawSpec`, whose shape is checked (known
+sections, known keys, tables where tables belong) but whose values are still untyped. Keeping
+the shape check apart means stage two (:mod:`archlab.spec.validate`) can read every key without
+guarding against typos, and a typo is reported with the list of keys that would have been right."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from archlab.errors import SpecError
+from archlab.spec.model import FACTOR_NAMES
+
+# Section -> keys it accepts; the one place that lists the spec's vocabulary.
+SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "experiment": ("name", "description", "repetitions", "warmup", "duration"),
+        "factors": FACTOR_NAMES,
+        "server": ("threads", "loops"),
+        "load": ("model", "think_time", "timeout"),
+        "placement": ("server_cpus", "client_cpus"),
+    }
+)
+REQUIRED_SECTIONS = ("experiment", "factors")
+
+
+@dataclass(frozen=True)
+class RawSpec:
+    source: str
+    tables: Mapping[str, Mapping[str, object]]
+
+    def section(self, name: str) -> Mapping[str, object]:
+        """The section's table; an empty one if the spec leaves it out."""
+        return self.tables.get(name, MappingProxyType({}))
+
+
+def _one_of(names: tuple[str, ...] | list[str]) -> str:
+    return "one of " + ", ".join(names)
+
+
+def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(source, "valid TOML", _offending_line(text, str(e)), hint=str(e)) from None
+    for section, table in doc.items():
+        if section not in SECTIONS:
+            raise SpecError(section, f"a section {_one_of(list(SECTIONS))}", f"[{section}]")
+        if not isinstance(table, dict):
+            raise SpecError(section, "a table ([" + section + "] followed by keys)", table)
+        for key in table:
+            if key not in SECTIONS[section]:
+                raise SpecError(f"{section}.{key}", f"a key {_one_of(SECTIONS[section])}", key)
+    for section in REQUIRED_SECTIONS:
+        if section not in doc:
+            raise SpecError(section, f"a [{section}] section", "nothing")
+    tables = {name: MappingProxyType(dict(table)) for name, table in doc.items()}
+    return RawSpec(source=source, tables=MappingProxyType(tables))
+
+
+_LINE_RE = re.compile(r"at line (\d+)")
+
+
+def _offending_line(text: str, message: str) -> str:
+    """The source line a TOML error points at (tomllib only puts its number in the message)."""
+    m = _LINE_RE.search(message)
+    lines = text.splitlines()
+    if m and 1 <= int(m.group(1)) <= len(lines):
+        return lines[int(m.group(1)) - 1].strip()
+    return message

@@ -1,0 +1,248 @@
+"""Stage two of spec validation: :class:`~archlab.spec.raw.RawSpec` -> :class:`Experiment`.
+Every value is type-checked and range-checked here, architectures and workloads are checked
+against the data plane's registry, and cross-field rules are enforced (an option an architecture
+does not accept, a value fixed and varied at once, CPUs that overlap or do not exist). Each
+failure raises :class:`SpecError` naming the dotted field, the allowed values and the value
+received; the first failure stops validation, in the order the spec reads."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from archlab.errors import SpecError
+from archlab.spec.model import (
+    FACTOR_NAMES,
+    REQUIRED_FACTORS,
+    Experiment,
+    Factor,
+    Level,
+    LoadSettings,
+    Placement,
+    ServerOptions,
+    slug,
+)
+from archlab.spec.raw import RawSpec
+from archlab.spec.registry import ArchitectureInfo, Registry
+from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
+
+_NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
+_WORKLOAD_EXAMPLES = "a workload target such as '/prime?n=27059', '/sort?n=100000' or '/echo?size=1024'"
+# Load models the engine will offer; only "closed" exists so far.
+_FUTURE_LOAD_MODELS = ("open", "partly-open")
+
+
+@dataclass(frozen=True)
+class SpecEnvironment:
+    """What validation checks against: the data plane's registry and the CPUs that exist here."""
+
+    registry: Registry
+    cpus: frozenset[int]
+
+    @classmethod
+    def local(cls, registry: Registry) -> "SpecEnvironment":
+        # The CPUs this process may run on: a container's cpuset can be smaller than the host.
+        return cls(registry=registry, cpus=frozenset(os.sched_getaffinity(0)))
+
+
+def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
+    name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
+    server = _server(raw.section("server"))
+    load = _load(raw.section("load"))
+    factors = _factors(raw.section("factors"), env.registry)
+    _check_not_fixed_and_varied(factors, raw)
+    _check_option_applicability(factors, server, env.registry)
+    placement = _placement(raw.section("placement"), env.cpus)
+    return Experiment(
+        name=name,
+        description=description,
+        repetitions=repetitions,
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        factors=factors,
+        server=server,
+        load=load,
+        placement=placement,
+    )
+
+
+# --- scalar helpers ------------------------------------------------------------------------
+
+
+def _int(value: object, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, f"an integer >= {minimum}", value)
+    if value < minimum:
+        raise SpecError(field, f"an integer >= {minimum}", value)
+    return value
+
+
+def _str(value: object, field: str, allowed: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(field, allowed, value)
+    return value
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def _experiment(t: Mapping[str, object]) -> tuple[str, str, int, float, float]:
+    if "name" not in t:
+        raise SpecError("experiment.name", f"a name of {_NAME_CHARS}", "nothing")
+    name = _str(t["name"], "experiment.name", f"a name of {_NAME_CHARS}")
+    if not name or len(name) > 64 or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        raise SpecError("experiment.name", f"1 to 64 {_NAME_CHARS}", name)
+    description = _str(t.get("description", ""), "experiment.description", "a string")
+    repetitions = _int(t.get("repetitions", 1), "experiment.repetitions", 1)
+    warmup_s = parse_duration(t.get("warmup", "1s"), "experiment.warmup")
+    duration_s = parse_duration(t.get("duration", "3s"), "experiment.duration", strict=True)
+    return name, description, repetitions, warmup_s, duration_s
+
+
+def _server(t: Mapping[str, object]) -> ServerOptions:
+    return ServerOptions(
+        threads=_int(t["threads"], "server.threads", 1) if "threads" in t else None,
+        loops=_int(t["loops"], "server.loops", 1) if "loops" in t else None,
+    )
+
+
+def _load(t: Mapping[str, object]) -> LoadSettings:
+    model = t.get("model", "closed")
+    if model != "closed":
+        hint = "the open and partly-open models are not available yet" if model in _FUTURE_LOAD_MODELS else ""
+        raise SpecError("load.model", "'closed'", model, hint=hint)
+    return LoadSettings(
+        model="closed",
+        think_time_s=parse_duration(t.get("think_time", 0), "load.think_time"),
+        timeout_s=parse_duration(t.get("timeout", "5s"), "load.timeout", strict=True),
+    )
+
+
+def _factors(t: Mapping[str, object], registry: Registry) -> tuple[Factor, ...]:
+    for name in REQUIRED_FACTORS:
+        if name not in t:
+            raise SpecError(f"factors.{name}", "a non-empty list of levels", "nothing")
+    factors = []
+    for name in FACTOR_NAMES:  # canonical order, whatever order the TOML uses
+        if name not in t:
+            continue
+        values = t[name]
+        field = f"factors.{name}"
+        if not isinstance(values, list) or not values:
+            raise SpecError(field, "a non-empty list of levels", values)
+        levels = tuple(_LEVEL_CHECKS[name](v, f"{field}[{i}]", registry) for i, v in enumerate(values))
+        _check_distinct(name, values, levels)
+        factors.append(Factor(name=name, levels=levels))
+    return tuple(factors)
+
+
+def _architecture_level(value: object, field: str, registry: Registry) -> str:
+    names = [a.name for a in registry.architectures()]
+    allowed = "one of " + ", ".join(names)
+    if not isinstance(value, str) or value not in names:
+        close = difflib.get_close_matches(str(value), names, n=1)
+        raise SpecError(field, allowed, value, hint=f"did you mean {close[0]!r}?" if close else "")
+    return value
+
+
+def _workload_level(value: object, field: str, registry: Registry) -> str:
+    target = _str(value, field, _WORKLOAD_EXAMPLES)
+    try:
+        registry.check_workload(target)
+    except ValueError as e:
+        raise SpecError(field, _WORKLOAD_EXAMPLES, target, hint=str(e)) from None
+    return target
+
+
+def _positive_level(value: object, field: str, _registry: Registry) -> int:
+    return _int(value, field, 1)
+
+
+def _think_time_level(value: object, field: str, _registry: Registry) -> float:
+    return parse_duration(value, field)
+
+
+_LEVEL_CHECKS = {
+    "architecture": _architecture_level,
+    "workload": _workload_level,
+    "concurrency": _positive_level,
+    "threads": _positive_level,
+    "loops": _positive_level,
+    "think_time": _think_time_level,
+}
+
+
+def _check_distinct(name: str, values: list, levels: tuple[Level, ...]) -> None:
+    """Equal levels (or levels that would share a cell id) would make two cells the same."""
+    seen: dict[object, int] = {}
+    for i, level in enumerate(levels):
+        key = slug(level) if isinstance(level, str) else level
+        if key in seen:
+            j = seen[key]
+            same = "is the same level as" if levels[j] == level else "would get the same cell id as"
+            raise SpecError(f"factors.{name}[{i}]", "levels that differ from each other", values[i], hint=f"it {same} factors.{name}[{j}]")
+        seen[key] = i
+
+
+def _check_not_fixed_and_varied(factors: tuple[Factor, ...], raw: RawSpec) -> None:
+    varied = {f.name for f in factors}
+    for section, key in (("server", "threads"), ("server", "loops"), ("load", "think_time")):
+        if key in varied and key in raw.section(section):
+            raise SpecError(
+                f"{section}.{key}",
+                f"no value, since [factors] varies {key}",
+                raw.section(section)[key],
+                hint=f"remove either {section}.{key} or factors.{key}",
+            )
+
+
+def _check_option_applicability(factors: tuple[Factor, ...], server: ServerOptions, registry: Registry) -> None:
+    """A value for an option the architecture does not take would be silently ignored: refuse it."""
+    by_name = {a.name: a for a in registry.architectures()}
+    archs: list[ArchitectureInfo] = [by_name[str(n)] for f in factors if f.name == "architecture" for n in f.levels]
+    for option in ("threads", "loops"):
+        varied = next((f for f in factors if f.name == option), None)
+        fixed = getattr(server, option)
+        if varied is None and fixed is None:
+            continue
+        field, value = (f"factors.{option}", list(varied.levels)) if varied else (f"server.{option}", fixed)
+        for arch in archs:
+            if option not in arch.options:
+                takers = [a.name for a in registry.architectures() if option in a.options]
+                accepted = ", ".join(sorted(arch.options - {"cpus"})) or "none besides cpus"
+                raise SpecError(
+                    field,
+                    f"no {option} value for architecture {arch.name!r}, which accepts options: {accepted}",
+                    value,
+                    hint=f"{option} applies to {', '.join(takers) or 'no registered architecture'}; "
+                    f"put {arch.name!r} in an experiment of its own",
+                )
+
+
+def _placement(t: Mapping[str, object], available: frozenset[int]) -> Placement:
+    if not available:
+        raise SpecError("placement", "a machine with at least one usable CPU", "none")
+    server = parse_cpu_list(t["server_cpus"], "placement.server_cpus") if "server_cpus" in t else None
+    client = parse_cpu_list(t["client_cpus"], "placement.client_cpus") if "client_cpus" in t else None
+    for field, cpus, value in (("placement.server_cpus", server, t.get("server_cpus")), ("placement.client_cpus", client, t.get("client_cpus"))):
+        missing = [c for c in cpus or () if c not in available]
+        if missing:
+            raise SpecError(field, f"CPUs that exist here ({format_cpu_list(sorted(available))})", value, hint=f"CPU {missing[0]} is not available")
+    # Defaults: the server alone on the last CPU, the load generator on the others, so the
+    # generator never competes with the server it measures.
+    if server is None:
+        free = sorted(available - set(client or ())) or sorted(available)
+        server = (free[-1],)
+    if client is None:
+        client = tuple(sorted(available - set(server))) or server
+    overlap = sorted(set(server) & set(client))
+    if overlap and len(available) > 1:
+        raise SpecError(
+            "placement.client_cpus",
+            f"CPUs not used by the server ({format_cpu_list(server)})",
+            format_cpu_list(client),
+            hint=f"CPU {overlap[0]} is in both lists; server and load generator would compete",
+        )
+    return Placement(server_cpus=server, client_cpus=client)

@@ -1,0 +1,57 @@
+"""The shape of one catalog row, as typed values: what the load generator measured
+(:class:`Measurement`), what the server spent (:class:`ServerCost`), and the outcome of one cell
+and repetition (:class:`CellRecord`). The runner builds these, the store writes them; neither
+passes loose dicts to the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CellStatus = Literal["ok", "failed"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The load generator's summary of the measurement window (closed model)."""
+
+    duration_s: float
+    requests: int
+    throughput_rps: float
+    p50_us: float
+    p90_us: float
+    p99_us: float
+    p999_us: float
+    max_us: float
+    mean_us: float
+    errors: int
+    errors_by_class: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServerCost:
+    """What the server process spent during the measurement window, total and per request."""
+
+    cpu_user_s: float
+    cpu_sys_s: float
+    cpu_us_per_request: float
+    voluntary_cs_per_request: float | None
+    involuntary_cs_per_request: float | None
+    read_syscalls_per_request: float | None  # None when /proc/<pid>/io is not readable
+    write_syscalls_per_request: float | None
+    peak_rss_kib: int | None
+    server_threads: int | None
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    status: CellStatus
+    error: str | None = None
+    measurement: Measurement | None = None
+    cost: ServerCost | None = None
+    summary_path: str | None = None  # relative to the run directory
+    hdr_log_path: str | None = None
+
+    @classmethod
+    def failed(cls, error: str, measurement: Measurement | None = None) -> "CellRecord":
+        return cls(status="failed", error=error, measurement=measurement)

@@ -1,0 +1,168 @@
+"""Shared test fixtures: the package on ``sys.path`` when it is not installed, a fixed registry
+and CPU set for pure spec tests, the ``archlab-engine`` binary for tests that run real processes
+(a failure, not a skip, when it is missing in CI), and helpers to run the CLI in a subprocess and
+to find every process a test started, via an environment token children inherit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON_SRC = REPO / "python"
+if str(PYTHON_SRC) not in sys.path:
+    sys.path.insert(0, str(PYTHON_SRC))
+
+from archlab.spec import ArchitectureInfo, FixedRegistry, SpecEnvironment  # noqa: E402
+
+TOKEN_VAR = "ARCHLAB_TEST_TOKEN"
+
+# The architectures issue 2 registers, with the options each accepts (as the engine reports them).
+ARCHITECTURES = (
+    ArchitectureInfo("thread-per-connection", "one thread per connection", frozenset({"cpus"})),
+    ArchitectureInfo("blocking", "acceptor + fixed pool of P threads", frozenset({"threads", "cpus"})),
+    ArchitectureInfo("single-thread", "one epoll reactor thread", frozenset({"cpus"})),
+    ArchitectureInfo("netty", "one acceptor + N event loops", frozenset({"loops", "cpus"})),
+)
+
+
+class CheckingRegistry(FixedRegistry):
+    """A fixed registry that also rejects workloads the way the data plane does, for three
+    known paths; enough to test that validation reports the registry's message."""
+
+    def check_workload(self, target: str) -> None:
+        super().check_workload(target)
+        path, _, query = target.partition("?")
+        if path not in ("/prime", "/sort", "/echo"):
+            raise ValueError(f"no workload at {path!r} (known: /prime?n=, /sort?n=, /echo?size=)")
+        key = "size" if path == "/echo" else "n"
+        name, _, value = query.partition("=")
+        if name != key or not value.isdigit():
+            raise ValueError(f"parameter {key}: got {query!r}, allowed a non-negative integer")
+
+
+@pytest.fixture
+def registry() -> CheckingRegistry:
+    return CheckingRegistry(ARCHITECTURES)
+
+
+@pytest.fixture
+def env(registry) -> SpecEnvironment:
+    return SpecEnvironment(registry=registry, cpus=frozenset({0, 1}))
+
+
+def spec_text(**sections: str) -> str:
+    """A small valid spec; keyword arguments replace whole sections (``factors="..."``)."""
+    base = {
+        "experiment": 'name = "t"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"',
+        "factors": 'architecture = ["blocking", "netty"]\nworkload = ["/echo?size=64"]\nconcurrency = [1, 2]',
+        "load": 'model = "closed"\nthink_time = "0s"\ntimeout = "2s"',
+    }
+    base.update(sections)
+    return "\n".join(f"[{name}]\n{textwrap.dedent(body).strip()}\n" for name, body in base.items() if body is not None)
+
+
+# --- real processes ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def engine_path() -> Path:
+    """The built engine; tests needing it fail in CI (``CI`` set) and skip locally if absent."""
+    from archlab.errors import EngineNotFound
+    from archlab.lab.engine import find_engine
+
+    def unavailable(why: str):
+        msg = f"archlab-engine is required: {why}. Run `make build`."
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+    try:
+        path = find_engine()
+    except EngineNotFound as e:
+        unavailable(str(e))
+    for probe in (["architectures", "--json"], ["serve", "--help"], ["load", "--help"]):
+        done = subprocess.run([str(path), *probe], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            unavailable(f"`archlab-engine {' '.join(probe)}` failed: {done.stderr.strip()[-300:]}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def native():
+    """The ``archlab._native`` extension; like the engine, required in CI, skipped locally."""
+    try:
+        from archlab import _native
+    except ImportError as e:
+        msg = f"archlab._native is required: {e}. Run `make build`."
+        if os.environ.get("CI"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return _native
+
+
+@pytest.fixture
+def token(monkeypatch) -> str:
+    """A marker inherited by every process started from now on (in-process or via the CLI)."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TOKEN_VAR, value)
+    return value
+
+
+def processes_with_token(token: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live, non-zombie process whose environment has the token."""
+    found = []
+    needle = f"{TOKEN_VAR}={token}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+def engine_processes(token: str) -> list[tuple[int, str]]:
+    # The engine is argv[0], or argv[1] when a script stands in for it through an interpreter.
+    return [(pid, cmd) for pid, cmd in processes_with_token(token) if any(Path(w).name == "archlab-engine" for w in cmd.split(" ")[:2])]
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PYTHON_SRC), env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "archlab", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env=cli_env(extra_env),
+        timeout=timeout,
+    )
+
+
+def start_cli(*args: str, cwd: Path | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "archlab", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd or REPO,
+        env=cli_env(),
+    )

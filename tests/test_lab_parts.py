@@ -1,0 +1,178 @@
+"""The lab's pure and near-pure parts, without the engine: /proc probes and the per-request
+arithmetic, the load-summary reader, the engine's command lines, locating the engine, progress
+lines."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import spec_text
+
+from archlab.errors import EngineNotFound
+from archlab.lab import engine as engine_module
+from archlab.lab.engine import Engine, find_engine
+from archlab.lab.probes import ProcSample, Rusage, context_switch_source, cost_between, read_proc, syscall_source
+from archlab.lab.progress import Progress
+from archlab.lab.summary import SummaryError, parse_summary
+from archlab.spec import parse_spec
+from archlab.store.records import CellRecord, Measurement
+
+# --- probes --------------------------------------------------------------------------------
+
+
+def test_read_proc_of_a_live_process():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        s = read_proc(child.pid)
+        assert s.utime_s >= 0 and s.stime_s >= 0 and s.num_threads == 1
+        assert s.vm_hwm_kib and s.vm_hwm_kib > 0
+        assert s.syscr is not None and s.syscw is not None  # our own child: /proc/<pid>/io is readable
+        assert s.task_voluntary_cs >= 0 and s.rusage is None
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(ProcessLookupError):
+        read_proc(child.pid)
+
+
+def test_rusage_line():
+    r = Rusage.parse_line(
+        'rusage {"user_cpu_s":1.25,"system_cpu_s":0.5,"voluntary_context_switches":10,"involuntary_context_switches":3,"max_rss_kib":2048}'
+    )
+    assert r == Rusage(1.25, 0.5, 10, 3, 2048)
+
+
+def _sample(t, cpu, vcs, syscr, rusage=None):
+    return ProcSample(t, cpu, cpu / 2, 4, syscr, syscr // 2, 5000, vcs, 1, rusage)
+
+
+def test_cost_prefers_rusage_and_divides_by_requests():
+    start = _sample(0, 1.0, 100, 1000, Rusage(1.0, 0.5, 100, 10, 4000))
+    end = _sample(1, 2.0, 150, 3000, Rusage(1.6, 0.9, 2100, 30, 4500))
+    c = cost_between(start, end, requests=1000)
+    assert c.cpu_user_s == pytest.approx(0.6) and c.cpu_sys_s == pytest.approx(0.4)
+    assert c.cpu_us_per_request == pytest.approx(1000.0)
+    assert c.voluntary_cs_per_request == pytest.approx(2.0) and c.involuntary_cs_per_request == pytest.approx(0.02)
+    assert c.read_syscalls_per_request == pytest.approx(2.0) and c.write_syscalls_per_request == pytest.approx(1.0)
+    assert c.peak_rss_kib == 5000 and c.server_threads == 4
+    assert context_switch_source(start, end) == "rusage"
+
+
+def test_cost_falls_back_to_proc():
+    start, end = _sample(0, 1.0, 100, 1000), _sample(1, 2.0, 300, 1000)
+    c = cost_between(start, end, requests=100)
+    assert c.cpu_user_s == pytest.approx(1.0) and c.cpu_us_per_request == pytest.approx(15000.0)
+    assert c.voluntary_cs_per_request == pytest.approx(2.0)
+    assert context_switch_source(start, end).startswith("proc-tasks")
+
+
+def test_server_counted_syscalls_win_over_proc_io():
+    start = _sample(0, 1.0, 100, 1000, Rusage(1.0, 0.5, 100, 10, 4000, read_syscalls=10, write_syscalls=20))
+    end = _sample(1, 2.0, 150, 9000, Rusage(1.6, 0.9, 2100, 30, 4500, read_syscalls=110, write_syscalls=220))
+    c = cost_between(start, end, requests=100)
+    assert c.read_syscalls_per_request == pytest.approx(1.0) and c.write_syscalls_per_request == pytest.approx(2.0)
+    assert syscall_source(start, end) == "server counters"
+    assert syscall_source(_sample(0, 1, 1, 1), _sample(1, 1, 1, 1)).startswith("proc io")
+
+
+# --- summary -------------------------------------------------------------------------------
+
+SUMMARY = {
+    "schema": "archlab/load-summary",
+    "schema_version": 1,
+    "model": "closed",
+    "coordinated_omission_corrected": False,
+    "duration_s": 3.0,
+    "requests": 30000,
+    "throughput_rps": 10000.0,
+    "latency_us": {"min": 50, "mean": 98.5, "stdev": 10, "p50": 95, "p90": 120, "p99": 200, "p99.9": 400, "max": 1500},
+    "errors": {"total": 3, "by_class": {"connect": 1, "timeout": 2}},
+}
+
+
+def test_parse_summary():
+    m = parse_summary(SUMMARY)
+    assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"schema_version": 2}, "version 2; expected 'archlab/load-summary' version 1"), ({"latency_us": {"p50": 1}}, "lacks or garbles field")],
+)
+def test_bad_summaries(change, message):
+    with pytest.raises(SummaryError, match=message):
+        parse_summary({**SUMMARY, **change})
+
+
+# --- engine command lines and location -----------------------------------------------------
+
+
+def test_command_lines(env, tmp_path):
+    exp = parse_spec(spec_text(server="loops = 2", factors='architecture = ["netty"]\nworkload = ["/echo?size=64"]\nconcurrency = [8]'), "t", env)
+    cell = exp.cells()[0]
+    e = Engine(Path("archlab-engine"))
+    assert e.serve_argv(cell, exp.placement) == [
+        "archlab-engine", "serve", "--arch", "netty", "--host", "127.0.0.1", "--port", "0", "--loops", "2", "--cpus", "1",
+    ]  # fmt: skip
+    argv = e.load_argv("127.0.0.1:5000", cell, exp, tmp_path / "s.json", tmp_path / "h.log")
+    flags = dict(zip(argv[2::2], argv[3::2]))
+    assert argv[:2] == ["archlab-engine", "load"]
+    assert flags == {
+        "--target": "127.0.0.1:5000", "--path": "/echo?size=64", "--connections": "8", "--duration": "500000us",
+        "--warmup": "200000us", "--think-time": "0us", "--timeout": "2000000us", "--cpus": "0",
+        "--json": str(tmp_path / "s.json"), "--hdr-log": str(tmp_path / "h.log"),
+    }  # fmt: skip
+
+
+def test_engine_env_var_must_point_at_an_executable(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHLAB_ENGINE", str(tmp_path / "missing"))
+    with pytest.raises(EngineNotFound, match=r"ARCHLAB_ENGINE=.*missing is not an executable file; unset it or run `make build`"):
+        find_engine()
+
+
+def test_engine_not_built(monkeypatch, tmp_path):
+    monkeypatch.delenv("ARCHLAB_ENGINE", raising=False)
+    monkeypatch.setattr(engine_module, "repo_root", lambda: tmp_path)  # a checkout with nothing built
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EngineNotFound, match=r"archlab-engine is not built: run `make build`"):
+        find_engine()
+
+
+def test_engine_found_through_env(tmp_path, monkeypatch):
+    fake = tmp_path / "archlab-engine"
+    fake.write_text("#!/bin/sh\necho 'archlab-engine 9.8.7'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("ARCHLAB_ENGINE", str(fake))
+    e = Engine.locate()
+    assert e.path == fake and e.version == "9.8.7" and e.build_profile == "installed"
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+def test_progress_lines_without_a_terminal(env):
+    exp = parse_spec(spec_text(), "t", env)
+    cells = exp.cells()
+    out = io.StringIO()
+    p = Progress(total=4, done=1, stream=out)
+    m = Measurement(0.5, 1000, 45200.0, 100, 200, 1230, 2000, 3000, 150, 0, {})
+    p.cell_started(cells[0], 1)
+    p.cell_finished(cells[0], 1, CellRecord("ok", measurement=m))
+    p.cell_started(cells[1], 1)
+    p.cell_finished(cells[1], 1, CellRecord.failed("server: killed by signal 9 (SIGKILL) during the load run\n--- stderr ---"))
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"[2/4] {cells[0].cell_id} rep 1: 45.2 krps, p99 1.23 ms | ETA 0:")
+    assert lines[1].startswith(f"[3/4] {cells[1].cell_id} rep 1: FAILED: server: killed by signal 9 (SIGKILL) during the load run | ETA")
+
+
+def test_module_files_start_with_a_paragraph():
+    root = Path(engine_module.__file__).resolve().parents[1]
+    for sub in ("spec", "lab", "store", "cli"):
+        for path in (root / sub).glob("*.py"):
+            text = path.read_text()
+            assert text.startswith('"""'), f"{path.name} lacks its opening paragraph"

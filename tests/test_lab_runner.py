@@ -1,0 +1,189 @@
+"""Orchestration of the real engine on loopback: a two-cell experiment end to end with sane
+values; a server killed mid-run, a server given a bad option and a load generator that cannot
+connect each give a failed row with a clear error while the run goes on; Ctrl-C mid-run leaves a
+consistent catalog and no process, and ``--resume`` completes the run with every pair once.
+Short windows (warm-up 0.2 s, measurement 0.5 s) keep the file quick; values are checked for
+sanity, never against timing thresholds."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import engine_processes, run_cli, spec_text, start_cli
+
+from archlab.lab.engine import Engine
+from archlab.lab.runner import execute
+from archlab.lab.session import run_spec
+from archlab.spec import load_spec
+from archlab.store import Store
+
+SHORT = 'name = "itest"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
+TWO_CELLS = 'architecture = ["single-thread", "blocking"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
+
+
+def write_spec(tmp_path: Path, experiment: str = SHORT, factors: str = TWO_CELLS) -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text(experiment=experiment, factors=factors))
+    return path
+
+
+def wait_no_engine(token: str, timeout_s: float = 5.0) -> list:
+    deadline = time.monotonic() + timeout_s
+    while (left := engine_processes(token)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_two_cells_end_to_end(engine_path, tmp_path, token):
+    store = Store(tmp_path / "runs")
+    progress = io.StringIO()
+    handle = run_spec(write_spec(tmp_path), store, stream=progress)
+    manifest, rows = store.load_run(handle.run_id)
+
+    assert manifest["status"] == "complete"
+    assert manifest["engine_version"] and manifest["build_profile"] in ("release", "debug", "installed")
+    assert manifest["placement"]["server_cpus"] and manifest["spec_hash"] == handle.experiment.spec_hash()
+    assert [r["cell_id"] for r in rows] == ["single-thread__echo-size-64__c2", "blocking__echo-size-64__c2"]
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["requests"] > 0 and r["throughput_rps"] > 0
+        assert 0 < r["p50_us"] <= r["p90_us"] <= r["p99_us"] <= r["max_us"]
+        assert r["cpu_us_per_request"] > 0 and r["cpu_user_s"] + r["cpu_sys_s"] > 0
+        assert r["voluntary_cs_per_request"] is not None and r["voluntary_cs_per_request"] >= 0
+        # /proc io misses recv/send, so only presence is certain (see archlab.lab.probes).
+        assert r["read_syscalls_per_request"] >= 0 and r["write_syscalls_per_request"] >= 0
+        assert r["peak_rss_kib"] > 0 and r["server_threads"] >= 1
+        rep_dir = Path(r["summary_path"]).parent
+        for name in ("summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
+            assert (rep_dir / name).is_file(), name
+    assert progress.getvalue().count("\n") == 2 and "[2/2] blocking__echo-size-64__c2 rep 1:" in progress.getvalue()
+    assert wait_no_engine(token) == []
+
+
+@dataclass(frozen=True)
+class BadOptionEngine(Engine):
+    """The real engine, asked to serve with an option it does not have."""
+
+    def serve_argv(self, cell, placement):
+        return [*super().serve_argv(cell, placement), "--bogus"]
+
+
+@dataclass(frozen=True)
+class UnreachableTargetEngine(Engine):
+    """The real engine, but the load generator is pointed at a port nobody listens on."""
+
+    closed_port: int = 0
+
+    def load_argv(self, target, cell, experiment, json_path, hdr_path):
+        return super().load_argv(f"127.0.0.1:{self.closed_port}", cell, experiment, json_path, hdr_path)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_with(engine: Engine, tmp_path: Path) -> list[dict]:
+    store = Store(tmp_path / "runs")
+    experiment, text = load_spec(write_spec(tmp_path))
+    handle = store.create_run(experiment, text)
+    execute(handle, engine, stream=io.StringIO())
+    manifest, rows = store.load_run(handle.run_id)
+    assert manifest["status"] == "complete" and len(rows) == 2  # the run went on after a failure
+    return rows
+
+
+def test_bad_server_option_fails_the_cell_with_stderr_tail(engine_path, tmp_path, token):
+    rows = _run_with(BadOptionEngine(engine_path), tmp_path)
+    for r in rows:
+        assert r["status"] == "failed" and r["throughput_rps"] is None
+        assert r["error"].startswith("server: exit code 2 before printing 'listening'")
+        assert "--- stderr (tail) ---" in r["error"] and "--bogus" in r["error"]
+    assert wait_no_engine(token) == []
+
+
+def test_load_generator_that_cannot_connect(engine_path, tmp_path, token):
+    rows = _run_with(UnreachableTargetEngine(engine_path, _closed_port()), tmp_path)
+    for r in rows:
+        assert r["status"] == "failed"
+        assert r["error"].startswith("load generator: exit code 1")
+        assert "cannot connect" in r["error"]
+    assert wait_no_engine(token) == []
+
+
+def test_server_killed_mid_run(engine_path, tmp_path, token):
+    spec = write_spec(tmp_path, experiment=SHORT.replace('"500ms"', '"2s"'))
+    store_dir = tmp_path / "runs"
+    cli = start_cli("run", str(spec), "--store", str(store_dir), "--no-report")
+    try:
+        deadline = time.monotonic() + 30
+        while not any(" load " in cmd for _, cmd in engine_processes(token)):
+            assert time.monotonic() < deadline and cli.poll() is None, cli.stderr.read() if cli.poll() is not None else "no load"
+            time.sleep(0.02)
+        time.sleep(0.5)  # into the measurement window
+        (server_pid,) = [pid for pid, cmd in engine_processes(token) if " serve " in cmd]
+        os.kill(server_pid, signal.SIGKILL)
+        _, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 0, stderr
+    (run_id,) = [info.run_id for info in Store(store_dir).runs()]
+    manifest, rows = Store(store_dir).load_run(run_id)
+    assert manifest["status"] == "complete"
+    assert [r["status"] for r in rows] == ["failed", "ok"]
+    assert rows[0]["error"].startswith("server: killed by signal 9 (SIGKILL) during the load run")
+    assert "1 of 2 cell runs failed" in stderr
+    assert wait_no_engine(token) == []
+
+
+def test_interrupt_then_resume(engine_path, tmp_path, token):
+    spec = write_spec(tmp_path, factors='architecture = ["single-thread", "blocking"]\nworkload = ["/echo?size=64"]\nconcurrency = [1, 2]')
+    store_dir = tmp_path / "runs"
+    cli = start_cli("run", str(spec), "--store", str(store_dir), "--no-report")
+    lines = []
+    try:
+        while not any(line.startswith("[1/4]") for line in lines):
+            line = cli.stderr.readline()
+            assert line, f"orchestrator ended early: {''.join(lines)}"
+            lines.append(line)
+        time.sleep(0.3)  # into the second cell
+        cli.send_signal(signal.SIGINT)
+        _, rest = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    stderr = "".join(lines) + rest
+    assert cli.returncode == 130, stderr
+    run_id = re.search(r"archlab run --resume (\S+)", stderr).group(1)
+    assert wait_no_engine(token) == []
+
+    store = Store(store_dir)
+    assert store.catalog.run(run_id)["status"] == "interrupted"
+    recorded = {(r["cell_id"], r["repetition"]) for r in store.load_run(run_id)[1]}
+    assert 1 <= len(recorded) < 4
+
+    done = run_cli("run", "--resume", run_id, "--store", str(store_dir), "--no-report")
+    assert done.returncode == 0, done.stderr
+    manifest, rows = store.load_run(run_id)
+    keys = [(r["cell_id"], r["repetition"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 4
+    assert manifest["status"] == "complete" and len(manifest["resumed_at"]) == 1
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    assert all((Path(r["summary_path"]).parent / "probe.json").is_file() for r in rows)
+    assert wait_no_engine(token) == []
+
+
+def test_architectures_command(engine_path):
+    done = run_cli("architectures")
+    assert done.returncode == 0
+    for name in ("thread-per-connection", "blocking", "single-thread", "netty"):
+        assert name in done.stdout
