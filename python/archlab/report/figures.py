@@ -198,8 +198,20 @@ def _draw_series(
         if limits:
             ax.set_ylim(*limits)
     else:
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, _linear_top(series))
         ax.yaxis.set_major_formatter(_GROUPED)
+
+
+def _linear_top(series: Sequence[_Series]) -> float | None:
+    """Top of a linear axis: above the highest interval bound, but at most twice the highest
+    mean. With two or three repetitions a t interval can be many times wider than the means
+    are apart, and scaling to it would flatten every line; such a bar runs off the top, which
+    reads as "wider than shown", and the tables give its value."""
+    means = [i.mean for s in series for i in s.intervals]
+    if not means or max(means) <= 0:
+        return None
+    highs = [max(i.high, i.mean) for s in series for i in s.intervals]
+    return 1.1 * min(max(highs), 2 * max(means))
 
 
 def _shared_legend(fig: _MplFigure, looks: Mapping[str, _Look]) -> None:
