@@ -50,9 +50,17 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: ## Benchmarks against peers (nginx, wrk): prints ratios; see bench/README.md
+bench: bench-http bench-sim ## All benchmarks against peers: prints ratios; see bench/README.md
+
+.PHONY: bench-http
+bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
 	@scripts/bootstrap bench
 	@$(PY) bench/http_peers.py
+
+.PHONY: bench-sim
+bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
+	@scripts/bootstrap bench
+	@$(PY) bench/sim_vs_simpy.py
 
 .PHONY: duplicates
 duplicates: ## Look for code written twice

@@ -3,6 +3,8 @@
 //! workload parser are exposed so that experiment specs are validated against the very code
 //! that will run them.
 
+mod sim;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -43,5 +45,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(architectures, m)?)?;
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    sim::register(m)?;
     Ok(())
 }

@@ -36,6 +36,7 @@ _LAZY_VERBS = {
     "analyze": ("archlab.latency.cli", "parser", "analyse latency files (JMeter JTL, HDR interval logs such as archlab's, wrk, memtier, CSV/Parquet)"),
     "fit-usl": ("archlab.models.cli", "subparsers", "fit the Universal Scalability Law (or Amdahl) to a CSV of N,X"),
     "model": ("archlab.models.cli", "subparsers", "evaluate a single-station queueing model"),
+    "simulate": ("archlab.sim.cli", "subparsers", "run a discrete-event simulation model (TOML)"),
 }
 
 

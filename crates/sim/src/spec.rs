@@ -1,0 +1,184 @@
+//! The raw model, exactly as written in a model file or built by the Python face: plain serde
+//! structs, nothing checked yet beyond types. [`crate::model::Model::build`] turns it into the
+//! validated, compiled model or reports the first invalid field by its path. Tags are closed
+//! sets (`kind`, `step`, `discipline`, `policy`, `dist`): an unknown tag is a parse error that
+//! lists the allowed ones.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dist::DistSpec;
+
+/// A whole model: the stations and the sources of work that visit them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    pub stations: Vec<StationSpec>,
+    pub sources: Vec<SourceSpec>,
+}
+
+/// How a station serves the jobs present.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Discipline {
+    /// `servers` servers fed by one first-come-first-served queue (a thread pool, cores).
+    #[default]
+    Fcfs,
+    /// Processor sharing among the jobs present, at most `servers` jobs at full speed.
+    Ps,
+    /// Infinite servers: every job is served at once (a network hop, a fixed latency).
+    Delay,
+}
+
+/// One station.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StationSpec {
+    pub name: String,
+    #[serde(default = "one")]
+    pub servers: u32,
+    #[serde(default)]
+    pub discipline: Discipline,
+    /// Most jobs present (waiting and in service); a job arriving to a full station is dropped.
+    #[serde(default)]
+    pub capacity: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn zero() -> DistSpec {
+    DistSpec::Deterministic { value: 0.0 }
+}
+
+/// A source of requests; each source is one class of requests with its own route.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SourceSpec {
+    /// `clients` clients, each alternating a think time and one request (closed model).
+    Closed {
+        name: String,
+        clients: u32,
+        #[serde(default = "zero")]
+        think: DistSpec,
+        route: Vec<StepSpec>,
+    },
+    /// Requests arriving independently of responses (open model): a renewal process with the
+    /// given inter-arrival distribution, or the explicit `arrival_times` of a trace.
+    Open {
+        name: String,
+        #[serde(default)]
+        interarrival: Option<DistSpec>,
+        #[serde(default)]
+        arrival_times: Option<Vec<f64>>,
+        route: Vec<StepSpec>,
+    },
+    /// Partly-open model (Schroeder et al. 2006): sessions arrive as an open stream; each sends
+    /// a request, waits for its response, thinks, and sends another with probability `again`.
+    Sessions {
+        name: String,
+        interarrival: DistSpec,
+        #[serde(default = "zero")]
+        think: DistSpec,
+        again: f64,
+        route: Vec<StepSpec>,
+    },
+}
+
+/// How a load balancer picks a replica.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    RoundRobin,
+    Random,
+    /// Join the shortest queue (fewest jobs present; ties broken at random).
+    Jsq,
+    /// Power of two choices: the shorter of two replicas drawn at random.
+    PowerOfTwo,
+}
+
+/// One step of a request's route.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "step", rename_all = "lowercase", deny_unknown_fields)]
+pub enum StepSpec {
+    /// Queue at `station` and receive `service`.
+    Serve { station: String, service: DistSpec },
+    /// Hold one server of `station` (an FCFS thread pool) for `before`, then through the whole
+    /// `callee` route (the synchronous call), then for `after`: the caller's thread waits.
+    Call {
+        station: String,
+        #[serde(default = "zero")]
+        before: DistSpec,
+        callee: Vec<StepSpec>,
+        #[serde(default = "zero")]
+        after: DistSpec,
+    },
+    /// Continue along one of the options, chosen with probabilities `p` (summing to 1).
+    Branch { options: Vec<OptionSpec> },
+    /// Run `route` `times` times, or once and then again with probability `again` each time.
+    Repeat {
+        route: Vec<StepSpec>,
+        #[serde(default)]
+        times: Option<u32>,
+        #[serde(default)]
+        again: Option<f64>,
+    },
+    /// Run every branch in parallel and continue when all have finished (fork-join).
+    Fork { branches: Vec<Vec<StepSpec>> },
+    /// Serve at one of the replica `stations`, picked by `policy`.
+    Balance { stations: Vec<String>, policy: Policy, service: DistSpec },
+}
+
+/// One option of a branch.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionSpec {
+    pub p: f64,
+    pub route: Vec<StepSpec>,
+}
+
+/// Stop rule on the width of a confidence interval.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopSpec {
+    pub metric: StopMetric,
+    /// Stop once half-width / mean <= this.
+    pub relative_half_width: f64,
+    pub max_replications: u32,
+}
+
+/// The metric a stop rule watches (over all classes).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMetric {
+    Throughput,
+    MeanResponse,
+    P99,
+}
+
+/// How to run a model: horizon, warm-up, replications and seeds. Times are in model units.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub horizon: f64,
+    #[serde(default)]
+    pub warmup: f64,
+    #[serde(default = "one")]
+    pub replications: u32,
+    #[serde(default)]
+    pub seed: u64,
+    /// Worker threads for replications; 0 = as many as the machine has.
+    #[serde(default)]
+    pub threads: u32,
+    /// Batches for batch means within each replication; 0 = none.
+    #[serde(default)]
+    pub batches: u32,
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+    #[serde(default)]
+    pub stop: Option<StopSpec>,
+}
+
+fn default_confidence() -> f64 {
+    0.95
+}

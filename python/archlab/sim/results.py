@@ -1,0 +1,242 @@
+"""What a simulation returns, as typed values: :class:`SimulationResult` holds the estimates over
+replications (mean and Student-t confidence interval of every metric) and every replication's own
+numbers. Times are in model units and throughputs per model time unit; :meth:`SimulationResult.to_measurement`
+converts to the lab's stored shape (microseconds, requests per second) for a given time unit, so
+reports treat simulated and measured runs alike. The classes mirror the JSON the Rust core emits
+(``archlab-sim`` ``output.rs`` and ``replicate.rs``); :func:`_decode` fills them generically from
+their type hints, so adding a field means adding it in one place on each side."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass
+
+from scipy import stats as _st
+
+from archlab.store.records import Measurement
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over n observations (replications or batches) with its confidence interval."""
+
+    mean: float
+    half_width: float  # nan with fewer than two observations
+    std_dev: float
+    n: int
+    confidence: float
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half_width
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in the confidence interval of the mean."""
+        return self.low <= value <= self.high
+
+    def prediction_interval(self, level: float | None = None) -> tuple[float, float]:
+        """Where one more observation falls with probability ``level`` (default: the estimate's
+        confidence): mean +- t s sqrt(1 + 1/n). This, not the interval of the mean, is what a
+        single published run should be compared with."""
+        level = self.confidence if level is None else level
+        t = _st.t.ppf(0.5 + level / 2.0, self.n - 1)
+        half = t * self.std_dev * math.sqrt(1.0 + 1.0 / self.n)
+        return self.mean - half, self.mean + half
+
+    def __str__(self) -> str:
+        return f"{self.mean:.6g} +- {self.half_width:.3g}"
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Quantiles of all replications' samples pooled in one HDR histogram."""
+
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    histogram: str  # HdrHistogram V2-deflate base64; values are model time x 1e9
+
+    def decode(self):
+        """The pooled histogram as an ``hdrh`` HdrHistogram (values: model time x 1e9)."""
+        from archlab.latency.readers.hdr import decode_histogram
+
+        return decode_histogram(self.histogram)
+
+
+@dataclass(frozen=True)
+class ResponseEstimates:
+    throughput: Estimate
+    mean: Estimate
+    p50: Estimate
+    p90: Estimate
+    p99: Estimate
+    p999: Estimate
+    max: Estimate
+    drop_rate: Estimate
+    pooled: Pooled
+
+
+@dataclass(frozen=True)
+class StationEstimates:
+    name: str
+    utilisation: Estimate | None  # None at a delay station
+    mean_jobs: Estimate
+    mean_queue: Estimate
+    throughput: Estimate
+    mean_residence: Estimate
+    drop_rate: Estimate
+    residence: Pooled
+
+
+@dataclass(frozen=True)
+class StopReport:
+    metric: str
+    target: float
+    achieved: float
+    met: bool
+
+
+@dataclass(frozen=True)
+class Responses:
+    completed: int
+    dropped: int
+    throughput: float
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+
+
+@dataclass(frozen=True)
+class BatchMeans:
+    batches: int
+    throughput: Estimate
+    mean_response: Estimate
+
+
+@dataclass(frozen=True)
+class ClassReplication(Responses):
+    name: str
+    batch_means: BatchMeans | None
+
+
+@dataclass(frozen=True)
+class StationReplication:
+    name: str
+    utilisation: float | None
+    mean_jobs: float
+    mean_queue: float
+    throughput: float
+    mean_residence: float
+    p99_residence: float
+    dropped: int
+
+
+@dataclass(frozen=True)
+class LittleCheck:
+    """Little's law over the window: L (time-average requests in system), X, R, and the relative
+    error of the exact accounting identity (rounding only)."""
+
+    mean_in_system: float
+    throughput: float
+    mean_response: float
+    identity_error: float
+
+
+@dataclass(frozen=True)
+class Replication:
+    index: int
+    window: float
+    events: int
+    total: Responses
+    classes: dict[str, ClassReplication]
+    stations: dict[str, StationReplication]
+    little: LittleCheck
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Estimates over replications (``response`` over all classes, ``classes``, ``stations``)
+    and the replications themselves. Times in model units, throughputs per model time unit."""
+
+    replications_run: int
+    confidence: float
+    events: int
+    response: ResponseEstimates
+    classes: dict[str, ResponseEstimates]
+    stations: dict[str, StationEstimates]
+    stop: StopReport | None
+    replications: list[Replication]
+
+    @property
+    def throughput(self) -> Estimate:
+        return self.response.throughput
+
+    @classmethod
+    def from_json(cls, data: dict) -> SimulationResult:
+        summary = data["summary"]
+        return cls(
+            replications_run=summary["replications"],
+            confidence=summary["confidence"],
+            events=summary["events"],
+            response=_decode(ResponseEstimates, summary["total"]),
+            classes={c["name"]: _decode(ResponseEstimates, c) for c in summary["classes"]},
+            stations=_decode(dict[str, StationEstimates], summary["stations"]),
+            stop=_decode(StopReport | None, summary["stop"]),
+            replications=[_decode(Replication, r) for r in data["replications"]],
+        )
+
+    def to_measurement(self, time_unit_s: float = 1.0) -> Measurement:
+        """The lab's stored summary of a measured run, from the replication means, taking one
+        model time unit as ``time_unit_s`` seconds (closed or open as the model is)."""
+        r, us = self.response, time_unit_s * 1e6
+        window = sum(rep.window for rep in self.replications) / len(self.replications)
+        return Measurement(
+            duration_s=window * time_unit_s,
+            requests=round(sum(rep.total.completed for rep in self.replications) / len(self.replications)),
+            throughput_rps=r.throughput.mean / time_unit_s,
+            p50_us=r.p50.mean * us, p90_us=r.p90.mean * us, p99_us=r.p99.mean * us,
+            p999_us=r.p999.mean * us, max_us=r.max.mean * us, mean_us=r.mean.mean * us,
+            errors=round(sum(rep.total.dropped for rep in self.replications) / len(self.replications)),
+        )
+
+    def table(self) -> str:
+        """A terminal summary: mean +- half-width of the headline metrics."""
+        level = f"{self.confidence:.0%}"
+        r = self.response
+        lines = [f"{self.replications_run} replications, {self.events} events, {level} confidence intervals",
+                 f"  throughput      {r.throughput}", f"  mean response   {r.mean}",
+                 f"  p50 / p90       {r.p50} / {r.p90}", f"  p99 / p99.9     {r.p99} / {r.p999}"]
+        for name, s in self.stations.items():
+            util = f"util {s.utilisation}  " if s.utilisation is not None else ""
+            lines.append(f"  station {name:<10} {util}jobs {s.mean_jobs}  queue {s.mean_queue}")
+        return "\n".join(lines)
+
+
+def _decode(hint, data):
+    """Build a value of type ``hint`` from the core's JSON (null floats are NaN; lists of named
+    objects become dicts keyed by name)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+        inner = [a for a in args if a is not type(None)][0]
+        return None if data is None else _decode(inner, data)
+    if origin is dict:
+        return {item["name"]: _decode(args[1], item) for item in data}
+    if origin is list:
+        return [_decode(args[0], item) for item in data]
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        return hint(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(hint)})
+    if hint is float:
+        return math.nan if data is None else float(data)
+    return data
