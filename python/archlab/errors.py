@@ -7,20 +7,28 @@ class ArchlabError(Exception):
     """Base class of archlab's errors."""
 
 
-class SpecError(ArchlabError):
-    """An experiment spec or a command-line value is invalid.
+class InvalidValue(ArchlabError):
+    """A value outside what it may be. The message names the parameter (or dotted field path),
+    the allowed values and the value received, so a caller can fix the input without reading
+    the code. The libraries' own refusals (specs, models, latency analysis) derive from it."""
 
-    The message names the field, the allowed values and the value received.
-    """
-
-    def __init__(self, field: str, allowed: str, received: object, hint: str = ""):
-        self.field = field
+    def __init__(self, parameter: str, allowed: str, received: object, hint: str = ""):
+        self.parameter = parameter
         self.allowed = allowed
         self.received = received
-        msg = f"{field}: expected {allowed}, got {received!r}"
+        msg = f"{parameter}: expected {allowed}, got {received!r}"
         if hint:
             msg += f" ({hint})"
         super().__init__(msg)
+
+
+class SpecError(InvalidValue):
+    """An experiment spec or a command-line value is invalid (`parameter` is the dotted field
+    path, e.g. ``factors.architecture[2]``)."""
+
+    @property
+    def field(self) -> str:
+        return self.parameter
 
 
 class EngineNotFound(ArchlabError):

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from archlab import __version__
 from archlab.cli import commands
-from archlab.errors import ArchlabError, Interrupted, SpecError
+from archlab.errors import ArchlabError, Interrupted, InvalidValue
 
 _DESCRIPTION = """\
 archlab: a performance lab for server architectures. It starts real servers and a real load
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
-    except SpecError as e:
+    except InvalidValue as e:  # a spec, option or model parameter that is not allowed
         print(f"archlab: error: {e}", file=sys.stderr)
         return 2
     except ArchlabError as e:

@@ -1,4 +1,4 @@
-"""Reading the load generator's JSON summary (``archlab/load-summary``, version 1) into a
+"""Reading the load generator's JSON summary (``archlab/load-summary``, versions 1 and 2) into a
 :class:`~archlab.store.records.Measurement`. The schema name and version are checked first, so a
 summary written by an incompatible engine is reported as such rather than misread."""
 
@@ -11,7 +11,9 @@ from archlab.errors import ArchlabError
 from archlab.store.records import Measurement
 
 SCHEMA = "archlab/load-summary"
-SCHEMA_VERSIONS = (1,)
+# Version 2 added the open and partly-open models' fields and kept every field of version 1,
+# which are the only ones read here.
+SCHEMA_VERSIONS = (1, 2)
 
 
 class SummaryError(ArchlabError):

@@ -11,24 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from archlab.errors import ArchlabError
+from archlab.errors import ArchlabError, InvalidValue
 
 
 class LatencyError(ArchlabError):
     """A latency analysis could not be done as asked (bad argument, unreadable file, too little data)."""
 
 
-class ParameterError(LatencyError):
+class ParameterError(LatencyError, InvalidValue):
     """An argument is outside what the function accepts."""
-
-    def __init__(self, parameter: str, allowed: str, received: object, hint: str = ""):
-        self.parameter = parameter
-        self.allowed = allowed
-        self.received = received
-        message = f"{parameter}: expected {allowed}, got {received!r}"
-        if hint:
-            message += f" ({hint})"
-        super().__init__(message)
 
 
 class InsufficientData(LatencyError):

@@ -5,23 +5,14 @@ its capacity has no steady state), :class:`UnidentifiableError` a fit the data c
 
 from __future__ import annotations
 
-from archlab.errors import ArchlabError
+from archlab.errors import InvalidValue
 
 
-class ModelError(ArchlabError):
+class ModelError(InvalidValue):
     """A model's input is outside its domain.
 
     The message names the parameter, the allowed values and the value received.
     """
-
-    def __init__(self, parameter: str, allowed: str, received: object, hint: str = ""):
-        self.parameter = parameter
-        self.allowed = allowed
-        self.received = received
-        msg = f"{parameter}: expected {allowed}, got {received!r}"
-        if hint:
-            msg += f" ({hint})"
-        super().__init__(msg)
 
 
 class UnstableError(ModelError):
