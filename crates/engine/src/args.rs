@@ -1,27 +1,8 @@
 //! Value parsers shared by the subcommands: durations ("2s", "500ms", "1m", "1.5") and CPU lists.
 
-use std::time::Duration;
-
 /// Parse a duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m` (default `s`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 =
-        num.trim().parse().map_err(|_| format!("{s:?} is not a duration (expected e.g. 10s, 500ms, 2m, 1.5)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("{s:?}: a duration must be a finite number >= 0"));
-    }
-    let scale = match unit {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (allowed: ns, us, ms, s, m)")),
-    };
-    Ok(Duration::from_secs_f64(value * scale))
-}
+/// The load library owns the syntax, so that spec files and flags read durations alike.
+pub use archlab_load::parse_duration;
 
 pub fn parse_cpus(s: &str) -> Result<archlab_netio::CpuList, String> {
     s.parse().map_err(|e: archlab_netio::CpuListError| e.to_string())
@@ -30,6 +11,7 @@ pub fn parse_cpus(s: &str) -> Result<archlab_netio::CpuList, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

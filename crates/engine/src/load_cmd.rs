@@ -1,6 +1,8 @@
-//! `archlab-engine load`: drive a closed-model load against a target with `archlab-load` and
-//! write its JSON summary and HDR interval log. Glue only: parse and validate arguments (exit
-//! 2 with the offending option named), pin the process to `--cpus`, print `phase measure` /
+//! `archlab-engine load`: drive a closed, open or partly-open load against a target with
+//! `archlab-load` and write its JSON summary and HDR interval log. Glue only: parse arguments
+//! and let the library validate them (exit 2 with the offending option named, the allowed
+//! values and the value received; options that mean nothing for the chosen `--model` are
+//! refused, not ignored), pin the process to `--cpus`, print `phase measure` /
 //! `phase end` on stdout when the measurement window opens and closes (the orchestrator reads
 //! the server's CPU counters at those lines), write the outputs, and print one human line on
 //! stderr. SIGTERM/SIGINT/SIGHUP end the run early; what was measured is still written, marked
@@ -9,9 +11,12 @@
 use crate::args::{parse_cpus, parse_duration};
 use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
-use archlab_load::{run_closed_with, ClosedConfig, ClosedParams, ConfigError, LoadReport, Phase, StopHandle};
+use archlab_load::{
+    run_load_with, ArrivalKind, ConfigError, LoadConfig, LoadParams, LoadReport, Model, Phase, SessionConnection,
+    SessionLength, StopHandle, ThinkTime,
+};
 use archlab_netio::CpuList;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -28,18 +33,49 @@ pub struct LoadArgs {
     /// Host header value (default: the --target text).
     #[arg(long)]
     host: Option<String>,
-    /// Concurrent users N of the closed model, one keep-alive connection each.
+    /// Load model: closed (N users looping), open (planned send times, --rate) or partly-open
+    /// (sessions arriving at --session-rate).
+    #[arg(long, value_enum, default_value_t = ModelArg::Closed)]
+    model: ModelArg,
+    /// Closed: concurrent users N, one keep-alive connection each. Open and partly-open:
+    /// connections opened before the start.
     #[arg(long, default_value_t = 16)]
     connections: usize,
+    /// Open and partly-open: most connections at once (default: --connections).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Open model: requests per second.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Partly-open model: sessions per second.
+    #[arg(long)]
+    session_rate: Option<f64>,
+    /// Open and partly-open: spacing of arrivals [default: poisson].
+    #[arg(long, value_enum)]
+    arrivals: Option<ArrivalsArg>,
+    /// Partly-open: requests per session, "fixed:N" (or "N") or "geometric:MEAN" [default: geometric:5].
+    #[arg(long, value_parser = parse_session_length)]
+    requests_per_session: Option<SessionLength>,
+    /// Partly-open: a new connection per session, or a pool [default: new].
+    #[arg(long, value_enum)]
+    session_connection: Option<SessionConnectionArg>,
+    /// Seed of every random draw (Poisson arrivals, random think times and session lengths).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// A request sent later than this after its planned time counts as late.
+    #[arg(long, value_parser = parse_duration, default_value = "1ms")]
+    late_after: Duration,
     /// Length of the measurement window, e.g. 10s, 500ms.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     duration: Duration,
     /// Warm-up before the window; its completions are not recorded.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     warmup: Duration,
-    /// Think time Z between a response and the next request of the same connection.
-    #[arg(long, value_parser = parse_duration, default_value = "0")]
-    think_time: Duration,
+    /// Think time Z between a response and the next request of the same user or session
+    /// (closed and partly-open): "5ms" (constant), "exp:5ms" (exponential, mean 5 ms) or
+    /// "uniform:2ms-8ms".
+    #[arg(long, value_parser = parse_think_time, default_value = "0")]
+    think_time: ThinkTime,
     /// Load threads (default: one per CPU of --cpus, else 1; never more than --connections).
     #[arg(long)]
     threads: Option<usize>,
@@ -60,13 +96,38 @@ pub struct LoadArgs {
     hdr_log: Option<PathBuf>,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModelArg {
+    Closed,
+    Open,
+    PartlyOpen,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ArrivalsArg {
+    Constant,
+    Poisson,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SessionConnectionArg {
+    New,
+    Pooled,
+}
+
+fn parse_think_time(s: &str) -> Result<ThinkTime, String> {
+    s.parse()
+}
+
+fn parse_session_length(s: &str) -> Result<SessionLength, String> {
+    s.parse()
+}
+
 /// The command-line option behind a configuration parameter, for error messages.
-fn option_of(parameter: &str) -> &str {
+fn option_of(parameter: &str) -> String {
     match parameter {
-        "request_timeout" => "timeout",
-        "connect_timeout" => "connect-timeout",
-        "think_time" => "think-time",
-        other => other,
+        "request_timeout" => "timeout".into(),
+        other => other.replace('_', "-"),
     }
 }
 
@@ -160,8 +221,26 @@ fn human_line(r: &LoadReport) -> String {
         }
     };
     let c = &r.config;
+    let corrected = c.pacing().corrects_coordinated_omission();
+    let f = &r.totals.flow;
+    let schedule = if corrected {
+        format!(
+            "; offered {:.1}/s, schedule lag p99 {}, {} late, {} never started",
+            f.arrivals as f64 / r.window_s().max(1e-9),
+            if r.schedule_lag.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.3} ms", r.schedule_lag.value_at_quantile(0.99) as f64 / 1e6)
+            },
+            f.sent_late,
+            f.never_started
+        )
+    } else {
+        String::new()
+    };
+    let bound = r.generator_bound_reasons();
     format!(
-        "load: {} requests in {:.2} s = {:.1} req/s; latency p50 {} p99 {} max {}; errors {}; closed model, {} connections, {} thread(s), coordinated omission not corrected{}",
+        "load: {} requests in {:.2} s = {:.1} req/s; latency p50 {} p99 {} max {}; errors {}{schedule}; {} model, {} connections, {} thread(s), coordinated omission {}{}{}",
         r.totals.requests,
         r.window_s(),
         r.throughput_rps(),
@@ -169,25 +248,47 @@ fn human_line(r: &LoadReport) -> String {
         ms(0.99),
         ms(1.0),
         r.totals.errors.total(),
+        c.pacing().model().name(),
         c.connections(),
         c.threads(),
+        if corrected { "corrected (from planned send times)" } else { "not corrected" },
+        if bound.is_empty() { String::new() } else { format!("; GENERATOR-BOUND: {}", bound.join("; ")) },
         if r.interrupted { " [interrupted]" } else { "" }
     )
 }
 
 pub fn run(a: LoadArgs) -> Result<(), CliError> {
-    let mut p = ClosedParams::new(resolve(&a.target)?);
+    let mut p = LoadParams::new(resolve(&a.target)?);
     p.host = Some(a.host.unwrap_or_else(|| a.target.clone()));
     p.path = a.path;
+    p.model = match a.model {
+        ModelArg::Closed => Model::Closed,
+        ModelArg::Open => Model::Open,
+        ModelArg::PartlyOpen => Model::PartlyOpen,
+    };
     p.connections = a.connections;
+    p.max_connections = a.max_connections;
+    p.rate = a.rate;
+    p.session_rate = a.session_rate;
+    p.arrivals = a.arrivals.map(|k| match k {
+        ArrivalsArg::Constant => ArrivalKind::Constant,
+        ArrivalsArg::Poisson => ArrivalKind::Poisson,
+    });
+    p.requests_per_session = a.requests_per_session;
+    p.session_connection = a.session_connection.map(|k| match k {
+        SessionConnectionArg::New => SessionConnection::New,
+        SessionConnectionArg::Pooled => SessionConnection::Pooled,
+    });
+    p.seed = a.seed;
+    p.late_after = a.late_after;
     p.duration = a.duration;
     p.warmup = a.warmup;
-    p.think_time = a.think_time;
+    p.think = a.think_time;
     p.threads = a.threads;
     p.cpus = a.cpus.clone();
     p.request_timeout = a.timeout;
     p.connect_timeout = a.connect_timeout;
-    let cfg = ClosedConfig::new(p).map_err(usage_error)?;
+    let cfg = LoadConfig::new(p).map_err(usage_error)?;
     let hdr_log = a.hdr_log.unwrap_or_else(|| default_hdr_log(&a.json));
     check_directory("json", &a.json)?;
     check_directory("hdr-log", &hdr_log)?;
@@ -196,7 +297,7 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     if let Some(cpus) = &a.cpus {
         cpus.pin_current_thread().map_err(|e| CliError::runtime(format!("cannot pin to CPUs {cpus}: {e}")))?;
     }
-    raise_fd_limit(cfg.connections());
+    raise_fd_limit(cfg.max_connections());
     let stop = StopHandle::new();
     let on_signal = stop.clone();
     // Before any load thread starts, so that all of them inherit the blocked signal mask.
@@ -207,7 +308,7 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     })
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
 
-    let report = run_closed_with(&cfg, &stop, &mut print_phase).map_err(|e| CliError::runtime(e.to_string()))?;
+    let report = run_load_with(&cfg, &stop, &mut print_phase).map_err(|e| CliError::runtime(e.to_string()))?;
     write_atomically(&hdr_log, &report.interval_log)?;
     let summary = report.summary(Some(&log_reference(&a.json, &hdr_log)));
     let mut json = serde_json::to_vec_pretty(&summary).expect("the summary is serialisable");
@@ -238,6 +339,8 @@ mod tests {
     fn config_errors_name_the_command_line_option() {
         let e = ConfigError { parameter: "request_timeout", allowed: "> 0".into(), received: "0ns".into() };
         assert_eq!(usage_error(e).to_string(), "invalid --timeout: 0ns (allowed: > 0)");
+        let e = ConfigError { parameter: "session_rate", allowed: "x".into(), received: "1.0".into() };
+        assert_eq!(usage_error(e).to_string(), "invalid --session-rate: 1.0 (allowed: x)");
         assert!(resolve("nonsense").is_err());
         assert_eq!(resolve("127.0.0.1:80").unwrap().port(), 80);
     }

@@ -1,8 +1,12 @@
-//! Configuration of the closed-model driver in two stages: [`ClosedParams`] is raw input with
-//! public fields and defaults (what a CLI or a spec file fills in), [`ClosedConfig`] is the
-//! validated, immutable form the driver accepts. Every refusal names the parameter, the allowed
-//! values and the value received, so an experiment spec can point at the offending line.
+//! Configuration of a load run in two stages: [`LoadParams`] is raw input with public fields
+//! and defaults (what a CLI or a spec file fills in, with `Option`s so that "given" can be told
+//! from "defaulted"), [`LoadConfig`] is the validated, immutable form the engine accepts. The
+//! load model is a closed enum, [`Pacing`], so that a combination that means nothing (a rate
+//! for the closed model, a session length for the open one) cannot be represented: it is
+//! refused here, naming the parameter, the allowed values and the value received, so an
+//! experiment spec or a command line can point at the offending option.
 
+use crate::dist::{Arrivals, SessionLength, ThinkTime};
 use archlab_netio::CpuList;
 use std::fmt;
 use std::net::SocketAddr;
@@ -12,45 +16,200 @@ use std::time::Duration;
 const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
 /// More connections than this would exhaust file descriptors or ports before measuring anything.
 const MAX_CONNECTIONS: usize = 1_000_000;
+/// Highest arrival rate accepted (requests or sessions per second).
+const MAX_RATE: f64 = 1e8;
+/// Seed used when none is given, so that two runs of the same spec get the same schedule.
+pub const DEFAULT_SEED: u64 = 0x5eed;
 
-/// Raw parameters of a closed-model run; validate with [`ClosedConfig::new`].
+/// Which load model the raw parameters ask for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Model {
+    /// N users, each request -> response -> think time.
+    #[default]
+    Closed,
+    /// Planned send times from a schedule, independent of completions.
+    Open,
+    /// Sessions arrive on a schedule; each makes several requests with think times, then leaves.
+    PartlyOpen,
+}
+
+impl Model {
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Closed => "closed",
+            Model::Open => "open",
+            Model::PartlyOpen => "partly-open",
+        }
+    }
+}
+
+/// Connection of a partly-open session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionConnection {
+    /// Each session connects, makes its requests and closes (Tsung, k6 `noVUConnectionReuse`).
+    New,
+    /// Sessions take an idle connection from a pool (opened up to the cap) and give it back.
+    Pooled,
+}
+
+impl SessionConnection {
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionConnection::New => "new",
+            SessionConnection::Pooled => "pooled",
+        }
+    }
+}
+
+/// The validated load model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pacing {
+    /// `users` keep-alive connections, one user each; no queue inside the generator.
+    Closed { users: usize, think: ThinkTime },
+    /// Requests planned by `arrivals`; each takes an idle connection, or opens one while fewer
+    /// than `max_connections` exist, or waits (counted in the response time) for one.
+    Open { arrivals: Arrivals, connections: usize, max_connections: usize },
+    /// Sessions planned by `sessions`; `length` requests each, sequential, `think` between them.
+    PartlyOpen {
+        sessions: Arrivals,
+        length: SessionLength,
+        think: ThinkTime,
+        connection: SessionConnection,
+        connections: usize,
+        max_connections: usize,
+    },
+}
+
+impl Pacing {
+    pub fn model(&self) -> Model {
+        match self {
+            Pacing::Closed { .. } => Model::Closed,
+            Pacing::Open { .. } => Model::Open,
+            Pacing::PartlyOpen { .. } => Model::PartlyOpen,
+        }
+    }
+
+    /// Connections opened before the run starts (and checked for reachability).
+    pub fn initial_connections(&self) -> usize {
+        match *self {
+            Pacing::Closed { users, .. } => users,
+            Pacing::Open { connections, .. } | Pacing::PartlyOpen { connections, .. } => connections,
+        }
+    }
+
+    /// Connection slots: never more connections than this at once.
+    pub fn max_connections(&self) -> usize {
+        match *self {
+            Pacing::Closed { users, .. } => users,
+            Pacing::Open { max_connections, .. } | Pacing::PartlyOpen { max_connections, .. } => max_connections,
+        }
+    }
+
+    /// Think time between requests of a user or session (none in the open model).
+    pub fn think(&self) -> ThinkTime {
+        match *self {
+            Pacing::Closed { think, .. } | Pacing::PartlyOpen { think, .. } => think,
+            Pacing::Open { .. } => ThinkTime::default(),
+        }
+    }
+
+    /// The schedule of arrivals (requests or sessions), if the model has one.
+    pub fn arrivals(&self) -> Option<Arrivals> {
+        match *self {
+            Pacing::Closed { .. } => None,
+            Pacing::Open { arrivals, .. } => Some(arrivals),
+            Pacing::PartlyOpen { sessions, .. } => Some(sessions),
+        }
+    }
+
+    /// Latency is measured from the planned send time (coordinated omission corrected).
+    pub fn corrects_coordinated_omission(&self) -> bool {
+        !matches!(self, Pacing::Closed { .. })
+    }
+}
+
+/// Raw parameters of a run; validate with [`LoadConfig::new`].
 #[derive(Clone, Debug)]
-pub struct ClosedParams {
+pub struct LoadParams {
     pub target: SocketAddr,
     /// Value of the `Host` header; `None` uses the target address.
     pub host: Option<String>,
     /// Request target including the query, e.g. `/prime?n=27059`.
     pub path: String,
-    /// Concurrent users N of the closed model, one keep-alive connection each.
+    pub model: Model,
+    /// Closed: users N (one connection each). Open and partly-open: connections opened before
+    /// the start (the pool).
     pub connections: usize,
+    /// Open and partly-open: most connections at once (default: `connections`).
+    pub max_connections: Option<usize>,
+    /// Open: requests per second.
+    pub rate: Option<f64>,
+    /// Partly-open: sessions per second.
+    pub session_rate: Option<f64>,
+    /// Open and partly-open: spacing of arrivals (default Poisson).
+    pub arrivals: Option<ArrivalKind>,
+    /// Closed and partly-open: think time between a response and the next request.
+    pub think: ThinkTime,
+    /// Partly-open: requests per session (default geometric with mean 5).
+    pub requests_per_session: Option<SessionLength>,
+    /// Partly-open: new connection per session or a pool (default new).
+    pub session_connection: Option<SessionConnection>,
+    /// Seed of every random draw (arrivals, think times, session lengths).
+    pub seed: Option<u64>,
+    /// An arrival sent later than this after its planned time counts as late.
+    pub late_after: Duration,
     /// Length of the measurement window.
     pub duration: Duration,
     /// Time before the window during which completions are not recorded.
     pub warmup: Duration,
-    /// Think time Z between a response and the next request of the same user.
-    pub think_time: Duration,
     /// Load threads; `None` = one per CPU of `cpus`, or 1 without `cpus` (capped by connections).
     pub threads: Option<usize>,
     /// CPUs to pin the load threads to (thread i on `cpus.nth(i)`).
     pub cpus: Option<CpuList>,
-    /// A request not answered within this is counted as `timeout` and its connection reopened.
+    /// A request not answered within this (from its send) is counted as `timeout` and its
+    /// connection reopened.
     pub request_timeout: Duration,
     /// A connection not established within this is counted as a `connect` error.
     pub connect_timeout: Duration,
 }
 
-impl ClosedParams {
-    /// Defaults: path `/`, 16 connections, 10 s window after 1 s of warm-up, no think time,
-    /// 2 s request and connect timeouts (wrk's default timeout).
+/// Spacing of arrivals as given in raw input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrivalKind {
+    Constant,
+    Poisson,
+}
+
+impl ArrivalKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArrivalKind::Constant => "constant",
+            ArrivalKind::Poisson => "poisson",
+        }
+    }
+}
+
+impl LoadParams {
+    /// Defaults: closed model, path `/`, 16 connections, 10 s window after 1 s of warm-up, no
+    /// think time, 2 s request and connect timeouts (wrk's default timeout), late after 1 ms.
     pub fn new(target: SocketAddr) -> Self {
-        ClosedParams {
+        LoadParams {
             target,
             host: None,
             path: "/".into(),
+            model: Model::Closed,
             connections: 16,
+            max_connections: None,
+            rate: None,
+            session_rate: None,
+            arrivals: None,
+            think: ThinkTime::default(),
+            requests_per_session: None,
+            session_connection: None,
+            seed: None,
+            late_after: Duration::from_millis(1),
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(1),
-            think_time: Duration::ZERO,
             threads: None,
             cpus: None,
             request_timeout: Duration::from_secs(2),
@@ -75,16 +234,17 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Validated parameters of a closed-model run.
+/// Validated parameters of a run.
 #[derive(Clone, Debug)]
-pub struct ClosedConfig {
+pub struct LoadConfig {
     target: SocketAddr,
     host: String,
     path: String,
-    connections: usize,
+    pacing: Pacing,
+    seed: u64,
+    late_after: Duration,
     duration: Duration,
     warmup: Duration,
-    think_time: Duration,
     threads: usize,
     cpus: Option<CpuList>,
     request_timeout: Duration,
@@ -95,10 +255,50 @@ fn refuse(parameter: &'static str, allowed: impl Into<String>, received: impl fm
     ConfigError { parameter, allowed: allowed.into(), received: format!("{received:?}") }
 }
 
+fn missing(parameter: &'static str, allowed: &str) -> ConfigError {
+    ConfigError { parameter, allowed: allowed.into(), received: "nothing".into() }
+}
+
 fn check_period(parameter: &'static str, d: Duration, zero_ok: bool) -> Result<(), ConfigError> {
     let ok = (zero_ok || !d.is_zero()) && d <= MAX_PERIOD;
     let lower = if zero_ok { ">= 0" } else { "> 0" };
     ok.then_some(()).ok_or_else(|| refuse(parameter, format!("a duration {lower} and <= 24h"), d))
+}
+
+fn check_rate(parameter: &'static str, r: f64) -> Result<f64, ConfigError> {
+    (r.is_finite() && r > 0.0 && r <= MAX_RATE)
+        .then_some(r)
+        .ok_or_else(|| refuse(parameter, format!("a number > 0 and <= {MAX_RATE:e} per second"), r))
+}
+
+/// Refuse a parameter that was given but means nothing for `model`.
+fn only_for<T: fmt::Display>(
+    parameter: &'static str,
+    value: Option<T>,
+    model: Model,
+    meaningful: &[Model],
+) -> Result<(), ConfigError> {
+    match value {
+        Some(v) if !meaningful.contains(&model) => {
+            let names: Vec<&str> = meaningful.iter().map(|m| m.name()).collect();
+            Err(ConfigError {
+                parameter,
+                allowed: format!("only with the {} model (this run is {})", names.join(" or "), model.name()),
+                received: v.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_think(think: ThinkTime) -> Result<ThinkTime, ConfigError> {
+    let ok = match think {
+        ThinkTime::Constant(d) | ThinkTime::Exponential { mean: d } => d <= MAX_PERIOD,
+        ThinkTime::Uniform { min, max } => min <= max && max <= MAX_PERIOD,
+    };
+    ok.then_some(think).ok_or_else(|| {
+        refuse("think_time", "a duration <= 24h; for uniform:MIN-MAX, MIN <= MAX", format_args!("{think}"))
+    })
 }
 
 /// A request target or Host value must not be able to break the request line or headers.
@@ -106,28 +306,106 @@ fn is_header_safe(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
-impl ClosedConfig {
-    pub fn new(p: ClosedParams) -> Result<Self, ConfigError> {
-        if p.connections == 0 || p.connections > MAX_CONNECTIONS {
-            return Err(refuse("connections", format!("an integer in 1..={MAX_CONNECTIONS}"), p.connections));
+fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
+    use Model::*;
+    let m = p.model;
+    only_for("rate", p.rate, m, &[Open])?;
+    only_for("session_rate", p.session_rate, m, &[PartlyOpen])?;
+    only_for("arrivals", p.arrivals.map(|a| a.name()), m, &[Open, PartlyOpen])?;
+    only_for("max_connections", p.max_connections, m, &[Open, PartlyOpen])?;
+    only_for("requests_per_session", p.requests_per_session, m, &[PartlyOpen])?;
+    only_for("session_connection", p.session_connection.map(|c| c.name()), m, &[PartlyOpen])?;
+    only_for("think_time", (!p.think.is_zero()).then_some(p.think), m, &[Closed, PartlyOpen])?;
+    let think = check_think(p.think)?;
+
+    let connections_range = |lo: usize| format!("an integer in {lo}..={MAX_CONNECTIONS}");
+    let arrivals = |rate: f64| match p.arrivals.unwrap_or(ArrivalKind::Poisson) {
+        ArrivalKind::Constant => Arrivals::Constant { rate_per_s: rate },
+        ArrivalKind::Poisson => Arrivals::Poisson { rate_per_s: rate },
+    };
+    let pool = |connections: usize| -> Result<usize, ConfigError> {
+        let max = p.max_connections.unwrap_or(connections.max(1));
+        if max == 0 || max > MAX_CONNECTIONS || max < connections {
+            return Err(refuse(
+                "max_connections",
+                format!("an integer in max(1, connections ({connections}))..={MAX_CONNECTIONS}"),
+                max,
+            ));
         }
+        Ok(max)
+    };
+    if p.connections > MAX_CONNECTIONS || (m == Closed && p.connections == 0) {
+        return Err(refuse("connections", connections_range(usize::from(m == Closed)), p.connections));
+    }
+    Ok(match m {
+        Closed => Pacing::Closed { users: p.connections, think },
+        Open => {
+            let rate = p.rate.ok_or_else(|| missing("rate", "requests per second, required by the open model"))?;
+            Pacing::Open {
+                arrivals: arrivals(check_rate("rate", rate)?),
+                connections: p.connections,
+                max_connections: pool(p.connections)?,
+            }
+        }
+        PartlyOpen => {
+            let rate = p
+                .session_rate
+                .ok_or_else(|| missing("session_rate", "sessions per second, required by the partly-open model"))?;
+            let length = p.requests_per_session.unwrap_or(SessionLength::Geometric { mean: 5.0 });
+            let ok = match length {
+                SessionLength::Fixed(n) => n >= 1,
+                SessionLength::Geometric { mean } => (1.0..=1e6).contains(&mean),
+            };
+            if !ok {
+                return Err(ConfigError {
+                    parameter: "requests_per_session",
+                    allowed: "fixed:N with N >= 1, or geometric:MEAN with 1 <= MEAN <= 1e6".into(),
+                    received: length.to_string(),
+                });
+            }
+            Pacing::PartlyOpen {
+                sessions: arrivals(check_rate("session_rate", rate)?),
+                length,
+                think,
+                connection: p.session_connection.unwrap_or(SessionConnection::New),
+                connections: p.connections,
+                max_connections: pool(p.connections)?,
+            }
+        }
+    })
+}
+
+impl LoadConfig {
+    pub fn new(p: LoadParams) -> Result<Self, ConfigError> {
+        let pacing = pacing_of(&p)?;
+        let slots = pacing.max_connections();
         let threads = match (p.threads, &p.cpus) {
             (Some(t), _) => t,
-            (None, Some(cpus)) => cpus.ids().len().min(p.connections),
+            (None, Some(cpus)) => cpus.ids().len().min(slots),
             (None, None) => 1,
         };
-        if threads == 0 || threads > p.connections {
+        if threads == 0 || threads > slots {
             return Err(refuse(
                 "threads",
-                format!("an integer in 1..=connections ({}): each thread owns at least one connection", p.connections),
+                format!("an integer in 1..=connections ({slots}): each thread owns at least one connection"),
                 threads,
+            ));
+        }
+        let random = pacing.think().is_random()
+            || matches!(pacing.arrivals(), Some(Arrivals::Poisson { .. }))
+            || matches!(pacing, Pacing::PartlyOpen { length: SessionLength::Geometric { .. }, .. });
+        if let (false, Some(seed)) = (random, p.seed) {
+            return Err(refuse(
+                "seed",
+                "only when something is random (Poisson arrivals, a random think time or session length)",
+                seed,
             ));
         }
         check_period("duration", p.duration, false)?;
         check_period("warmup", p.warmup, true)?;
-        check_period("think_time", p.think_time, true)?;
         check_period("request_timeout", p.request_timeout, false)?;
         check_period("connect_timeout", p.connect_timeout, false)?;
+        check_period("late_after", p.late_after, true)?;
         if !p.path.starts_with('/') || !is_header_safe(&p.path) {
             return Err(refuse(
                 "path",
@@ -139,14 +417,15 @@ impl ClosedConfig {
         if !is_header_safe(&host) {
             return Err(refuse("host", "a non-empty Host value without spaces or control characters", &host));
         }
-        Ok(ClosedConfig {
+        Ok(LoadConfig {
             target: p.target,
             host,
             path: p.path,
-            connections: p.connections,
+            pacing,
+            seed: p.seed.unwrap_or(DEFAULT_SEED),
+            late_after: p.late_after,
             duration: p.duration,
             warmup: p.warmup,
-            think_time: p.think_time,
             threads,
             cpus: p.cpus,
             request_timeout: p.request_timeout,
@@ -163,8 +442,21 @@ impl ClosedConfig {
     pub fn path(&self) -> &str {
         &self.path
     }
+    pub fn pacing(&self) -> &Pacing {
+        &self.pacing
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn late_after(&self) -> Duration {
+        self.late_after
+    }
+    /// Connections opened before the start (closed model: the users).
     pub fn connections(&self) -> usize {
-        self.connections
+        self.pacing.initial_connections()
+    }
+    pub fn max_connections(&self) -> usize {
+        self.pacing.max_connections()
     }
     pub fn duration(&self) -> Duration {
         self.duration
@@ -172,8 +464,9 @@ impl ClosedConfig {
     pub fn warmup(&self) -> Duration {
         self.warmup
     }
+    /// Mean think time (zero for the open model).
     pub fn think_time(&self) -> Duration {
-        self.think_time
+        self.pacing.think().mean()
     }
     pub fn threads(&self) -> usize {
         self.threads
@@ -191,9 +484,18 @@ impl ClosedConfig {
     pub fn cpu_of_thread(&self, i: usize) -> Option<usize> {
         self.cpus.as_ref().map(|c| c.nth(i))
     }
-    /// Connections owned by load thread `i`: N/T, the first N mod T threads one more.
+    /// Share of thread `i` when `n` things are spread over the threads: n/T, the first
+    /// n mod T threads one more.
+    pub fn share_of_thread(&self, n: usize, i: usize) -> usize {
+        n / self.threads + usize::from(i < n % self.threads)
+    }
+    /// Connection slots owned by load thread `i`.
+    pub fn slots_of_thread(&self, i: usize) -> usize {
+        self.share_of_thread(self.max_connections(), i)
+    }
+    /// Connections load thread `i` opens before the start.
     pub fn connections_of_thread(&self, i: usize) -> usize {
-        self.connections / self.threads + usize::from(i < self.connections % self.threads)
+        self.share_of_thread(self.connections(), i)
     }
 }
 
@@ -201,23 +503,24 @@ impl ClosedConfig {
 mod tests {
     use super::*;
 
-    fn params() -> ClosedParams {
-        ClosedParams::new("127.0.0.1:8080".parse().unwrap())
+    fn params() -> LoadParams {
+        LoadParams::new("127.0.0.1:8080".parse().unwrap())
     }
 
-    fn refused(p: ClosedParams) -> ConfigError {
-        ClosedConfig::new(p).unwrap_err()
+    fn refused(p: LoadParams) -> ConfigError {
+        LoadConfig::new(p).unwrap_err()
     }
 
     #[test]
     fn defaults_are_valid_and_threads_follow_cpus() {
-        let c = ClosedConfig::new(params()).unwrap();
+        let c = LoadConfig::new(params()).unwrap();
         assert_eq!((c.threads(), c.host(), c.path()), (1, "127.0.0.1:8080", "/"));
+        assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default() });
         let mut p = params();
         p.cpus = Some(CpuList::new(vec![0, 1, 2, 3]).unwrap());
         p.connections = 3;
         // One thread per CPU, but never more threads than connections.
-        assert_eq!(ClosedConfig::new(p).unwrap().threads(), 3);
+        assert_eq!(LoadConfig::new(p).unwrap().threads(), 3);
     }
 
     #[test]
@@ -225,9 +528,91 @@ mod tests {
         let mut p = params();
         p.connections = 10;
         p.threads = Some(4);
-        let c = ClosedConfig::new(p).unwrap();
+        let c = LoadConfig::new(p).unwrap();
         let per: Vec<usize> = (0..4).map(|i| c.connections_of_thread(i)).collect();
         assert_eq!(per, [3, 3, 2, 2]);
+    }
+
+    #[test]
+    fn open_and_partly_open_models_validate() {
+        let mut p = params();
+        p.model = Model::Open;
+        p.rate = Some(1000.0);
+        p.max_connections = Some(32);
+        let c = LoadConfig::new(p).unwrap();
+        assert!(matches!(
+            c.pacing(),
+            Pacing::Open { arrivals: Arrivals::Poisson { .. }, connections: 16, max_connections: 32 }
+        ));
+        assert_eq!(c.seed(), DEFAULT_SEED);
+        let mut p = params();
+        p.model = Model::PartlyOpen;
+        p.session_rate = Some(10.0);
+        p.connections = 0;
+        p.max_connections = Some(8);
+        p.think = ThinkTime::Exponential { mean: Duration::from_millis(1) };
+        let c = LoadConfig::new(p).unwrap();
+        assert_eq!(c.connections(), 0);
+        assert!(matches!(c.pacing(), Pacing::PartlyOpen { connection: SessionConnection::New, .. }));
+    }
+
+    #[test]
+    fn meaningless_combinations_are_refused() {
+        let mut p = params();
+        p.rate = Some(100.0);
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("rate", "100"));
+        assert!(e.allowed.contains("only with the open model (this run is closed)"), "{e}");
+
+        let mut p = params();
+        p.model = Model::Open;
+        let e = refused(p);
+        assert_eq!(e.parameter, "rate");
+        assert!(e.allowed.contains("required"), "{e}");
+        assert_eq!(e.received, "nothing");
+
+        let mut p = params();
+        p.model = Model::Open;
+        p.rate = Some(10.0);
+        p.think = ThinkTime::Constant(Duration::from_millis(1));
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("think_time", "1ms"));
+
+        let mut p = params();
+        p.requests_per_session = Some(SessionLength::Fixed(3));
+        assert_eq!(refused(p).parameter, "requests_per_session");
+
+        let mut p = params();
+        p.max_connections = Some(3);
+        assert_eq!(refused(p).parameter, "max_connections");
+
+        let mut p = params();
+        p.seed = Some(3);
+        let e = refused(p);
+        assert_eq!(e.parameter, "seed");
+        assert!(e.allowed.contains("random"), "{e}");
+
+        let mut p = params();
+        p.model = Model::Open;
+        p.rate = Some(f64::NAN);
+        assert_eq!(refused(p).parameter, "rate");
+
+        let mut p = params();
+        p.model = Model::Open;
+        p.rate = Some(10.0);
+        p.max_connections = Some(4);
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("max_connections", "4"));
+
+        let mut p = params();
+        p.model = Model::PartlyOpen;
+        p.session_rate = Some(1.0);
+        p.requests_per_session = Some(SessionLength::Geometric { mean: 0.5 });
+        assert_eq!(refused(p).parameter, "requests_per_session");
+
+        let mut p = params();
+        p.think = ThinkTime::Uniform { min: Duration::from_millis(3), max: Duration::from_millis(1) };
+        assert_eq!(refused(p).parameter, "think_time");
     }
 
     #[test]

@@ -1,29 +1,37 @@
-//! Load generator library of archlab. Today one driver, the closed model
-//! ([`run_closed`]): N keep-alive HTTP/1.1 connections, each one user looping request ->
-//! response -> think time, over T pinned epoll threads, latency recorded the HDR way in
-//! nanoseconds. A run yields a [`LoadReport`]: whole-window and per-second HDR histograms, an
-//! HDR interval log, counters by error class and status, and the versioned JSON [`Summary`]
-//! written by `archlab-engine load`.
+//! Load generator library of archlab: one engine, three load models ([`Pacing`]) — closed
+//! (N users looping request -> response -> think time), open (planned send times from a
+//! constant or Poisson schedule, seeded, sharded over threads, each request taking a free
+//! connection or opening one up to a cap) and partly-open (Poisson sessions of several
+//! requests with think times) — over keep-alive HTTP/1.1 connections on T pinned epoll
+//! threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
+//! and sent times, so both the response time (coordinated omission corrected) and the
+//! service time are kept, with the schedule lag and the late and never-started arrivals. A
+//! run yields a [`LoadReport`]: whole-window and per-second HDR histograms, an HDR interval
+//! log, counters by error class and status, the generator's CPU per thread, and the
+//! versioned JSON [`Summary`] (schema in `schema/load-summary.schema.json`) written by
+//! `archlab-engine load`.
 //!
-//! Configuration is validated up front ([`ClosedParams`] -> [`ClosedConfig`]); a run is bounded
+//! Configuration is validated up front ([`LoadParams`] -> [`LoadConfig`]); a run is bounded
 //! by its warm-up + duration whatever the server does, can be stopped early through a
 //! [`StopHandle`], and reports when its measurement window opens and closes ([`Phase`]).
-//! The closed model never corrects coordinated omission, and says so in its output.
 
-mod closed;
 mod config;
 mod control;
+mod dist;
+mod engine;
 mod error;
 mod report;
 mod response;
 mod stats;
 mod timer;
 
-pub use closed::{run_closed, run_closed_with};
-pub use config::{ClosedConfig, ClosedParams, ConfigError};
+pub use config::{ArrivalKind, ConfigError, LoadConfig, LoadParams, Model, Pacing, SessionConnection, DEFAULT_SEED};
 pub use control::{Phase, StopHandle};
+pub use dist::{parse_duration, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
+pub use engine::{run_load, run_load_with};
 pub use error::LoadError;
 pub use report::{
-    CountedLatency, Errors, Generator, LoadReport, Summary, TimelineEntry, WarmupCounts, SCHEMA, SCHEMA_VERSION,
+    CountedLatency, Errors, Generator, LoadReport, PacingSummary, Sessions, Summary, ThreadCpu, TimelineEntry,
+    WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
-pub use stats::{ErrorClass, ErrorCounts, Tally};
+pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};

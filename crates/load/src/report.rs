@@ -1,23 +1,35 @@
 //! The result of a run ([`LoadReport`]: histograms, counters, timeline, interval log) and its
-//! versioned JSON form ([`Summary`], schema `archlab/load-summary` version 1).
+//! versioned JSON form ([`Summary`], schema `archlab/load-summary` version 2, published as
+//! `crates/load/schema/load-summary.schema.json`).
 //!
-//! Schema rules: fields are only ever added, never removed or renamed; units are in the names
-//! (`_s`, `_us`, `_rps`); latency statistics come from the HDR histogram (3 significant
-//! digits) and are `null` when there is no sample; `requests` and `latency_us` cover 2xx
-//! responses completed inside the measurement window only. Non-2xx responses are counted by
+//! Schema rules: fields are only ever added, never removed or renamed (version 2 keeps every
+//! field of version 1 with its meaning); units are in the names (`_s`, `_us`, `_rps`);
+//! latency statistics come from the HDR histogram (3 significant digits) and are `null` when
+//! there is no sample; `requests` and `latency_us` cover 2xx responses completed inside the
+//! measurement window only. `latency_us` is the headline: the response time from the planned
+//! send time when `coordinated_omission_corrected` (open and partly-open models), the service
+//! time from the actual send otherwise (closed); `response_time_us` and `service_time_us`
+//! are always both there. Non-2xx responses are counted by
 //! status and error class, and their latency goes to a separate histogram
 //! (`latency_non2xx_us`) so that fast error responses never flatter the latency of real work.
 
-use crate::config::ClosedConfig;
-use crate::stats::{ErrorClass, ErrorCounts, Tally};
-use archlab_metrics::hdr::{LatencyHistogram, LatencySummaryUs};
+use crate::config::{LoadConfig, Pacing};
+use crate::dist::{SessionLength, ThinkTime};
+use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};
+use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 pub const SCHEMA: &str = "archlab/load-summary";
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+/// The JSON Schema of [`Summary`], as published in the crate.
+pub const JSON_SCHEMA: &str = include_str!("../schema/load-summary.schema.json");
+/// A thread busier than this share of the window is taken as the bottleneck of the run.
+const BUSY_BOUND: f64 = 0.9;
+/// More arrivals than this share taken up late by the generator itself marks it as too slow.
+const LATE_TAKE_UP_BOUND: f64 = 0.01;
 
 /// One second (the last one possibly shorter) of the measurement window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -35,17 +47,32 @@ pub struct TimelineEntry {
     pub errors: u64,
 }
 
-/// Everything a closed-model run measured.
+/// CPU time one load thread used during the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ThreadCpu {
+    pub thread: usize,
+    /// CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+/// Everything a run measured.
 pub struct LoadReport {
-    pub config: ClosedConfig,
+    pub config: LoadConfig,
     /// The run was stopped early; the window ends at the stop.
     pub interrupted: bool,
     /// Length of the measurement window actually covered.
     pub window: Duration,
-    /// Latency of 2xx responses completed in the window, nanoseconds.
+    /// Headline latency of 2xx responses completed in the window, nanoseconds: response time
+    /// from the planned time when the model corrects coordinated omission, else service time.
     pub latency: LatencyHistogram,
-    /// Latency of other responses completed in the window, nanoseconds.
+    /// The other of the two (service time when `latency` is the response time, and back).
+    pub latency_other: LatencyHistogram,
+    /// Headline latency of other responses completed in the window, nanoseconds.
     pub latency_non2xx: LatencyHistogram,
+    /// Send time - planned time of requests written in the window, nanoseconds.
+    pub schedule_lag: LatencyHistogram,
     /// Counters of the measurement window.
     pub totals: Tally,
     /// Counters of the warm-up (including the initial connects).
@@ -53,19 +80,86 @@ pub struct LoadReport {
     pub timeline: Vec<TimelineEntry>,
     /// The HDR interval log (one interval per second of the window), ready to write to a file.
     pub interval_log: Vec<u8>,
-    /// CPU time of the load threads during the window.
+    /// CPU time of the load threads during the window (sums and per thread).
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
+    pub thread_cpu: Vec<ThreadCpu>,
     /// Connections established before the run started (out of `config.connections()`).
     pub connections_established: usize,
     /// Requests in flight when the window closed: abandoned, counted neither as requests nor
     /// as errors (at most one per connection).
     pub in_flight_at_end: usize,
+    /// Partly-open sessions running when the window closed.
+    pub sessions_in_progress_at_end: u64,
     /// The first error message seen for each class that has one.
     pub error_examples: BTreeMap<ErrorClass, String>,
 }
 
 impl LoadReport {
+    /// A report with nothing measured, to be filled in.
+    pub(crate) fn empty(cfg: &LoadConfig) -> LoadReport {
+        LoadReport {
+            config: cfg.clone(),
+            interrupted: false,
+            window: Duration::ZERO,
+            latency: hdr::new_latency_histogram(),
+            latency_other: hdr::new_latency_histogram(),
+            latency_non2xx: hdr::new_latency_histogram(),
+            schedule_lag: hdr::new_latency_histogram(),
+            totals: Tally::default(),
+            warmup_totals: Tally::default(),
+            timeline: Vec::new(),
+            interval_log: Vec::new(),
+            cpu_user_s: 0.0,
+            cpu_sys_s: 0.0,
+            thread_cpu: Vec::new(),
+            connections_established: 0,
+            in_flight_at_end: 0,
+            sessions_in_progress_at_end: 0,
+            error_examples: BTreeMap::new(),
+        }
+    }
+
+    /// Response time (from the planned send time) of 2xx responses, ns.
+    pub fn response_time(&self) -> &LatencyHistogram {
+        if self.config.pacing().corrects_coordinated_omission() {
+            &self.latency
+        } else {
+            &self.latency_other
+        }
+    }
+
+    /// Service time (from the actual send) of 2xx responses, ns.
+    pub fn service_time(&self) -> &LatencyHistogram {
+        if self.config.pacing().corrects_coordinated_omission() {
+            &self.latency_other
+        } else {
+            &self.latency
+        }
+    }
+
+    /// Why the generator, not the server, may have limited this run (empty: it did not).
+    pub fn generator_bound_reasons(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        let window = self.window_s();
+        for t in &self.thread_cpu {
+            let busy = if window > 0.0 { (t.user_s + t.sys_s) / window } else { 0.0 };
+            if busy >= BUSY_BOUND {
+                why.push(format!("load thread {} was busy {:.0}% of the window", t.thread, busy * 100.0));
+            }
+        }
+        let f = &self.totals.flow;
+        if f.arrivals > 0 && f.arrivals_taken_up_late as f64 > LATE_TAKE_UP_BOUND * f.arrivals as f64 {
+            why.push(format!(
+                "{} of {} arrivals were taken up by the generator more than {:?} late",
+                f.arrivals_taken_up_late,
+                f.arrivals,
+                self.config.late_after()
+            ));
+        }
+        why
+    }
+
     pub fn window_s(&self) -> f64 {
         self.window.as_secs_f64()
     }
@@ -79,6 +173,9 @@ impl LoadReport {
     /// referenced from the summary (relative to the summary's directory when it is there).
     pub fn summary(&self, hdr_log: Option<&str>) -> Summary {
         let c = &self.config;
+        let pacing = c.pacing();
+        let bound_reasons = self.generator_bound_reasons();
+        let flow = self.totals.flow;
         Summary {
             schema: SCHEMA,
             schema_version: SCHEMA_VERSION,
@@ -92,13 +189,21 @@ impl LoadReport {
                 }),
                 cpu_user_s: self.cpu_user_s,
                 cpu_sys_s: self.cpu_sys_s,
+                thread_cpu: self.thread_cpu.clone(),
+                bound: !bound_reasons.is_empty(),
+                bound_reasons,
             },
-            model: "closed",
-            coordinated_omission_corrected: false,
+            model: pacing.model().name(),
+            coordinated_omission_corrected: pacing.corrects_coordinated_omission(),
+            latency_basis: if pacing.corrects_coordinated_omission() { "planned" } else { "sent" },
+            pacing: PacingSummary::of(pacing),
+            seed: c.seed(),
+            late_after_us: c.late_after().as_secs_f64() * 1e6,
             target: c.target().to_string(),
             host: c.host().to_string(),
             path: c.path().to_string(),
             connections: c.connections(),
+            max_connections: c.max_connections(),
             connections_established: self.connections_established,
             think_time_s: c.think_time().as_secs_f64(),
             warmup_s: c.warmup().as_secs_f64(),
@@ -110,14 +215,28 @@ impl LoadReport {
             requests: self.totals.requests,
             responses: self.totals.responses,
             throughput_rps: self.throughput_rps(),
+            offered_rps: pacing.arrivals().map(|_| rate(flow.arrivals, self.window_s())),
             bytes_received: self.totals.bytes_received,
             connections_opened: self.totals.connections_opened,
             requests_in_flight_at_end: self.in_flight_at_end,
             latency_us: LatencySummaryUs::of(&self.latency),
+            response_time_us: LatencySummaryUs::of(self.response_time()),
+            service_time_us: LatencySummaryUs::of(self.service_time()),
+            schedule_lag_us: LatencySummaryUs::of(&self.schedule_lag),
             latency_non2xx_us: CountedLatency {
                 count: self.latency_non2xx.len(),
                 summary: LatencySummaryUs::of(&self.latency_non2xx),
             },
+            flow,
+            sessions: matches!(pacing, Pacing::PartlyOpen { .. }).then(|| Sessions {
+                started: flow.sessions_started,
+                completed: flow.sessions_completed,
+                aborted: flow.sessions_aborted,
+                in_progress_at_end: self.sessions_in_progress_at_end,
+                never_started: flow.never_started,
+                mean_requests_per_completed_session: (flow.sessions_completed > 0)
+                    .then(|| flow.session_requests as f64 / flow.sessions_completed as f64),
+            }),
             errors: Errors { total: self.totals.errors.total(), by_class: self.totals.errors },
             error_examples: self.error_examples.iter().map(|(c, m)| (c.name(), m.clone())).collect(),
             status_codes: self.totals.status_codes().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
@@ -139,6 +258,8 @@ impl fmt::Debug for LoadReport {
             .field("interrupted", &self.interrupted)
             .field("window", &self.window)
             .field("latency", &LatencySummaryUs::of(&self.latency))
+            .field("latency_other", &LatencySummaryUs::of(&self.latency_other))
+            .field("schedule_lag", &LatencySummaryUs::of(&self.schedule_lag))
             .field("latency_non2xx_count", &self.latency_non2xx.len())
             .field("totals", &self.totals)
             .field("warmup_totals", &self.warmup_totals)
@@ -167,10 +288,16 @@ pub struct Summary {
     pub generator: Generator,
     pub model: &'static str,
     pub coordinated_omission_corrected: bool,
+    /// What `latency_us` is measured from: "planned" (response time) or "sent" (service time).
+    pub latency_basis: &'static str,
+    pub pacing: PacingSummary,
+    pub seed: u64,
+    pub late_after_us: f64,
     pub target: String,
     pub host: String,
     pub path: String,
     pub connections: usize,
+    pub max_connections: usize,
     pub connections_established: usize,
     pub think_time_s: f64,
     pub warmup_s: f64,
@@ -183,11 +310,18 @@ pub struct Summary {
     pub requests: u64,
     pub responses: u64,
     pub throughput_rps: f64,
+    /// Arrivals planned per second of the window (open: requests; partly-open: sessions).
+    pub offered_rps: Option<f64>,
     pub bytes_received: u64,
     pub connections_opened: u64,
     pub requests_in_flight_at_end: usize,
     pub latency_us: LatencySummaryUs,
+    pub response_time_us: LatencySummaryUs,
+    pub service_time_us: LatencySummaryUs,
+    pub schedule_lag_us: LatencySummaryUs,
     pub latency_non2xx_us: CountedLatency,
+    pub flow: FlowCounts,
+    pub sessions: Option<Sessions>,
     pub errors: Errors,
     pub error_examples: BTreeMap<&'static str, String>,
     pub status_codes: BTreeMap<String, u64>,
@@ -206,6 +340,76 @@ pub struct Generator {
     /// CPU time of the load threads during the measurement window.
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
+    pub thread_cpu: Vec<ThreadCpu>,
+    /// The generator may have limited the run (see `bound_reasons`).
+    pub bound: bool,
+    pub bound_reasons: Vec<String>,
+}
+
+/// The load model as written in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct PacingSummary {
+    /// "constant" or "poisson"; null for the closed model.
+    pub arrivals: Option<&'static str>,
+    /// Open: requests per second; partly-open: sessions per second.
+    pub rate_per_s: Option<f64>,
+    pub think_time: ThinkSummary,
+    pub requests_per_session: Option<SessionLengthSummary>,
+    /// "new" or "pooled" (partly-open only).
+    pub session_connection: Option<&'static str>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ThinkSummary {
+    pub distribution: &'static str,
+    pub mean_s: f64,
+    pub min_s: Option<f64>,
+    pub max_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionLengthSummary {
+    pub distribution: &'static str,
+    pub mean: f64,
+}
+
+impl PacingSummary {
+    fn of(p: &Pacing) -> PacingSummary {
+        let think = p.think();
+        let (min_s, max_s) = match think {
+            ThinkTime::Uniform { min, max } => (Some(min.as_secs_f64()), Some(max.as_secs_f64())),
+            _ => (None, None),
+        };
+        let (length, connection) = match p {
+            Pacing::PartlyOpen { length, connection, .. } => {
+                let distribution = match length {
+                    SessionLength::Fixed(_) => "fixed",
+                    SessionLength::Geometric { .. } => "geometric",
+                };
+                (Some(SessionLengthSummary { distribution, mean: length.mean() }), Some(connection.name()))
+            }
+            _ => (None, None),
+        };
+        PacingSummary {
+            arrivals: p.arrivals().map(|a| a.kind()),
+            rate_per_s: p.arrivals().map(|a| a.rate_per_s()),
+            think_time: ThinkSummary { distribution: think.kind(), mean_s: think.mean().as_secs_f64(), min_s, max_s },
+            requests_per_session: length,
+            session_connection: connection,
+        }
+    }
+}
+
+/// Sessions of the partly-open model in the window.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sessions {
+    pub started: u64,
+    pub completed: u64,
+    pub aborted: u64,
+    pub in_progress_at_end: u64,
+    /// Session arrivals planned in the window that never got a connection.
+    pub never_started: u64,
+    pub mean_requests_per_completed_session: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

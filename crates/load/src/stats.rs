@@ -2,7 +2,8 @@
 //! code and errors by class. One [`Tally`] per phase (warm-up, measurement window) per thread,
 //! summed after the run; counting is an array increment, never a map insertion.
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -94,6 +95,44 @@ impl Serialize for ErrorCounts {
     }
 }
 
+/// What happened to the planned work of a phase, beyond responses: arrivals of the open and
+/// partly-open models (requests or sessions) and their punctuality, and sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlowCounts {
+    /// Arrivals planned in the phase (open: requests; partly-open: sessions).
+    pub arrivals: u64,
+    /// Arrivals the generator itself took up more than the late threshold after their
+    /// planned time (its own lag, before any wait for a connection).
+    pub arrivals_taken_up_late: u64,
+    /// Arrivals planned in the phase that never started: still waiting for a connection when
+    /// the window closed, or never taken up.
+    pub never_started: u64,
+    /// Requests written (every model).
+    pub sent: u64,
+    /// Requests written more than the late threshold after their planned time.
+    pub sent_late: u64,
+    pub sessions_started: u64,
+    pub sessions_completed: u64,
+    /// Requests made by the sessions that completed (their drawn lengths, summed).
+    pub session_requests: u64,
+    /// Sessions ended by a failure of their connection or request.
+    pub sessions_aborted: u64,
+}
+
+impl FlowCounts {
+    fn add(&mut self, o: &FlowCounts) {
+        self.arrivals += o.arrivals;
+        self.arrivals_taken_up_late += o.arrivals_taken_up_late;
+        self.never_started += o.never_started;
+        self.sent += o.sent;
+        self.sent_late += o.sent_late;
+        self.sessions_started += o.sessions_started;
+        self.sessions_completed += o.sessions_completed;
+        self.session_requests += o.session_requests;
+        self.sessions_aborted += o.sessions_aborted;
+    }
+}
+
 /// Status codes are three digits; anything else is folded into 999 (and still counted).
 const STATUS_SLOTS: usize = 1000;
 
@@ -109,6 +148,7 @@ pub struct Tally {
     /// Connections established (initial ones and reconnects).
     pub connections_opened: u64,
     pub errors: ErrorCounts,
+    pub flow: FlowCounts,
     status: Box<[u64; STATUS_SLOTS]>,
 }
 
@@ -120,6 +160,7 @@ impl Default for Tally {
             bytes_received: 0,
             connections_opened: 0,
             errors: ErrorCounts::default(),
+            flow: FlowCounts::default(),
             status: Box::new([0; STATUS_SLOTS]),
         }
     }
@@ -133,6 +174,7 @@ impl fmt::Debug for Tally {
             .field("bytes_received", &self.bytes_received)
             .field("connections_opened", &self.connections_opened)
             .field("errors", &self.errors)
+            .field("flow", &self.flow)
             .field("status_codes", &self.status_codes())
             .finish()
     }
@@ -159,6 +201,7 @@ impl Tally {
         self.bytes_received += other.bytes_received;
         self.connections_opened += other.connections_opened;
         self.errors.add(&other.errors);
+        self.flow.add(&other.flow);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
             *a += b;
         }

@@ -1,10 +1,10 @@
-//! End-to-end tests of the closed-model driver against the in-test server (tests/common).
+//! End-to-end tests of the closed model against the in-test server (tests/common).
 //! Runs are short (0.3-1.2 s) and serialized by a lock so that timing-sensitive ones do not
 //! compete for the CPUs; timing assertions are loose bounds derived from known quantities.
 
 mod common;
 
-use archlab_load::{run_closed, run_closed_with, ClosedConfig, ClosedParams, ErrorClass, LoadError, Phase, StopHandle};
+use archlab_load::{run_load, run_load_with, ErrorClass, LoadConfig, LoadError, LoadParams, Phase, StopHandle};
 use archlab_metrics::interval_log::read_interval_log;
 use common::{Behaviour, TestServer};
 use std::net::SocketAddr;
@@ -21,8 +21,8 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> ClosedParams {
-    let mut p = ClosedParams::new(addr);
+fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> LoadParams {
+    let mut p = LoadParams::new(addr);
     p.path = "/prime?n=27059".into();
     p.connections = connections;
     p.warmup = warmup;
@@ -30,8 +30,8 @@ fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Dura
     p
 }
 
-fn run(p: ClosedParams) -> archlab_load::LoadReport {
-    run_closed(&ClosedConfig::new(p).unwrap()).unwrap()
+fn run(p: LoadParams) -> archlab_load::LoadReport {
+    run_load(&LoadConfig::new(p).unwrap()).unwrap()
 }
 
 #[test]
@@ -40,8 +40,8 @@ fn counts_match_the_server_up_to_requests_in_flight_at_the_end() {
     let server = TestServer::start(Behaviour::default());
     let n = 8;
     let mut phases = Vec::new();
-    let cfg = ClosedConfig::new(params(server.addr, n, ms(200), ms(500))).unwrap();
-    let r = run_closed_with(&cfg, &StopHandle::new(), &mut |p| phases.push(p)).unwrap();
+    let cfg = LoadConfig::new(params(server.addr, n, ms(200), ms(500))).unwrap();
+    let r = run_load_with(&cfg, &StopHandle::new(), &mut |p| phases.push(p)).unwrap();
     assert_eq!(phases, [Phase::Measure, Phase::End]);
     std::thread::sleep(ms(100)); // let the server finish what was in flight
     let completed = r.totals.requests + r.warmup_totals.requests;
@@ -94,7 +94,7 @@ fn think_time_follows_the_closed_model_law() {
     let server = TestServer::start(Behaviour { delay: r_delay, ..Default::default() });
     let no_think = run(params(server.addr, n, ms(100), ms(800)));
     let mut p = params(server.addr, n, ms(100), ms(800));
-    p.think_time = z;
+    p.think = archlab_load::ThinkTime::Constant(z);
     let think = run(p);
     // R as measured (the mean of the recorded latencies), so that a slow machine moves the
     // prediction with the measurement.
@@ -121,7 +121,7 @@ fn refused_connections_fail_fast_with_the_os_error() {
     let addr = l.local_addr().unwrap();
     drop(l);
     let t = Instant::now();
-    let err = run_closed(&ClosedConfig::new(params(addr, 4, ms(1000), ms(5000))).unwrap()).unwrap_err();
+    let err = run_load(&LoadConfig::new(params(addr, 4, ms(1000), ms(5000))).unwrap()).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(matches!(err, LoadError::Connect { .. }));
     let msg = err.to_string();
@@ -231,7 +231,7 @@ fn json_summary_has_every_field() {
     let r = run(params(server.addr, 2, ms(100), ms(300)));
     let v = serde_json::to_value(r.summary(Some("run.hdr.log"))).unwrap();
     assert_eq!(v["schema"], "archlab/load-summary");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["model"], "closed");
     assert_eq!(v["coordinated_omission_corrected"], false);
     assert_eq!(v["target"], server.addr.to_string());
@@ -276,10 +276,10 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
             stop.stop();
         })
     };
-    let cfg = ClosedConfig::new(params(server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
+    let cfg = LoadConfig::new(params(server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
     let t = Instant::now();
     let mut phases = Vec::new();
-    let r = run_closed_with(&cfg, &stop, &mut |p| phases.push(p)).unwrap();
+    let r = run_load_with(&cfg, &stop, &mut |p| phases.push(p)).unwrap();
     stopper.join().unwrap();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(r.interrupted);
@@ -292,6 +292,6 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
     // Stopped before it started: an empty, interrupted report.
     let stop = StopHandle::new();
     stop.stop();
-    let r = run_closed_with(&cfg, &stop, &mut |_| panic!("no phase")).unwrap();
+    let r = run_load_with(&cfg, &stop, &mut |_| panic!("no phase")).unwrap();
     assert!(r.interrupted && r.totals.requests == 0 && r.window.is_zero());
 }

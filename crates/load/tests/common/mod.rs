@@ -1,14 +1,18 @@
 //! A tiny keep-alive HTTP/1.1 server for the load generator's tests: one std thread per
 //! connection, behaviour chosen per test (delay, status, body size, closing, hanging), and a
 //! counter of responses written so that the generator's counts can be checked against the
-//! server's. Bound to 127.0.0.1:0; everything stops when the server is dropped.
+//! server's, and a one-off stall (for the coordinated-omission test). Bound to 127.0.0.1:0;
+//! everything stops when the server is dropped.
+
+// Shared by the test binaries; each uses only part of it.
+#![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct Behaviour {
@@ -22,6 +26,9 @@ pub struct Behaviour {
     pub hang: bool,
     /// Answer with `Connection: close`, then close.
     pub close_after_response: bool,
+    /// (after, length): every response due in [first request + after, + length) is held
+    /// until the end of that interval, as if the server froze (a GC pause, a `^Z`).
+    pub stall: Option<(Duration, Duration)>,
 }
 
 impl Default for Behaviour {
@@ -33,6 +40,7 @@ impl Default for Behaviour {
             drop_every: None,
             hang: false,
             close_after_response: false,
+            stall: None,
         }
     }
 }
@@ -51,14 +59,15 @@ impl TestServer {
         let served = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (served2, stop2) = (served.clone(), stop.clone());
+        let first: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
         let acceptor = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if stop2.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (b, served, stop) = (b.clone(), served2.clone(), stop2.clone());
-                std::thread::spawn(move || serve(conn, &b, &served, &stop));
+                let (b, served, stop, first) = (b.clone(), served2.clone(), stop2.clone(), first.clone());
+                std::thread::spawn(move || serve(conn, &b, &served, &stop, &first));
             }
         });
         TestServer { addr, served, stop, acceptor: Some(acceptor) }
@@ -80,7 +89,7 @@ impl Drop for TestServer {
     }
 }
 
-fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool) {
+fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool, first: &OnceLock<Instant>) {
     s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
     s.set_nodelay(true).unwrap();
     let body = vec![b'x'; b.body_len];
@@ -106,6 +115,14 @@ fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool)
             }
             if b.drop_every == Some(requests) {
                 return;
+            }
+            let first = *first.get_or_init(Instant::now);
+            if let Some((after, length)) = b.stall {
+                let (from, to) = (first + after, first + after + length);
+                let now = Instant::now();
+                if now >= from && now < to {
+                    std::thread::sleep(to - now);
+                }
             }
             if !b.delay.is_zero() {
                 std::thread::sleep(b.delay);

@@ -3,8 +3,16 @@
 //! histogram of the current second, at or after the end to nothing. Seconds are handed to the
 //! coordinator as they end (one message per second), so a thread never holds more than one
 //! interval histogram.
+//!
+//! Every completed request yields two times: the response time, from its planned send time,
+//! and the service time, from the moment it was written. The headline histogram (per second,
+//! the interval log, `latency_us`) holds the response time when the model corrects
+//! coordinated omission (open, partly-open) and the service time otherwise (closed, where
+//! the two differ only by the think timer's wake-up lag); the other one is kept whole-window.
+//! The schedule lag (sent - planned) is recorded when a request is written.
 
 use super::{Msg, WorkerSummary, SECOND_NS};
+use crate::config::LoadConfig;
 use crate::stats::{ErrorClass, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::rusage::{thread_usage, ResourceUsage};
@@ -30,13 +38,19 @@ pub(super) struct Recorder {
     warmup: Tally,
     window: Tally,
     non2xx: LatencyHistogram,
+    /// The whole-window histogram of the time that is not the headline one.
+    other: LatencyHistogram,
+    lag: LatencyHistogram,
+    /// Headline = response time from the planned time (else service time from the send).
+    corrected: bool,
+    late_after_ns: u64,
     cpu_start: ResourceUsage,
     horizon: u64,
     examples: BTreeMap<ErrorClass, String>,
 }
 
 impl Recorder {
-    pub(super) fn new(tx: Sender<Msg>) -> Self {
+    pub(super) fn new(tx: Sender<Msg>, cfg: &LoadConfig) -> Self {
         Recorder {
             tx,
             warmup_end: u64::MAX,
@@ -50,6 +64,10 @@ impl Recorder {
             warmup: Tally::default(),
             window: Tally::default(),
             non2xx: hdr::new_latency_histogram(),
+            other: hdr::new_latency_histogram(),
+            lag: hdr::new_latency_histogram(),
+            corrected: cfg.pacing().corrects_coordinated_omission(),
+            late_after_ns: cfg.late_after().as_nanos() as u64,
             cpu_start: ResourceUsage::default(),
             horizon: 0,
             examples: BTreeMap::new(),
@@ -101,8 +119,9 @@ impl Recorder {
         }
     }
 
+    /// A response completed at `t` for the request planned at `planned` and written at `sent`.
     #[inline]
-    pub(super) fn response(&mut self, t: u64, status: u16, latency_ns: u64) {
+    pub(super) fn response(&mut self, t: u64, status: u16, planned: u64, sent: u64) {
         if t >= self.end {
             return;
         }
@@ -111,12 +130,64 @@ impl Recorder {
         if t < self.warmup_end {
             return;
         }
+        let (response, service) = (t.saturating_sub(planned), t.saturating_sub(sent));
+        let (headline, other) = if self.corrected { (response, service) } else { (service, response) };
         if (200..300).contains(&status) {
             self.sec_requests += 1;
-            hdr::record_ns(&mut self.interval, latency_ns);
+            hdr::record_ns(&mut self.interval, headline);
+            hdr::record_ns(&mut self.other, other);
         } else {
-            hdr::record_ns(&mut self.non2xx, latency_ns);
+            hdr::record_ns(&mut self.non2xx, headline);
             self.sec_errors += u64::from(class.is_some());
+        }
+    }
+
+    /// A request planned at `planned` was written at `t`.
+    #[inline]
+    pub(super) fn sent(&mut self, t: u64, planned: u64) {
+        if t >= self.end || t < self.warmup_end {
+            return;
+        }
+        let lag = t.saturating_sub(planned);
+        hdr::record_ns(&mut self.lag, lag);
+        self.window.flow.sent += 1;
+        self.window.flow.sent_late += u64::from(lag > self.late_after_ns);
+    }
+
+    /// An arrival planned at `planned` was taken up by the generator at `t`.
+    pub(super) fn arrival(&mut self, planned: u64, t: u64) {
+        if planned >= self.warmup_end && planned < self.end {
+            self.window.flow.arrivals += 1;
+            self.window.flow.arrivals_taken_up_late += u64::from(t.saturating_sub(planned) > self.late_after_ns);
+        }
+    }
+
+    /// An arrival planned at `planned` never started; `counted` if it was taken up (and so
+    /// counted as an arrival) already.
+    pub(super) fn never_started(&mut self, planned: u64, counted: bool) {
+        if planned >= self.warmup_end && planned < self.end {
+            self.window.flow.arrivals += u64::from(!counted);
+            self.window.flow.never_started += 1;
+        }
+    }
+
+    pub(super) fn session_started(&mut self, t: u64) {
+        if t < self.end {
+            self.tally(t).flow.sessions_started += 1;
+        }
+    }
+
+    pub(super) fn session_completed(&mut self, t: u64, requests: u32) {
+        if t < self.end {
+            let flow = &mut self.tally(t).flow;
+            flow.sessions_completed += 1;
+            flow.session_requests += u64::from(requests);
+        }
+    }
+
+    pub(super) fn session_aborted(&mut self, t: u64) {
+        if t < self.end {
+            self.tally(t).flow.sessions_aborted += 1;
         }
     }
 
@@ -160,9 +231,13 @@ impl Recorder {
             warmup: std::mem::take(&mut self.warmup),
             window: std::mem::take(&mut self.window),
             non2xx: std::mem::replace(&mut self.non2xx, hdr::new_latency_histogram()),
+            other: std::mem::replace(&mut self.other, hdr::new_latency_histogram()),
+            lag: std::mem::replace(&mut self.lag, hdr::new_latency_histogram()),
             cpu,
             horizon_ns: horizon,
             in_flight: 0,
+            sessions_in_progress: 0,
+            thread: 0,
             examples: std::mem::take(&mut self.examples),
         }
     }

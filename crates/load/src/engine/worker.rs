@@ -1,4 +1,7 @@
-//! One load thread: its connections, their request cycle, and its epoll loop.
+//! One load thread's connection machinery, the same for every load model: its connection
+//! slots, their request cycle, and its epoll loop. What to send when (the model) is decided in
+//! `driver.rs` through four calls: `start_driving`, `idle` (a connection can take a request),
+//! `completed` and `lost`; this file never looks at the model.
 //!
 //! A connection is a small state machine (closed -> connecting -> open -> sending/awaiting ->
 //! open ...) driven by level-triggered readiness: readable is watched for the whole life of a
@@ -7,6 +10,7 @@
 //! closed; events and timers carry the epoch they were made for and are ignored once it has
 //! passed, which makes closing and reopening within one batch of events safe.
 
+use super::driver::Driver;
 use super::recorder::Recorder;
 use super::{io_error, Msg, Shared, Start, GRACE};
 use crate::error::LoadError;
@@ -31,6 +35,8 @@ const RECONNECT_BACKOFF_NS: u64 = 10_000_000;
 /// Most events taken from epoll per wait.
 const MAX_EVENTS: usize = 1024;
 const TIMER_TOKEN: u64 = u64::MAX;
+/// Timer "connection index" of the arrival schedule (open and partly-open models).
+pub(super) const ARRIVAL_TIMER: u32 = u32::MAX;
 const WAKER_TOKEN: u64 = u64::MAX - 1;
 
 /// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
@@ -46,8 +52,11 @@ pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
     let _ = tx.send(Msg::Ready { established, first_error: w.first_connect_error.take() });
     let Some(Start::Go { t0_ns }) = sh.start.wait(sh.cfg.connect_timeout() + 2 * GRACE) else { return };
     let result = w.drive(t0_ns).map(|()| {
+        w.count_never_started();
         let mut summary = w.rec.finish();
         summary.in_flight = w.conns.iter().filter(|c| c.in_flight()).count();
+        summary.thread = i;
+        summary.sessions_in_progress = w.conns.iter().filter(|c| c.session_left > 0).count() as u64;
         Box::new(summary)
     });
     let _ = tx.send(Msg::Finished(result));
@@ -57,13 +66,13 @@ pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
 
 /// Where a connection is in its request cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     /// No socket (waiting for a back-off, or not yet started).
     Closed,
     Connecting {
         since_ns: u64,
     },
-    /// Connected, no request in flight (ready, or thinking until `next_send_ns`).
+    /// Connected, no request in flight (ready, or thinking until `planned_ns`).
     Open,
     /// Request partly written (`sent` bytes); waits for writability.
     Sending {
@@ -73,14 +82,19 @@ enum State {
     Awaiting,
 }
 
-struct Conn {
+pub(super) struct Conn {
     sock: Option<TcpStream>,
-    state: State,
+    pub(super) state: State,
     /// Bumped whenever the socket is closed: events and timers of an older epoch are stale.
-    epoch: u32,
+    pub(super) epoch: u32,
+    /// Planned send time of the request in flight, or of the next one (end of a think time).
+    pub(super) planned_ns: u64,
+    /// When the request in flight was written.
     sent_ns: u64,
-    /// Earliest time of the next request (end of the think time).
-    next_send_ns: u64,
+    /// Partly-open model: requests left in the session bound to this slot (0 = none).
+    pub(super) session_left: u32,
+    /// Length drawn for that session.
+    pub(super) session_len: u32,
     reader: ResponseReader,
 }
 
@@ -90,8 +104,10 @@ impl Default for Conn {
             sock: None,
             state: State::Closed,
             epoch: 0,
+            planned_ns: 0,
             sent_ns: 0,
-            next_send_ns: 0,
+            session_left: 0,
+            session_len: 0,
             reader: ResponseReader::default(),
         }
     }
@@ -102,7 +118,7 @@ impl Conn {
         self.sock.as_ref().map_or(-1, |s| s.as_raw_fd())
     }
 
-    fn in_flight(&self) -> bool {
+    pub(super) fn in_flight(&self) -> bool {
         matches!(self.state, State::Sending { .. } | State::Awaiting)
     }
 }
@@ -116,19 +132,21 @@ fn is_peer_reset(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED))
 }
 
-struct Worker<'a> {
-    sh: &'a Shared<'a>,
+pub(super) struct Worker<'a> {
+    pub(super) sh: &'a Shared<'a>,
     waker: &'a Waker,
     poller: Poller,
-    timers: Timers,
-    conns: Vec<Conn>,
+    pub(super) timers: Timers,
+    pub(super) conns: Vec<Conn>,
     rbuf: Box<[u8]>,
-    rec: Recorder,
+    pub(super) rec: Recorder,
+    pub(super) driver: Driver,
     /// The start gate has opened: connections send requests and reconnect.
-    started: bool,
+    pub(super) started: bool,
     /// Time of the current batch of events.
     now: u64,
-    think_ns: u64,
+    /// Connections this thread opens before the start.
+    initial: usize,
     first_connect_error: Option<io::Error>,
 }
 
@@ -138,7 +156,7 @@ impl<'a> Worker<'a> {
         if let Some(cpu) = cfg.cpu_of_thread(i) {
             pin_current_thread(&[cpu]).map_err(|e| io_error(format!("cannot pin load thread {i} to CPU {cpu}"), e))?;
         }
-        let n = cfg.connections_of_thread(i);
+        let n = cfg.slots_of_thread(i);
         let setup = |e| io_error(format!("cannot set up load thread {i}"), e);
         let poller = Poller::new(n.min(MAX_EVENTS) + 2).map_err(setup)?;
         let timers = Timers::new(n).map_err(setup)?;
@@ -152,10 +170,11 @@ impl<'a> Worker<'a> {
             timers,
             conns: (0..n).map(|_| Conn::default()).collect(),
             rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
-            rec: Recorder::new(tx),
+            rec: Recorder::new(tx, cfg),
+            driver: Driver::new(cfg, i),
             started: false,
             now: now_ns(),
-            think_ns: cfg.think_time().as_nanos() as u64,
+            initial: cfg.connections_of_thread(i),
             first_connect_error: None,
         })
     }
@@ -164,7 +183,7 @@ impl<'a> Worker<'a> {
     fn establish(&mut self) -> usize {
         self.now = now_ns();
         let deadline = self.now + self.sh.cfg.connect_timeout().as_nanos() as u64;
-        for idx in 0..self.conns.len() {
+        for idx in 0..self.initial {
             self.connect(idx, self.now);
         }
         let mut events = Vec::with_capacity(MAX_EVENTS);
@@ -192,13 +211,7 @@ impl<'a> Worker<'a> {
         self.rec.start(warmup_end, self.sh.end_ns.load(Ordering::SeqCst));
         self.started = true;
         self.now = now_ns();
-        for idx in 0..self.conns.len() {
-            match self.conns[idx].state {
-                State::Open => self.resume(idx, self.now),
-                State::Closed => self.connect(idx, self.now),
-                _ => {}
-            }
-        }
+        self.start_driving(t0_ns, self.initial, self.now);
         // Timeouts are found by scanning; a tenth of the timeout bounds how late.
         let shortest = cfg.request_timeout().min(cfg.connect_timeout()).as_nanos() as u64;
         let scan_every = (shortest / 10).clamp(1_000_000, 100_000_000);
@@ -249,7 +262,7 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn connect(&mut self, idx: usize, now: u64) {
+    pub(super) fn connect(&mut self, idx: usize, now: u64) {
         let c = &mut self.conns[idx];
         let registered = connect_nonblocking(self.sh.cfg.target()).and_then(|s| {
             self.poller.register(s.as_raw_fd(), token(idx, c.epoch), Interest::WRITABLE, Trigger::Level)?;
@@ -279,7 +292,7 @@ impl<'a> Worker<'a> {
                 c.state = State::Open;
                 self.rec.opened(now);
                 if self.started {
-                    self.resume(idx, now);
+                    self.idle(idx, now);
                 }
             }
             Err(e) => self.connect_failed(idx, now, e),
@@ -289,7 +302,7 @@ impl<'a> Worker<'a> {
     fn connect_failed(&mut self, idx: usize, now: u64, e: io::Error) {
         self.rec.error(now, ErrorClass::Connect, &e);
         self.close(idx);
-        if self.started {
+        if self.started && self.lost(idx, now) {
             self.timers.push(now + RECONNECT_BACKOFF_NS, idx as u32, self.conns[idx].epoch);
         }
         if self.first_connect_error.is_none() {
@@ -297,7 +310,7 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn close(&mut self, idx: usize) {
+    pub(super) fn close(&mut self, idx: usize) {
         let c = &mut self.conns[idx];
         c.sock = None; // closing the fd also removes it from the epoll set
         c.epoch = c.epoch.wrapping_add(1);
@@ -306,30 +319,30 @@ impl<'a> Worker<'a> {
     }
 
     /// Close and connect again at once (no back-off: the server was reachable).
-    fn reopen(&mut self, idx: usize, now: u64) {
+    pub(super) fn reopen(&mut self, idx: usize, now: u64) {
         self.close(idx);
         if self.started && now < self.rec.end {
             self.connect(idx, now);
         }
     }
 
+    /// The request in flight (if any) failed: count it, close, and let the model decide
+    /// whether the slot reconnects at once.
     fn fail(&mut self, idx: usize, class: ErrorClass, now: u64, detail: &dyn Display) {
         self.rec.error(now, class, detail);
-        self.reopen(idx, now);
+        self.close(idx);
+        if self.started && self.lost(idx, now) && now < self.rec.end {
+            self.connect(idx, now);
+        }
     }
 
-    /// An open connection with nothing in flight: send now, or when the think time is over.
-    fn resume(&mut self, idx: usize, now: u64) {
-        let c = &self.conns[idx];
-        if now >= self.rec.end {
-            return;
-        }
-        if c.next_send_ns <= now {
-            self.conns[idx].sent_ns = now;
-            self.write_from(idx, 0, now);
-        } else {
-            self.timers.push(c.next_send_ns, idx as u32, c.epoch);
-        }
+    /// Write the request planned for `planned` on the open, idle connection `idx` now.
+    pub(super) fn send(&mut self, idx: usize, planned: u64, now: u64) {
+        let c = &mut self.conns[idx];
+        c.planned_ns = planned;
+        c.sent_ns = now;
+        self.rec.sent(now, planned);
+        self.write_from(idx, 0, now);
     }
 
     fn write_from(&mut self, idx: usize, mut sent: usize, now: u64) {
@@ -419,29 +432,27 @@ impl<'a> Worker<'a> {
             return;
         }
         let c = &mut self.conns[idx];
-        let latency = t.saturating_sub(c.sent_ns);
         // A response before the whole request was written leaves the stream unusable.
         let reusable = keep_alive && c.state == State::Awaiting;
         c.state = State::Open;
-        c.next_send_ns = t + self.think_ns;
-        self.rec.response(t, status, latency);
-        if reusable {
-            self.resume(idx, t);
-        } else {
-            self.reopen(idx, t);
-        }
+        self.rec.response(t, status, c.planned_ns, c.sent_ns);
+        self.completed(idx, t, reusable);
     }
 
     fn fire_timers(&mut self) {
         self.timers.acknowledge();
         let now = now_ns();
         while let Some((idx, epoch)) = self.timers.pop_due(now) {
+            if idx == ARRIVAL_TIMER {
+                self.arrivals_due(now);
+                continue;
+            }
             let idx = idx as usize;
             if self.conns[idx].epoch != epoch {
                 continue;
             }
             match self.conns[idx].state {
-                State::Open => self.resume(idx, now),
+                State::Open => self.idle(idx, now),
                 State::Closed if now < self.rec.end => self.connect(idx, now),
                 _ => {}
             }

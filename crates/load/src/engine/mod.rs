@@ -1,39 +1,43 @@
-//! The closed-model driver: N users, each a keep-alive connection looping request -> whole
-//! response -> think time -> request, spread over T load threads.
+//! The load engine: one coordinator and T load threads, shared by the closed, open and
+//! partly-open models (the model is a [`Pacing`](crate::Pacing) decided per thread in
+//! `driver.rs`; the connection machinery in `worker.rs` is the same for all).
 //!
-//! Mechanism. Each load thread is pinned to `cpus.nth(i)` and owns about N/T non-blocking
-//! connections (TCP_NODELAY) in its own level-triggered epoll set; nothing is shared between
-//! load threads on the request path. The request bytes are built once. Per request a thread
-//! makes one `send` (the request fits the socket buffer; a partial send waits for
-//! writability) and normally one `recv` into a 64 KiB per-thread buffer, plus one vDSO clock
-//! read whose value is both the completion time of a response and the send time of the next
-//! request. Latency = completion - send, in ns, recorded in a per-thread HDR histogram for the
-//! current second; with one request in flight per connection there is no queue inside the
-//! generator, and no coordinated-omission correction is applied (closed model: a stalled
-//! server simply receives fewer requests). Think times and reconnect back-offs are a
-//! per-thread min-heap behind one timerfd; request and connect timeouts are found by a scan
-//! every tenth of the timeout.
+//! Mechanism. Each load thread is pinned to `cpus.nth(i)` and owns about S/T connection slots
+//! (S = users of the closed model, the connection cap otherwise), non-blocking, TCP_NODELAY,
+//! in its own level-triggered epoll set; nothing is shared between load threads on the
+//! request path. The request bytes are built once. Per request a thread makes one `send` (the
+//! request fits the socket buffer; a partial send waits for writability) and normally one
+//! `recv` into a 64 KiB per-thread buffer, plus one vDSO clock read whose value is both the
+//! completion time of a response and, in the closed model, the send time of the next
+//! request. Every request carries its planned time (closed: the end of its think time; open:
+//! its slot in the schedule; partly-open: its session's arrival or the end of its think time)
+//! and its send time; see `recorder.rs` for what is recorded. Think times, arrivals and
+//! reconnect back-offs are a per-thread min-heap behind one timerfd; request and connect
+//! timeouts are found by a scan every tenth of the timeout.
 //!
 //! Timeline. A coordinator (the calling thread) waits until every thread has tried its
-//! connections, fails with "cannot connect to ADDR" if none succeeded, then fixes t0: the
-//! warm-up is [t0, t0+W), the window [t0+W, t0+W+D). Completions are attributed by their
-//! completion time; nothing is recorded outside the window except warm-up counters. Every
-//! second each thread hands its interval histogram and counters to the coordinator, which
-//! merges them, appends one interval to the HDR log and one entry to the timeline, so memory
-//! does not grow with the length of the run. At the end of the window the threads stop on
-//! their own (requests still in flight are abandoned, not counted), the coordinator reports
-//! [`Phase::End`] while connections are still open, then releases the threads to close them.
-//! A [`StopHandle`] moves the end of the window to the moment of the stop.
+//! initial connections, fails with "cannot connect to ADDR" if there were some and none
+//! succeeded, then fixes t0: the warm-up is [t0, t0+W), the window [t0+W, t0+W+D), and the
+//! arrival schedule starts at t0. Completions are attributed by their completion time;
+//! nothing is recorded outside the window except warm-up counters. Every second each thread
+//! hands its interval histogram and counters to the coordinator, which merges them, appends
+//! one interval to the HDR log and one entry to the timeline, so memory does not grow with
+//! the length of the run. At the end of the window the threads stop on their own (requests
+//! still in flight are abandoned, not counted; arrivals still waiting count as never
+//! started), the coordinator reports [`Phase::End`] while connections are still open, then
+//! releases the threads to close them. A [`StopHandle`] moves the end of the window to the
+//! moment of the stop.
 //!
 //! Failures. A connection closed by the server after a complete response (`Connection:
 //! close`, idle close) is reopened without counting an error; one lost with a request in
-//! flight counts `closed`. Timeouts, parse errors and I/O errors close and reopen the
-//! connection at once; failed connects retry after a 10 ms back-off.
+//! flight counts `closed`. Timeouts, parse errors and I/O errors close the connection at once
+//! and (except for a partly-open session's own connection) reopen it; failed connects retry
+//! after a 10 ms back-off.
 
-use crate::config::ClosedConfig;
+use crate::config::LoadConfig;
 use crate::control::{Phase, StopHandle};
 use crate::error::LoadError;
-use crate::report::LoadReport;
+use crate::report::{LoadReport, ThreadCpu};
 use crate::stats::{ErrorClass, Tally};
 use aggregate::Aggregator;
 use archlab_metrics::clock::{now_ns, ClockAnchor};
@@ -50,6 +54,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 mod aggregate;
+mod driver;
 mod recorder;
 mod worker;
 
@@ -57,14 +62,14 @@ mod worker;
 const GRACE: Duration = Duration::from_secs(2);
 const SECOND_NS: u64 = 1_000_000_000;
 
-/// Run a closed-model load and report what was measured.
-pub fn run_closed(cfg: &ClosedConfig) -> Result<LoadReport, LoadError> {
-    run_closed_with(cfg, &StopHandle::new(), &mut |_| {})
+/// Run a load and report what was measured.
+pub fn run_load(cfg: &LoadConfig) -> Result<LoadReport, LoadError> {
+    run_load_with(cfg, &StopHandle::new(), &mut |_| {})
 }
 
-/// [`run_closed`] with a stop handle and a callback told when the window opens and closes.
-pub fn run_closed_with(
-    cfg: &ClosedConfig,
+/// [`run_load`] with a stop handle and a callback told when the window opens and closes.
+pub fn run_load_with(
+    cfg: &LoadConfig,
     stop: &StopHandle,
     on_phase: &mut dyn FnMut(Phase),
 ) -> Result<LoadReport, LoadError> {
@@ -140,7 +145,7 @@ enum Start {
 
 /// What the coordinator and the load threads share.
 struct Shared<'a> {
-    cfg: &'a ClosedConfig,
+    cfg: &'a LoadConfig,
     request: &'a [u8],
     start: Gate<Start>,
     /// Opened after [`Phase::End`] was reported: threads may close their connections.
@@ -184,28 +189,45 @@ struct WorkerSummary {
     warmup: Tally,
     window: Tally,
     non2xx: LatencyHistogram,
+    /// Whole-window histogram of the non-headline time (see `recorder.rs`).
+    other: LatencyHistogram,
+    /// Schedule lag: send time - planned time.
+    lag: LatencyHistogram,
     cpu: ResourceUsage,
     /// Latest instant the thread attributed to the window (>= the end it applied).
     horizon_ns: u64,
     /// Requests sent but not complete when the window closed (abandoned, not counted).
     in_flight: usize,
+    /// Partly-open sessions still running when the window closed.
+    sessions_in_progress: u64,
+    /// Index of the load thread.
+    thread: usize,
     examples: BTreeMap<ErrorClass, String>,
 }
 
-fn log_comments(cfg: &ClosedConfig) -> [String; 2] {
+fn log_comments(cfg: &LoadConfig) -> [String; 2] {
+    let corrected = cfg.pacing().corrects_coordinated_omission();
     [
         format!(
-            "archlab-engine {} closed-model load: target {} path {} connections {} threads {} think time {:?}",
+            "archlab-engine {} {}-model load: target {} path {} connections {} (max {}) threads {} pacing {:?} seed {}",
             env!("CARGO_PKG_VERSION"),
+            cfg.pacing().model().name(),
             cfg.target(),
             cfg.path(),
             cfg.connections(),
+            cfg.max_connections(),
             cfg.threads(),
-            cfg.think_time()
+            cfg.pacing(),
+            cfg.seed(),
         ),
-        "One interval per second of the measurement window: latency of 2xx responses; \
-         coordinated omission NOT corrected (closed model)"
-            .to_string(),
+        if corrected {
+            "One interval per second of the measurement window: response time of 2xx responses measured \
+             from the planned send time; coordinated omission corrected"
+        } else {
+            "One interval per second of the measurement window: latency of 2xx responses; \
+             coordinated omission NOT corrected (closed model)"
+        }
+        .to_string(),
     ]
 }
 
@@ -241,7 +263,7 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
         sh.abort_all();
         return empty_report(cfg, established);
     }
-    if established == 0 {
+    if established == 0 && cfg.connections() > 0 {
         sh.abort_all();
         let source = first_error.unwrap_or_else(|| {
             io::Error::new(
@@ -322,24 +344,28 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
         interrupted,
         window: Duration::from_nanos(window_end.saturating_sub(warmup_end)),
         latency,
-        latency_non2xx: hdr::new_latency_histogram(),
-        totals: Tally::default(),
-        warmup_totals: Tally::default(),
         timeline,
         interval_log,
-        cpu_user_s: 0.0,
-        cpu_sys_s: 0.0,
         connections_established: established,
-        in_flight_at_end: 0,
-        error_examples: BTreeMap::new(),
+        ..LoadReport::empty(cfg)
     };
+    summaries.sort_by_key(|s| s.thread);
     for s in summaries {
         report.in_flight_at_end += s.in_flight;
+        report.sessions_in_progress_at_end += s.sessions_in_progress;
         report.totals.add(&s.window);
         report.warmup_totals.add(&s.warmup);
         hdr::merge(&mut report.latency_non2xx, &s.non2xx);
+        hdr::merge(&mut report.latency_other, &s.other);
+        hdr::merge(&mut report.schedule_lag, &s.lag);
         report.cpu_user_s += s.cpu.user_cpu_s;
         report.cpu_sys_s += s.cpu.system_cpu_s;
+        report.thread_cpu.push(ThreadCpu {
+            thread: s.thread,
+            cpu: cfg.cpu_of_thread(s.thread),
+            user_s: s.cpu.user_cpu_s,
+            sys_s: s.cpu.system_cpu_s,
+        });
         for (class, message) in s.examples {
             report.error_examples.entry(class).or_insert(message);
         }
@@ -348,24 +374,14 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
 }
 
 /// The report of a run stopped before its start: nothing measured.
-fn empty_report(cfg: &ClosedConfig, established: usize) -> Result<LoadReport, LoadError> {
+fn empty_report(cfg: &LoadConfig, established: usize) -> Result<LoadReport, LoadError> {
     let log = IntervalLog::begin(Vec::new(), ClockAnchor::now().wall, &[])
         .and_then(IntervalLog::finish)
         .map_err(|e| LoadError::Internal(e.to_string()))?;
     Ok(LoadReport {
-        config: cfg.clone(),
         interrupted: true,
-        window: Duration::ZERO,
-        latency: hdr::new_latency_histogram(),
-        latency_non2xx: hdr::new_latency_histogram(),
-        totals: Tally::default(),
-        warmup_totals: Tally::default(),
-        timeline: Vec::new(),
         interval_log: log,
-        cpu_user_s: 0.0,
-        cpu_sys_s: 0.0,
         connections_established: established,
-        in_flight_at_end: 0,
-        error_examples: BTreeMap::new(),
+        ..LoadReport::empty(cfg)
     })
 }

@@ -1,0 +1,271 @@
+//! The three load models as decisions over the shared connection machinery of `worker.rs`:
+//! which request goes on which connection when. The worker calls four hooks and this file
+//! answers them per [`Pacing`]; nothing here touches a socket directly.
+//!
+//! - Closed: slot i is user i. After each response the user thinks (constant, exponential or
+//!   uniform) and its next request is planned at completion + think; nothing queues inside
+//!   the generator, so latency is the service time and coordinated omission is not corrected.
+//! - Open: this thread's shard of the global arrival schedule drives a timerfd entry. A due
+//!   arrival takes an idle connection, or, when none is idle, joins this thread's FIFO
+//!   backlog while a spare slot (below the connection cap) is opened for it. A connection
+//!   that becomes idle takes the oldest backlog entry. The planned time travels with the
+//!   request, so the wait for a connection counts in the response time.
+//! - Partly-open: arrivals are sessions. A session draws its length, is bound to one slot for
+//!   its life (a new connection, or an idle one from the pool, or it waits for one), makes
+//!   its requests one after the other with think times, then leaves: the slot is closed
+//!   (policy `new`) or goes back to the pool. A failure aborts the session.
+//!
+//! Memory: the backlog holds one u64 per waiting arrival; under a server stall it grows by
+//! rate x stall (8 MB per million waiting arrivals) and is bounded by the arrivals of the run.
+
+use super::worker::{State, Worker, ARRIVAL_TIMER};
+use crate::config::{LoadConfig, Pacing, SessionConnection};
+use crate::dist::{ArrivalStream, Rng, SessionLength, ThinkTime};
+use std::collections::VecDeque;
+
+/// Per-thread state of the load model.
+pub(super) enum Driver {
+    Closed { think: ThinkTime, rng: Rng },
+    Open(Schedule),
+    PartlyOpen { sched: Schedule, length: SessionLength, think: ThinkTime, policy: SessionConnection, rng: Rng },
+}
+
+/// The arrival side shared by the open and partly-open models.
+pub(super) struct Schedule {
+    stream: ArrivalStream,
+    t0: u64,
+    /// Planned time of the next arrival not yet taken up.
+    next_ns: u64,
+    /// Arrivals (requests, or session starts) waiting for a connection, oldest first.
+    backlog: VecDeque<u64>,
+    /// Idle open connections as (slot, epoch); stale entries are skipped when popped.
+    free: Vec<(u32, u32)>,
+    /// Closed slots that may be opened on demand.
+    spare: Vec<u32>,
+}
+
+impl Schedule {
+    fn new(stream: ArrivalStream) -> Schedule {
+        Schedule { stream, t0: 0, next_ns: u64::MAX, backlog: VecDeque::new(), free: Vec::new(), spare: Vec::new() }
+    }
+}
+
+impl Driver {
+    pub(super) fn new(cfg: &LoadConfig, thread: usize) -> Driver {
+        let rng = Rng::derive(cfg.seed(), 1 + thread as u64);
+        let stream = |a| ArrivalStream::new(a, cfg.seed(), thread, cfg.threads());
+        match *cfg.pacing() {
+            Pacing::Closed { think, .. } => Driver::Closed { think, rng },
+            Pacing::Open { arrivals, .. } => Driver::Open(Schedule::new(stream(arrivals))),
+            Pacing::PartlyOpen { sessions, length, think, connection, .. } => {
+                Driver::PartlyOpen { sched: Schedule::new(stream(sessions)), length, think, policy: connection, rng }
+            }
+        }
+    }
+
+    fn schedule(&mut self) -> Option<&mut Schedule> {
+        match self {
+            Driver::Closed { .. } => None,
+            Driver::Open(s) | Driver::PartlyOpen { sched: s, .. } => Some(s),
+        }
+    }
+}
+
+impl Worker<'_> {
+    /// The start gate opened at `t0`: put every slot to work (the first `initial` slots were
+    /// connected before) and arm the first arrival.
+    pub(super) fn start_driving(&mut self, t0: u64, initial: usize, now: u64) {
+        let new_per_session = matches!(self.driver, Driver::PartlyOpen { policy: SessionConnection::New, .. });
+        let closed = matches!(self.driver, Driver::Closed { .. });
+        for idx in 0..self.conns.len() {
+            let keep = closed || (idx < initial && !new_per_session);
+            match (self.conns[idx].state, keep) {
+                (State::Open, true) => {
+                    self.conns[idx].planned_ns = now;
+                    self.idle(idx, now);
+                }
+                (State::Closed, true) => self.connect(idx, now),
+                (_, false) => {
+                    self.close(idx);
+                    self.spare_slot(idx);
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = self.driver.schedule() {
+            s.t0 = t0;
+            s.next_ns = t0 + s.stream.next_offset_ns();
+            self.timers.push(s.next_ns, ARRIVAL_TIMER, 0);
+        }
+    }
+
+    fn spare_slot(&mut self, idx: usize) {
+        if let Some(s) = self.driver.schedule() {
+            s.spare.push(idx as u32);
+        }
+    }
+
+    /// Connection `idx` is open with nothing in flight: give it work or park it.
+    pub(super) fn idle(&mut self, idx: usize, now: u64) {
+        if now >= self.rec.end {
+            return;
+        }
+        let c = &self.conns[idx];
+        let (epoch, planned, in_session) = (c.epoch, c.planned_ns, c.session_left > 0);
+        let own_next = match &self.driver {
+            Driver::Closed { .. } => Some(planned),
+            Driver::PartlyOpen { .. } if in_session => Some(planned),
+            _ => None,
+        };
+        if let Some(p) = own_next {
+            // The user (or session) has its next request planned: send now or at that time.
+            if p <= now {
+                self.send(idx, p, now);
+            } else {
+                self.timers.push(p, idx as u32, epoch);
+            }
+            return;
+        }
+        let Some(s) = self.driver.schedule() else { return };
+        match s.backlog.pop_front() {
+            Some(p) => self.begin(idx, p, now),
+            None => s.free.push((idx as u32, epoch)),
+        }
+    }
+
+    /// Start arrival `p` (planned time) on the idle open connection `idx`.
+    fn begin(&mut self, idx: usize, p: u64, now: u64) {
+        if matches!(self.driver, Driver::PartlyOpen { .. }) {
+            self.bind_session(idx, p, now);
+        }
+        self.send(idx, p, now);
+    }
+
+    fn bind_session(&mut self, idx: usize, p: u64, now: u64) {
+        let Driver::PartlyOpen { length, rng, .. } = &mut self.driver else { return };
+        let c = &mut self.conns[idx];
+        c.session_left = length.sample(rng).max(1);
+        c.session_len = c.session_left;
+        c.planned_ns = p;
+        self.rec.session_started(now);
+    }
+
+    /// The response on `idx` completed at `t`; `reusable` says whether the connection can
+    /// carry another request.
+    pub(super) fn completed(&mut self, idx: usize, t: u64, reusable: bool) {
+        let mut release = false;
+        match &mut self.driver {
+            Driver::Closed { think, rng } => self.conns[idx].planned_ns = t + think.sample_ns(rng),
+            Driver::Open(_) => {}
+            Driver::PartlyOpen { think, rng, policy, .. } => {
+                let c = &mut self.conns[idx];
+                c.session_left -= 1;
+                if c.session_left > 0 {
+                    c.planned_ns = t + think.sample_ns(rng);
+                } else {
+                    release = *policy == SessionConnection::New;
+                    self.rec.session_completed(t, c.session_len);
+                }
+            }
+        }
+        if release {
+            // The session is over and so is its connection: the client closes it.
+            self.close(idx);
+            self.release(idx, t);
+        } else if reusable {
+            self.idle(idx, t);
+        } else {
+            self.reopen(idx, t);
+        }
+    }
+
+    /// Slot `idx` was closed by a failure (its request, if any, already counted as an error).
+    /// Returns whether the slot should connect again (at once, or after a back-off for a
+    /// failed connect).
+    pub(super) fn lost(&mut self, idx: usize, now: u64) -> bool {
+        let Driver::PartlyOpen { policy, .. } = self.driver else { return true };
+        if self.conns[idx].session_left > 0 {
+            self.conns[idx].session_left = 0;
+            self.rec.session_aborted(now);
+        }
+        if policy == SessionConnection::New {
+            self.release(idx, now);
+            return false;
+        }
+        true
+    }
+
+    /// Slot `idx` is closed and free: start a waiting session on it, or keep it spare.
+    fn release(&mut self, idx: usize, now: u64) {
+        let Some(s) = self.driver.schedule() else { return };
+        match s.backlog.pop_front() {
+            Some(p) if now < self.rec.end => {
+                self.bind_session(idx, p, now);
+                self.connect(idx, now);
+            }
+            Some(p) => s.backlog.push_front(p),
+            None => s.spare.push(idx as u32),
+        }
+    }
+
+    /// The arrival timer fired: take up every arrival due by `now`, then re-arm.
+    pub(super) fn arrivals_due(&mut self, now: u64) {
+        let end = self.rec.end;
+        loop {
+            let Some(s) = self.driver.schedule() else { return };
+            let p = s.next_ns;
+            if p > now || p >= end {
+                if p < end {
+                    self.timers.push(p, ARRIVAL_TIMER, 0);
+                }
+                return;
+            }
+            s.next_ns = s.t0 + s.stream.next_offset_ns();
+            self.rec.arrival(p, now);
+            self.dispatch_arrival(p, now);
+        }
+    }
+
+    fn dispatch_arrival(&mut self, p: u64, now: u64) {
+        let new_per_session = matches!(self.driver, Driver::PartlyOpen { policy: SessionConnection::New, .. });
+        let conns = &self.conns;
+        let Some(s) = self.driver.schedule() else { return };
+        if new_per_session {
+            match s.spare.pop() {
+                Some(idx) => {
+                    let idx = idx as usize;
+                    self.bind_session(idx, p, now);
+                    self.connect(idx, now);
+                }
+                None => s.backlog.push_back(p),
+            }
+            return;
+        }
+        // An idle connection, skipping entries made stale by a close since they were parked.
+        while let Some((idx, epoch)) = s.free.pop() {
+            let c = &conns[idx as usize];
+            if c.epoch == epoch && c.state == State::Open && c.session_left == 0 {
+                return self.begin(idx as usize, p, now);
+            }
+        }
+        s.backlog.push_back(p);
+        if let Some(idx) = s.spare.pop() {
+            // It takes the oldest waiting arrival once connected (see `idle`).
+            self.connect(idx as usize, now);
+        }
+    }
+
+    /// At the end of the window: arrivals planned inside it that never started (waiting for a
+    /// connection, or not even taken up by the generator).
+    pub(super) fn count_never_started(&mut self) {
+        let end = self.rec.end;
+        let Some(s) = self.driver.schedule() else { return };
+        for p in s.backlog.drain(..) {
+            self.rec.never_started(p, true);
+        }
+        while s.next_ns < end {
+            self.rec.never_started(s.next_ns, false);
+            s.next_ns = s.t0 + s.stream.next_offset_ns();
+        }
+    }
+}
