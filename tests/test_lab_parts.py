@@ -100,7 +100,7 @@ def test_parse_summary():
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"schema_version": 2}, "version 2; expected 'archlab/load-summary' version 1"), ({"latency_us": {"p50": 1}}, "lacks or garbles field")],
+    [({"schema_version": 3}, "version 3; expected 'archlab/load-summary' version 1 or 2"), ({"latency_us": {"p50": 1}}, "lacks or garbles field")],
 )
 def test_bad_summaries(change, message):
     with pytest.raises(SummaryError, match=message):

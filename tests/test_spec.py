@@ -292,3 +292,55 @@ def test_experiment_is_frozen(env):
     with pytest.raises(dataclasses.FrozenInstanceError):
         exp.repetitions = 5  # type: ignore[misc]
     assert isinstance(exp.factors, tuple) and isinstance(exp.factors[0].levels, tuple)
+
+
+@pytest.fixture
+def options_env() -> SpecEnvironment:
+    """A registry whose netty takes the socket and write-spin options, as the data plane's does."""
+    from archlab.spec.registry import ArchitectureInfo
+
+    archs = (
+        ArchitectureInfo("blocking", "pool", frozenset({"threads", "sndbuf", "rcvbuf", "cpus"})),
+        ArchitectureInfo("netty", "loops", frozenset({"loops", "write_spin", "sndbuf", "rcvbuf", "cpus"})),
+    )
+    return SpecEnvironment(registry=FixedRegistry(archs), cpus=frozenset({0, 1}))
+
+
+def test_fixed_architecture_options_reach_the_engine_flags(options_env):
+    from pathlib import Path
+
+    from archlab.lab.engine import Engine
+
+    env = options_env
+
+    spec = spec_text(server='sndbuf = 16384\nwrite_spin = 8', factors='architecture = ["netty"]\nworkload = ["/echo?size=102400"]\nconcurrency = [1]')
+    exp = parse_spec(spec, "t", env)
+    cell = exp.cells()[0]
+    assert cell.server_options == (("write_spin", 8), ("sndbuf", 16384))
+    argv = Engine(Path("/bin/engine")).serve_argv(cell, exp.placement)
+    assert argv[argv.index("--write-spin") + 1] == "8" and argv[argv.index("--sndbuf") + 1] == "16384"
+    assert exp.to_dict()["server"]["sndbuf"] == 16384
+
+
+@pytest.mark.parametrize(
+    ("server", "message"),
+    [
+        ('wait = "spin"', "server.wait: expected one of blocking, yielding, busy-spin, got 'spin'"),
+        ("ring_size = 1000", "server.ring_size: expected a power of two in 2..=16777216, got 1000"),
+        ("sndbuf = 10", "server.sndbuf: expected an integer in 1024..=1073741824, got 10"),
+    ],
+)
+def test_fixed_architecture_options_are_range_checked(options_env, server, message):
+    env = options_env
+    spec = spec_text(server=server, factors='architecture = ["netty"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]')
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec, "t", env)
+    assert str(e.value).startswith(message)
+
+
+def test_an_option_the_architecture_lacks_is_refused(options_env):
+    env = options_env
+    spec = spec_text(server="write_spin = 8", factors='architecture = ["blocking"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]')
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec, "t", env)
+    assert str(e.value).startswith("server.write_spin: expected no write_spin value for architecture 'blocking'")

@@ -16,7 +16,7 @@ def test_extension_and_binary_agree(native, engine_path):
     via_native = DataPlaneRegistry().architectures()
     via_binary = Engine(engine_path).architectures()
     assert via_native == via_binary
-    assert {"thread-per-connection", "blocking", "single-thread", "netty"} <= {a.name for a in via_binary}
+    assert {"thread-per-connection", "blocking", "single-thread", "netty", "async-4", "async-fix", "seda-ring"} <= {a.name for a in via_binary}
 
 
 @pytest.mark.parametrize(("target", "detail"), [("/prime?n=abc", "parameter n"), ("/nope", "no workload at")])
@@ -41,5 +41,5 @@ def test_cli_architecture_typo_exits_2(native, tmp_path):
     done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"))
     assert done.returncode == 2
     assert done.stderr.startswith(
-        "archlab: error: factors.architecture[2]: expected one of thread-per-connection, blocking, single-thread, netty, got 'blockin'"
+        "archlab: error: factors.architecture[2]: expected one of thread-per-connection, sync, blocking, blocking-ring, "
     )

@@ -9,7 +9,9 @@ use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_netio::socket::{listen, ListenOptions};
 use archlab_netio::CpuList;
-use archlab_server::{registry, ServerOptions, REGISTRY};
+use archlab_server::options::OptionName;
+use archlab_server::{registry, Dispatch, ServerOptions, WaitStrategy, REGISTRY};
+
 use clap::Args;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -28,9 +30,42 @@ pub struct ServeArgs {
     /// Worker pool size (architectures with a pool).
     #[arg(long)]
     threads: Option<usize>,
-    /// Number of event loops (multi-reactor architectures).
+    /// Number of event loops (netty).
     #[arg(long)]
     loops: Option<usize>,
+    /// Handlers K of a ring, actors of an actor system, threads per SEDA stage (default 4).
+    #[arg(long)]
+    handlers: Option<usize>,
+    /// Ring slots, a power of two (default 1024).
+    #[arg(long)]
+    ring_size: Option<usize>,
+    /// Ring wait strategy: blocking (default), yielding, busy-spin.
+    #[arg(long, value_parser = parse_wait)]
+    wait: Option<WaitStrategy>,
+    /// Ring dispatch: modulo or work-pool.
+    #[arg(long, value_parser = parse_dispatch)]
+    dispatch: Option<Dispatch>,
+    /// Actor mailbox capacity (default 1024).
+    #[arg(long)]
+    mailbox: Option<usize>,
+    /// Actor dispatcher threads (default: one per actor).
+    #[arg(long)]
+    dispatchers: Option<usize>,
+    /// Items per dequeue: SEDA batching factor (default 1), actor throughput (default 5).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Capacity of each SEDA stage queue (default 1024).
+    #[arg(long)]
+    queue_capacity: Option<usize>,
+    /// Netty's write-spin limit: write calls per flush round (default 16).
+    #[arg(long)]
+    write_spin: Option<usize>,
+    /// SO_SNDBUF of accepted connections, bytes (Linux doubles it).
+    #[arg(long)]
+    sndbuf: Option<usize>,
+    /// SO_RCVBUF of accepted connections, bytes (Linux doubles it).
+    #[arg(long)]
+    rcvbuf: Option<usize>,
     /// CPUs to run on, e.g. "1" or "2-3"; the whole process is pinned to them.
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
@@ -42,6 +77,14 @@ pub struct ServeArgs {
     no_nodelay: bool,
 }
 
+fn parse_wait(s: &str) -> Result<WaitStrategy, String> {
+    WaitStrategy::parse(s).ok_or_else(|| format!("expected {}, got {s:?}", OptionName::Wait.allowed()))
+}
+
+fn parse_dispatch(s: &str) -> Result<Dispatch, String> {
+    Dispatch::parse(s).ok_or_else(|| format!("expected {}, got {s:?}", OptionName::Dispatch.allowed()))
+}
+
 pub fn list_architectures(json: bool) {
     if json {
         let list: Vec<serde_json::Value> = REGISTRY
@@ -50,7 +93,7 @@ pub fn list_architectures(json: bool) {
                 serde_json::json!({
                     "name": a.name,
                     "description": a.description,
-                    "options": a.accepts.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
+                    "options": a.options().map(|o| o.as_str()).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -78,6 +121,17 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let mut options = ServerOptions {
         threads: a.threads,
         loops: a.loops,
+        handlers: a.handlers,
+        ring_size: a.ring_size,
+        wait: a.wait,
+        dispatch: a.dispatch,
+        mailbox: a.mailbox,
+        dispatchers: a.dispatchers,
+        batch: a.batch,
+        queue_capacity: a.queue_capacity,
+        write_spin: a.write_spin,
+        sndbuf: a.sndbuf,
+        rcvbuf: a.rcvbuf,
         cpus: a.cpus.clone(),
         nodelay: !a.no_nodelay,
         ..Default::default()

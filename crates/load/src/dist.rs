@@ -2,9 +2,8 @@
 //! and partly-open models ([`ArrivalStream`], constant or Poisson, sharded over load threads),
 //! think times ([`ThinkTime`]) and session lengths ([`SessionLength`]).
 //!
-//! The generator is xoshiro256++ seeded through splitmix64, written out here rather than taken
-//! from a crate so that a seed names the same schedule forever: a crate's "standard" generator
-//! may change between versions, which would make a stored run impossible to replay. Planned
+//! The generator is the lab's own (`archlab-prng`, xoshiro256++ seeded through SplitMix64), so
+//! that a seed names the same schedule forever, whatever crate versions come. Planned
 //! times are absolute offsets from the run start accumulated in f64 seconds and rounded to
 //! nanoseconds only when read, so rounding never accumulates and a late wake-up never shifts
 //! the schedule (the gap oha has, see notes/load-generators.md §3). Sharding follows the
@@ -12,54 +11,17 @@
 //! every k-th arrival, so the union of the shards is exactly the one-thread schedule whatever
 //! the number of threads.
 
+use archlab_prng::Xoshiro256pp;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// xoshiro256++ (Blackman & Vigna 2019), seeded with splitmix64 as its authors recommend.
-#[derive(Clone, Debug)]
-pub struct Rng([u64; 4]);
+/// The lab's seeded generator (`archlab-prng`): xoshiro256++ seeded through SplitMix64.
+pub type Rng = Xoshiro256pp;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        let mut next = || {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        Rng([next(), next(), next(), next()])
-    }
-
-    /// An independent stream for another purpose (think times of thread 3, ...).
-    pub fn derive(seed: u64, purpose: u64) -> Rng {
-        Rng::new(seed ^ purpose.wrapping_mul(0xd605_bbb5_8c8a_bbc5))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in (0, 1]: never 0, so that `-ln(u)` is finite.
-    pub fn unit_open0(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with the given mean.
-    pub fn exponential(&mut self, mean: f64) -> f64 {
-        -self.unit_open0().ln() * mean
-    }
+/// An independent stream of `seed` for one purpose (the schedule, think times of thread 3...).
+pub fn stream(seed: u64, purpose: u64) -> Rng {
+    Xoshiro256pp::keyed(seed, &[purpose])
 }
 
 /// Think time between a response and the next request of the same user or session.
@@ -107,7 +69,7 @@ impl ThinkTime {
             ThinkTime::Exponential { mean } => rng.exponential(mean.as_nanos() as f64) as u64,
             ThinkTime::Uniform { min, max } => {
                 let (lo, hi) = (min.as_nanos() as u64, max.as_nanos() as u64);
-                lo + ((hi - lo) as f64 * (1.0 - rng.unit_open0())) as u64
+                lo + ((hi - lo) as f64 * (1.0 - rng.uniform_open0())) as u64
             }
         }
     }
@@ -189,7 +151,7 @@ impl SessionLength {
                 if p >= 1.0 {
                     return 1;
                 }
-                let n = 1.0 + (rng.unit_open0().ln() / (1.0 - p).ln()).floor();
+                let n = 1.0 + (rng.uniform_open0().ln() / (1.0 - p).ln()).floor();
                 n.min(f64::from(u32::MAX)) as u32
             }
         }
@@ -269,7 +231,7 @@ impl ArrivalStream {
         assert!(shard < shards, "shard {shard} of {shards}");
         ArrivalStream {
             arrivals,
-            rng: Rng::derive(seed, 0xa5a5),
+            rng: stream(seed, 0xa5a5),
             next_index: shard as u64,
             offset_s: 0.0,
             generated: 0,

@@ -26,10 +26,14 @@ impl Interest {
 
 /// Edge-triggered: one event per change of state, the handler must drain to `WouldBlock`.
 /// Level-triggered: an event on every `wait` while the condition holds (Java `Selector`).
+/// One-shot: level-triggered, but the registration is disabled after one event until
+/// [`Poller::reregister`] arms it again (a Java selector key whose interest ops are cleared while a
+/// worker thread owns the connection; the dispatching front-ends use it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
     Edge,
     Level,
+    OneShot,
 }
 
 /// One readiness event.
@@ -63,8 +67,10 @@ fn flags(interest: Interest, trigger: Trigger) -> u32 {
     if interest.writable {
         f |= libc::EPOLLOUT as u32;
     }
-    if trigger == Trigger::Edge {
-        f |= libc::EPOLLET as u32;
+    match trigger {
+        Trigger::Edge => f |= libc::EPOLLET as u32,
+        Trigger::OneShot => f |= libc::EPOLLONESHOT as u32,
+        Trigger::Level => {}
     }
     f
 }
@@ -188,6 +194,25 @@ mod tests {
             p.wait(&mut evs, Some(Duration::from_millis(10))).unwrap();
             assert_eq!(evs.len(), second, "{trigger:?}");
         }
+    }
+
+    #[test]
+    fn one_shot_fires_once_until_rearmed() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.write_all(b"x").unwrap();
+        let mut p = Poller::new(8).unwrap();
+        p.register(s.as_raw_fd(), 3, Interest::READABLE, Trigger::OneShot).unwrap();
+        let mut evs = Vec::new();
+        p.wait(&mut evs, Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(evs.len(), 1);
+        p.wait(&mut evs, Some(Duration::from_millis(10))).unwrap();
+        assert!(evs.is_empty(), "disabled after one event");
+        // Re-armed while the condition holds: fires again at once (level semantics).
+        p.reregister(s.as_raw_fd(), 3, Interest::READABLE, Trigger::OneShot).unwrap();
+        p.wait(&mut evs, Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(evs.len(), 1);
     }
 
     #[test]

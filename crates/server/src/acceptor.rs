@@ -2,7 +2,8 @@
 //!
 //! Blocking front-ends (thread-per-connection, pool, the multi-reactor's boss thread) park a
 //! thread in `accept`; reactors accept non-blockingly when the listener is readable and drain
-//! the backlog. Both set the per-connection socket options in the same place. Transient
+//! the backlog. Both set the per-connection socket options (TCP_NODELAY, SO_SNDBUF, SO_RCVBUF)
+//! in the same place. Transient
 //! accept errors (out of file descriptors, aborted handshakes) must not kill a server under
 //! load, so they are reported once per kind and the loop goes on.
 
@@ -14,9 +15,16 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 fn prepare(stream: &TcpStream, options: &ServerOptions) {
+    // Best effort: a socket that was reset already fails here and will fail its first read.
+    let fd = stream.as_raw_fd();
     if options.nodelay {
-        // Best effort: a socket that was reset already fails here and will fail its first read.
-        let _ = socket::set_nodelay(stream.as_raw_fd(), true);
+        let _ = socket::set_nodelay(fd, true);
+    }
+    if let Some(bytes) = options.sndbuf {
+        let _ = socket::set_send_buffer(fd, bytes);
+    }
+    if let Some(bytes) = options.rcvbuf {
+        let _ = socket::set_recv_buffer(fd, bytes);
     }
 }
 

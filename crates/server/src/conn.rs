@@ -4,8 +4,10 @@
 //! split across reads or pipelined several per read); it is allocated once per connection,
 //! compacted rather than reallocated, and grows only up to what the request limits allow.
 //! [`OutBuf`] holds response bytes not yet accepted by the kernel, with a write cursor so that
-//! a partial write never copies. [`linger_close_blocking`] and the constants beside it define
-//! how a server closes a connection after its last response.
+//! a partial write never copies; [`OutBuf::flush`] writes it under a [`WritePolicy`] (seed
+//! 001's write-spin: SingleT-Async spins on a full send buffer, Netty bounds its write loop).
+//! [`linger_close_blocking`] and the constants beside it define how a server closes a
+//! connection after its last response.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -131,25 +133,118 @@ impl OutBuf {
     /// Write as much as the socket takes. Ok(true) when everything went out; Ok(false) on
     /// `WouldBlock` with bytes left (non-blocking sockets only).
     pub fn flush_to(&mut self, w: &mut impl Write) -> io::Result<bool> {
+        Ok(self.flush(w, WritePolicy::UntilBlocked)? == Flushed::Done)
+    }
+
+    /// Write under `policy`; every `write` call is counted, whatever it returned.
+    pub fn flush(&mut self, w: &mut impl Write, policy: WritePolicy) -> io::Result<Flushed> {
+        let mut calls = 0usize;
         while self.pos < self.buf.len() {
+            if let WritePolicy::SpinLimit(limit) = policy {
+                if calls >= limit {
+                    return Ok(Flushed::SpinLimit);
+                }
+            }
+            calls += 1;
             archlab_metrics::counters::count_write();
             match w.write(&self.buf[self.pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.pos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if policy != WritePolicy::Spin {
+                        return Ok(Flushed::Blocked);
+                    }
+                    std::hint::spin_loop();
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
         self.buf.clear();
         self.pos = 0;
-        Ok(true)
+        Ok(Flushed::Done)
     }
+}
+
+/// How a non-blocking writer behaves when the kernel does not take a whole response at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritePolicy {
+    /// Call `write` again until everything went out, through `EAGAIN` (seed 001's SingleT-Async
+    /// and sTomcat workers: `while (buf.hasRemaining()) channel.write(buf)`, the write-spin).
+    Spin,
+    /// Stop at `EAGAIN` and wait for writability (Netty: a zero-byte write sets `OP_WRITE`),
+    /// and stop after this many calls even when each made progress (Netty's `writeSpinCount`,
+    /// default 16), so that other connections get a turn.
+    SpinLimit(usize),
+    /// Stop at `EAGAIN` and wait for writability; no call limit.
+    UntilBlocked,
+}
+
+/// Why [`OutBuf::flush`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flushed {
+    Done,
+    /// `EAGAIN` with bytes left: wait for writability.
+    Blocked,
+    /// The spin limit was reached with bytes left and the socket still writable.
+    SpinLimit,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Accepts `per_call` bytes per call; `would_block[i]` makes call i return `WouldBlock`.
+    struct Trickle {
+        per_call: usize,
+        would_block: Vec<bool>,
+        calls: usize,
+        got: Vec<u8>,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.would_block.get(self.calls - 1).copied().unwrap_or(false) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(self.per_call);
+            self.got.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn out(n: usize) -> OutBuf {
+        let mut o = OutBuf::default();
+        o.vec().extend(std::iter::repeat(7u8).take(n));
+        o
+    }
+
+    #[test]
+    fn spin_limit_stops_after_that_many_calls_and_resumes() {
+        let mut w = Trickle { per_call: 10, would_block: vec![], calls: 0, got: vec![] };
+        let mut o = out(1000);
+        assert_eq!(o.flush(&mut w, WritePolicy::SpinLimit(16)).unwrap(), Flushed::SpinLimit);
+        assert_eq!((w.calls, o.pending()), (16, 840));
+        while o.flush(&mut w, WritePolicy::SpinLimit(16)).unwrap() != Flushed::Done {}
+        assert_eq!(w.got.len(), 1000);
+    }
+
+    #[test]
+    fn would_block_stops_a_bounded_writer_but_not_a_spinning_one() {
+        let blocks = vec![false, true, true, true, false];
+        let mut w = Trickle { per_call: 10, would_block: blocks.clone(), calls: 0, got: vec![] };
+        let mut o = out(30);
+        assert_eq!(o.flush(&mut w, WritePolicy::SpinLimit(16)).unwrap(), Flushed::Blocked);
+        assert_eq!(w.calls, 2);
+        let mut w = Trickle { per_call: 10, would_block: blocks, calls: 0, got: vec![] };
+        let mut o = out(30);
+        assert_eq!(o.flush(&mut w, WritePolicy::Spin).unwrap(), Flushed::Done);
+        assert_eq!(w.calls, 6, "three EAGAINs spun through");
+    }
 
     #[test]
     fn grows_compacts_and_stops_at_max() {

@@ -8,13 +8,17 @@
 //! response), so a comparison measures only who waits on sockets and who hands what to whom:
 //!
 //! * [`frontend::thread_per_connection`]: an acceptor thread spawns one thread per connection.
-//! * [`frontend::pool`]: an acceptor queues connections for a fixed pool of blocking workers.
+//! * [`frontend::pool`]: an acceptor hands connections through a hand-off (queue, ring or
+//!   actor of `archlab-handoff`) to K blocking handlers.
 //! * [`frontend::reactor`]: one epoll event loop; `single-thread` runs one that also accepts.
 //! * [`frontend::multi_reactor`]: an acceptor hands connections round-robin to N event loops
 //!   (Netty's boss + worker group), each connection pinned to its loop for life.
+//! * [`frontend::staged`]: an event loop as poller plus stages fed through hand-offs; one route
+//!   per architecture (async-fix, async-4, NIO-X, NIO2(-X), SEDA-X).
 //!
 //! Pieces shared by all front-ends: [`acceptor`] (the accept loops, written once), [`conn`]
-//! (connection buffers), [`http_service`] (requests in, responses out).
+//! (connection buffers, write policies), [`http_service`] (requests in, responses out). Hand-offs
+//! are counted by the server itself (`archlab_metrics::counters`).
 
 pub mod acceptor;
 pub mod conn;
@@ -23,6 +27,7 @@ pub mod http_service;
 pub mod options;
 pub mod registry;
 
+pub use archlab_handoff::{Dispatch, WaitStrategy};
 pub use options::{OptionName, ServerOptions};
 pub use registry::{Architecture, BuildError, REGISTRY};
 

@@ -4,46 +4,267 @@
 //! architectures`), which options it accepts, and how to build it from shared pieces. Adding
 //! an architecture means composing front-ends and hand-offs and adding one entry here.
 
-use crate::frontend::{multi_reactor, pool, reactor, thread_per_connection};
-use crate::options::{OptionName, ServerOptions};
+use crate::conn::WritePolicy;
+use crate::frontend::multi_reactor::{self, DEFAULT_WRITE_SPIN};
+use crate::frontend::pool::BlockingHandOff;
+use crate::frontend::staged::{Hop, Ops, Staged};
+use crate::frontend::{reactor, thread_per_connection};
+use crate::options::{OptionName, OptionValue, ServerOptions};
 use crate::Server;
+use archlab_handoff::{ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
 use std::fmt;
 
 pub struct Architecture {
     pub name: &'static str,
     pub description: &'static str,
-    /// Options this architecture uses; any other option given to it is an error.
+    /// Options this architecture uses, [`OptionName::COMMON`] included; any other option given
+    /// to it is an error.
     pub accepts: &'static [OptionName],
     build: fn(&ServerOptions) -> Box<dyn Server>,
 }
 
+impl Architecture {
+    pub fn options(&self) -> impl Iterator<Item = OptionName> + '_ {
+        self.accepts.iter().copied()
+    }
+
+    pub fn accepts_option(&self, option: OptionName) -> bool {
+        self.options().any(|o| o == option)
+    }
+}
+
 /// Seed 000 §5.3 item 1: "A simple blocking threaded server with a thread pool of size four".
 pub const DEFAULT_POOL_THREADS: usize = 4;
+/// Seed 000 §5.3: "There are four handlers" / "four handler actors" (ring and actor variants).
+pub const DEFAULT_HANDLERS: usize = 4;
+/// sTomcat-Async's worker pool: `Executors.newFixedThreadPool(8)` in `sgzhang/AsynMessaging`
+/// (`src/com/sgzhang/test/Server.java`, field notes §2.2).
+pub const DEFAULT_ASYNC_THREADS: usize = 8;
+/// Ring slots: the 1024 of the LMAX-based transport in the field notes (§3); seed 000 gives none.
+pub const DEFAULT_RING_SIZE: usize = 1024;
+/// Actor mailbox bound and SEDA queue bound: chosen here (the seeds give none), large enough
+/// that a 1,000-connection burst does not block the front-end.
+pub const DEFAULT_MAILBOX: usize = 1024;
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Akka's default dispatcher `throughput` (messages per actor per turn).
+pub const DEFAULT_ACTOR_BATCH: usize = 5;
+/// SEDA batching factor: one event per dequeue unless asked (seed 000 names the factor, not a value).
+pub const DEFAULT_SEDA_BATCH: usize = 1;
+
+use OptionName::{
+    Batch, Dispatch as DispatchOpt, Dispatchers, Handlers, Loops, Mailbox, QueueCapacity, RecvBuffer, RingSize,
+    SendBuffer, Threads, Wait, WriteSpin,
+};
+// Each list ends with the socket options every architecture accepts (OptionName::COMMON).
+const SOCKET_ONLY: &[OptionName] = &[SendBuffer, RecvBuffer];
+const POOL: &[OptionName] = &[Threads, SendBuffer, RecvBuffer];
+const RING: &[OptionName] = &[Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
+const ACTOR: &[OptionName] = &[Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
+const SEDA_QUEUE: &[OptionName] = &[Handlers, QueueCapacity, Batch, SendBuffer, RecvBuffer];
+const NIO2_RING: &[OptionName] = &[Threads, Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
+const NIO2_ACTOR: &[OptionName] = &[Threads, Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
+const NETTY: &[OptionName] = &[Loops, WriteSpin, SendBuffer, RecvBuffer];
+
+/// The three hand-off mechanisms of seed 000 (§5.2).
+#[derive(Clone, Copy)]
+enum Mechanism {
+    Queue,
+    Ring,
+    Actor,
+}
+
+/// A hand-off of `mechanism` with K handlers, from the options (defaults from the seeds).
+/// A ring dispatches modulo by default (the idiom of the Java code in the field notes)...
+fn handoff(o: &ServerOptions, mechanism: Mechanism) -> HandOffSpec {
+    handoff_dispatching(o, mechanism, Dispatch::Modulo)
+}
+
+/// ...except behind a blocking front-end, whose handlers hold a connection for its lifetime:
+/// with modulo dispatch the fifth connection would wait for handler 0 even while handlers 1-3
+/// are idle, so there a ring's default is the work pool (LMAX's `WorkerPool`).
+fn handoff_dispatching(o: &ServerOptions, mechanism: Mechanism, default_dispatch: Dispatch) -> HandOffSpec {
+    let k = o.handlers.unwrap_or(DEFAULT_HANDLERS);
+    match mechanism {
+        Mechanism::Queue => HandOffSpec::Queue(QueueConfig {
+            capacity: Some(o.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY)),
+            handlers: k,
+            batch: o.batch.unwrap_or(DEFAULT_SEDA_BATCH),
+        }),
+        Mechanism::Ring => HandOffSpec::Ring(RingConfig {
+            slots: o.ring_size.unwrap_or(DEFAULT_RING_SIZE),
+            handlers: k,
+            wait: o.wait.unwrap_or(WaitStrategy::Blocking),
+            dispatch: o.dispatch.unwrap_or(default_dispatch),
+        }),
+        Mechanism::Actor => HandOffSpec::Actor(ActorConfig {
+            actors: k,
+            mailbox: o.mailbox.unwrap_or(DEFAULT_MAILBOX),
+            dispatchers: o.dispatchers.unwrap_or(k),
+            batch: o.batch.unwrap_or(DEFAULT_ACTOR_BATCH),
+        }),
+    }
+}
+
+/// A thread pool behind an unbounded FIFO (`Executors.newFixedThreadPool(n)`).
+fn pool(threads: usize) -> HandOffSpec {
+    HandOffSpec::Queue(QueueConfig { capacity: None, handlers: threads, batch: 1 })
+}
+
+fn blocking(o: &ServerOptions, handoff: HandOffSpec) -> Box<dyn Server> {
+    Box::new(BlockingHandOff::new(o, handoff))
+}
+
+/// Seed 000's NIO-X: the poller reads, X's handlers handle and write.
+fn reactor_with(o: &ServerOptions, m: Mechanism) -> Box<dyn Server> {
+    let hops = vec![Hop::Poller(Ops::READ), Hop::Stage { ops: Ops::HANDLE_WRITE, stage: 0 }];
+    Box::new(Staged::new(o, hops, vec![handoff(o, m)], WritePolicy::Spin))
+}
+
+/// NIO2's completion pool: Java's default group on Linux starts with one thread per CPU.
+fn nio2_pool(o: &ServerOptions) -> HandOffSpec {
+    pool(o.threads.unwrap_or_else(|| o.cpu_count()))
+}
+
+/// Seed 000's NIO2-X: the completion pool reads, X's handlers handle and write.
+fn nio2_with(o: &ServerOptions, m: Mechanism) -> Box<dyn Server> {
+    let hops = vec![Hop::Stage { ops: Ops::READ, stage: 0 }, Hop::Stage { ops: Ops::HANDLE_WRITE, stage: 1 }];
+    Box::new(Staged::new(o, hops, vec![nio2_pool(o), handoff(o, m)], WritePolicy::UntilBlocked))
+}
+
+/// SEDA: read, handle and write stages, each with its own X.
+fn seda(o: &ServerOptions, m: Mechanism) -> Box<dyn Server> {
+    let hops = vec![
+        Hop::Stage { ops: Ops::READ, stage: 0 },
+        Hop::Stage { ops: Ops::HANDLE, stage: 1 },
+        Hop::Stage { ops: Ops::WRITE, stage: 2 },
+    ];
+    Box::new(Staged::new(o, hops, vec![handoff(o, m), handoff(o, m), handoff(o, m)], WritePolicy::Spin))
+}
 
 pub static REGISTRY: &[Architecture] = &[
     Architecture {
         name: "thread-per-connection",
         description: "acceptor thread spawns one blocking thread per connection (sTomcat-Sync, seed 001)",
-        accepts: &[],
+        accepts: SOCKET_ONLY,
+        build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
+    },
+    Architecture {
+        name: "sync",
+        description: "seed 001's sTomcat-Sync under its own name: thread-per-connection, 0 hand-offs per request",
+        accepts: SOCKET_ONLY,
         build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
     },
     Architecture {
         name: "blocking",
-        description: "acceptor + fixed pool of P blocking workers, default P=4 (Blocking, seed 000)",
-        accepts: &[OptionName::Threads],
-        build: |o| Box::new(pool::BlockingPool::new(o, o.threads.unwrap_or(DEFAULT_POOL_THREADS))),
+        description: "acceptor + queue of connections + pool of P blocking workers, default P=4 (Blocking, seed 000)",
+        accepts: POOL,
+        build: |o| blocking(o, pool(o.threads.unwrap_or(DEFAULT_POOL_THREADS))),
+    },
+    Architecture {
+        name: "blocking-ring",
+        description: "acceptor publishes connections into a ring, K=4 blocking handlers, work-pool dispatch (Blocking Disruptor, seed 000)",
+        accepts: RING,
+        build: |o| blocking(o, handoff_dispatching(o, Mechanism::Ring, Dispatch::WorkPool)),
+    },
+    Architecture {
+        name: "blocking-actor",
+        description: "acceptor tells connections to K=4 actors serving them blocking (Blocking Actor, seed 000)",
+        accepts: ACTOR,
+        build: |o| blocking(o, handoff(o, Mechanism::Actor)),
     },
     Architecture {
         name: "single-thread",
-        description: "one epoll reactor thread: accept, read, handle, write (SingleT-Async / NIO, seeds 000-001)",
-        accepts: &[],
+        description: "one epoll thread accepts, reads, handles, write-spins (SingleT-Async, seed 001; 0 hand-offs)",
+        accepts: SOCKET_ONLY,
         build: |o| Box::new(reactor::SingleThread::new(o)),
     },
     Architecture {
+        name: "reactor",
+        description: "seed 000's NIO server under its own name: one epoll thread does everything",
+        accepts: SOCKET_ONLY,
+        build: |o| Box::new(reactor::SingleThread::new(o)),
+    },
+    Architecture {
+        name: "reactor-ring",
+        description: "epoll thread reads, ring hands requests to K=4 handlers that handle and write (NIO Disruptor, seed 000)",
+        accepts: RING,
+        build: |o| reactor_with(o, Mechanism::Ring),
+    },
+    Architecture {
+        name: "reactor-actor",
+        description: "epoll thread reads, K=4 actors handle and write (NIO Actor, seed 000)",
+        accepts: ACTOR,
+        build: |o| reactor_with(o, Mechanism::Actor),
+    },
+    Architecture {
+        name: "nio2",
+        description: "emulated proactor: epoll thread + completion pool (default one thread per CPU) for reads and writes (NIO2, seed 000)",
+        accepts: POOL,
+        build: |o| {
+            let hops = vec![Hop::Stage { ops: Ops::READ_HANDLE, stage: 0 }, Hop::Stage { ops: Ops::WRITE, stage: 0 }];
+            Box::new(Staged::new(o, hops, vec![nio2_pool(o)], WritePolicy::UntilBlocked))
+        },
+    },
+    Architecture {
+        name: "nio2-ring",
+        description: "NIO2 completion pool reads, ring hands requests to K=4 handlers (NIO2 Disruptor, seed 000)",
+        accepts: NIO2_RING,
+        build: |o| nio2_with(o, Mechanism::Ring),
+    },
+    Architecture {
+        name: "nio2-actor",
+        description: "NIO2 completion pool reads, K=4 actors handle and write (NIO2 Actor, seed 000)",
+        accepts: NIO2_ACTOR,
+        build: |o| nio2_with(o, Mechanism::Actor),
+    },
+    Architecture {
+        name: "seda-queue",
+        description: "SEDA: read, handle, write stages, each a bounded queue + K=4 threads (SEDA Queue, seed 000)",
+        accepts: SEDA_QUEUE,
+        build: |o| seda(o, Mechanism::Queue),
+    },
+    Architecture {
+        name: "seda-ring",
+        description: "SEDA with a ring and K=4 handlers per stage (SEDA Disruptor, seed 000)",
+        accepts: RING,
+        build: |o| seda(o, Mechanism::Ring),
+    },
+    Architecture {
+        name: "seda-actor",
+        description: "SEDA with K=4 actors per stage (SEDA Actor, seed 000)",
+        accepts: ACTOR,
+        build: |o| seda(o, Mechanism::Actor),
+    },
+    Architecture {
+        name: "async-fix",
+        description: "epoll poller + pool of P=8 workers that read, handle and write: 2 hand-offs per request (sTomcat-Async-Fix, seed 001)",
+        accepts: POOL,
+        build: |o| {
+            let hops = vec![Hop::Stage { ops: Ops::ALL, stage: 0 }];
+            Box::new(Staged::new(o, hops, vec![pool(o.threads.unwrap_or(DEFAULT_ASYNC_THREADS))], WritePolicy::Spin))
+        },
+    },
+    Architecture {
+        name: "async-4",
+        description: "epoll poller + pool of P=8: read+handle, back to the poller, write: 4 hand-offs per request (sTomcat-Async, seed 001)",
+        accepts: POOL,
+        build: |o| {
+            let hops = vec![
+                Hop::Stage { ops: Ops::READ_HANDLE, stage: 0 },
+                Hop::AwaitWritable,
+                Hop::Stage { ops: Ops::WRITE, stage: 0 },
+            ];
+            Box::new(Staged::new(o, hops, vec![pool(o.threads.unwrap_or(DEFAULT_ASYNC_THREADS))], WritePolicy::Spin))
+        },
+    },
+    Architecture {
         name: "netty",
-        description: "acceptor + N epoll event loops, each connection pinned to its loop, default N = CPUs (NettyServer, seed 001)",
-        accepts: &[OptionName::Loops],
-        build: |o| Box::new(multi_reactor::MultiReactor::new(o, o.loops.unwrap_or_else(|| o.cpu_count()))),
+        description: "acceptor + N epoll loops (default N = CPUs), connection pinned to its loop, write-spin limit 16 (NettyServer, seed 001)",
+        accepts: NETTY,
+        build: |o| {
+            let loops = o.loops.unwrap_or_else(|| o.cpu_count());
+            Box::new(multi_reactor::MultiReactor::new(o, loops, o.write_spin.unwrap_or(DEFAULT_WRITE_SPIN)))
+        },
     },
 ];
 
@@ -51,7 +272,7 @@ pub static REGISTRY: &[Architecture] = &[
 pub enum BuildError {
     UnknownArchitecture { name: String },
     OptionNotAccepted { architecture: &'static str, option: OptionName },
-    OptionOutOfRange { option: OptionName, value: usize, allowed: &'static str },
+    OptionOutOfRange { option: OptionName, value: OptionValue, allowed: &'static str },
 }
 
 impl fmt::Display for BuildError {
@@ -63,8 +284,8 @@ impl fmt::Display for BuildError {
             }
             BuildError::OptionNotAccepted { architecture, option } => {
                 let a = lookup(architecture).expect("registered");
-                let accepted: Vec<&str> = a.accepts.iter().map(|o| o.as_str()).collect();
-                let accepted = if accepted.is_empty() { "none".to_string() } else { accepted.join(", ") };
+                let accepted: Vec<&str> = a.options().map(|o| o.as_str()).collect();
+                let accepted = accepted.join(", ");
                 write!(f, "option {option} does not apply to architecture {architecture} (it accepts: {accepted})")
             }
             BuildError::OptionOutOfRange { option, value, allowed } => {
@@ -83,13 +304,15 @@ pub fn lookup(name: &str) -> Option<&'static Architecture> {
 /// Build the named architecture, refusing options it does not use and values out of range.
 pub fn build(name: &str, options: &ServerOptions) -> Result<Box<dyn Server>, BuildError> {
     let arch = lookup(name).ok_or_else(|| BuildError::UnknownArchitecture { name: name.to_string() })?;
-    for option in [OptionName::Threads, OptionName::Loops] {
+    for option in OptionName::ALL {
         if let Some(value) = options.get(option) {
-            if !arch.accepts.contains(&option) {
+            if !arch.accepts_option(option) {
                 return Err(BuildError::OptionNotAccepted { architecture: arch.name, option });
             }
-            if !(1..=65_536).contains(&value) {
-                return Err(BuildError::OptionOutOfRange { option, value, allowed: "an integer in 1..=65536" });
+            if let OptionValue::Count(n) = value {
+                if !option.check(n) {
+                    return Err(BuildError::OptionOutOfRange { option, value, allowed: option.allowed() });
+                }
             }
         }
     }
@@ -112,12 +335,59 @@ mod tests {
     #[test]
     fn refuses_unknown_names_and_foreign_options() {
         let e = build("blockin", &ServerOptions::default()).err().unwrap();
-        assert!(e.to_string().contains("expected one of thread-per-connection, blocking"), "{e}");
+        assert!(e.to_string().contains("expected one of thread-per-connection, sync, blocking"), "{e}");
         let o = ServerOptions { loops: Some(2), ..Default::default() };
         let e = build("blocking", &o).err().unwrap();
-        assert_eq!(e.to_string(), "option loops does not apply to architecture blocking (it accepts: threads)");
+        assert_eq!(
+            e.to_string(),
+            "option loops does not apply to architecture blocking (it accepts: threads, sndbuf, rcvbuf)"
+        );
         let o = ServerOptions { threads: Some(0), ..Default::default() };
         let e = build("blocking", &o).err().unwrap();
         assert!(e.to_string().contains("threads: expected an integer in 1..=65536, got 0"), "{e}");
+        let o = ServerOptions { ring_size: Some(1000), ..Default::default() };
+        let e = build("seda-ring", &o).err().unwrap();
+        assert_eq!(e.to_string(), "ring_size: expected a power of two in 2..=16777216, got 1000");
+        let o = ServerOptions { wait: Some(WaitStrategy::Yielding), ..Default::default() };
+        let e = build("async-fix", &o).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "option wait does not apply to architecture async-fix (it accepts: threads, sndbuf, rcvbuf)"
+        );
+        let o = ServerOptions { sndbuf: Some(512), ..Default::default() };
+        let e = build("netty", &o).err().unwrap();
+        assert_eq!(e.to_string(), "sndbuf: expected an integer in 1024..=1073741824, got 512");
+    }
+
+    #[test]
+    fn every_architecture_accepts_the_socket_options() {
+        for a in REGISTRY {
+            assert!(OptionName::COMMON.iter().all(|&o| a.accepts_option(o)), "{}", a.name);
+        }
+    }
+
+    #[test]
+    fn the_seeds_architectures_are_registered() {
+        for name in [
+            "blocking",
+            "blocking-ring",
+            "blocking-actor",
+            "reactor",
+            "reactor-ring",
+            "reactor-actor",
+            "nio2",
+            "nio2-ring",
+            "nio2-actor",
+            "seda-queue",
+            "seda-ring",
+            "seda-actor",
+            "sync",
+            "async-4",
+            "async-fix",
+            "single-thread",
+            "netty",
+        ] {
+            assert!(lookup(name).is_some(), "{name}");
+        }
     }
 }

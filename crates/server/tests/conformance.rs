@@ -2,28 +2,13 @@
 //! architecture added to the registry is covered without touching this file. Servers run
 //! in-process on 127.0.0.1 with port 0; clients are plain blocking sockets.
 
-use archlab_netio::socket::{listen, ListenOptions};
-use archlab_server::{registry, ServerOptions, REGISTRY};
+mod common;
+
+use archlab_server::{ServerOptions, REGISTRY};
+use common::{connect, start};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
-
-const IO_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn start(name: &str, options: &ServerOptions) -> SocketAddr {
-    let listener = listen("127.0.0.1:0".parse().unwrap(), &ListenOptions::default()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = registry::build(name, options).unwrap();
-    std::thread::spawn(move || server.serve(listener));
-    addr
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s
-}
 
 #[derive(Debug)]
 struct Response {
@@ -62,7 +47,7 @@ fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) {
 }
 
 fn get(s: &mut TcpStream, target: &str) -> Response {
-    write!(s, "GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
     read_response(s, &mut Vec::new())
 }
 
@@ -77,7 +62,9 @@ fn assert_closed(s: &mut TcpStream, buf: &[u8]) {
 fn each_architecture(test: impl Fn(&str, SocketAddr)) {
     for arch in REGISTRY {
         let addr = start(arch.name, &ServerOptions::default());
+        let t0 = std::time::Instant::now();
         test(arch.name, addr);
+        eprintln!("  {:<24} {:>8.1} ms", arch.name, t0.elapsed().as_secs_f64() * 1e3);
     }
 }
 

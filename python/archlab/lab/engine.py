@@ -94,6 +94,8 @@ class Engine:
             argv += ["--threads", str(cell.threads)]
         if cell.loops is not None:
             argv += ["--loops", str(cell.loops)]
+        for name, value in cell.server_options:
+            argv += ["--" + name.replace("_", "-"), str(value)]
         return argv + ["--cpus", placement.server_cpu_list]
 
     def load_argv(self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path) -> list[str]:

@@ -25,6 +25,13 @@ REQUIRED_FACTORS = ("architecture", "workload", "concurrency")
 
 LoadModel = Literal["closed"]
 
+# Keys of [server]: threads and loops may also be factors; the others are fixed per experiment
+# and passed to `archlab-engine serve` as flags. Allowed values are checked in validate.
+SERVER_OPTION_NAMES = (
+    "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
+    "queue_capacity", "write_spin", "sndbuf", "rcvbuf",
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Factor:
@@ -38,6 +45,8 @@ class ServerOptions:
 
     threads: int | None = None
     loops: int | None = None
+    # The other options set, as (name, value) in SERVER_OPTION_NAMES order.
+    extra: tuple[tuple[str, int | str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ class Cell:
     think_time_s: float
     # The levels of the factors the experiment varies, in canonical order (for the catalog).
     factors: tuple[tuple[str, Level], ...]
+    # Fixed server options besides threads and loops (ServerOptions.extra).
+    server_options: tuple[tuple[str, int | str], ...] = ()
 
     def factor_levels(self) -> dict[str, Level]:
         return dict(self.factors)
@@ -113,6 +124,7 @@ class Experiment:
                 loops=_opt_int(levels.get("loops", self.server.loops)),
                 think_time_s=float(think),
                 factors=tuple((f.name, levels[f.name]) for f in ordered),
+                server_options=self.server.extra,
             )
             cells.append(cell)
         return tuple(cells)
@@ -127,6 +139,8 @@ class Experiment:
 
     def to_dict(self) -> dict:
         """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
+        server: dict[str, object] = {"threads": self.server.threads, "loops": self.server.loops}
+        server.update(self.server.extra)  # only the options set: older specs keep their hash
         return {
             "name": self.name,
             "description": self.description,
@@ -134,7 +148,7 @@ class Experiment:
             "warmup_s": self.warmup_s,
             "duration_s": self.duration_s,
             "factors": {f.name: list(f.levels) for f in self.factors},
-            "server": {"threads": self.server.threads, "loops": self.server.loops},
+            "server": server,
             "load": {"model": self.load.model, "think_time_s": self.load.think_time_s, "timeout_s": self.load.timeout_s},
             "placement": {"server_cpus": self.placement.server_cpu_list, "client_cpus": self.placement.client_cpu_list},
         }

@@ -21,6 +21,7 @@ from archlab.spec.model import (
     Level,
     LoadSettings,
     Placement,
+    SERVER_OPTION_NAMES,
     ServerOptions,
     slug,
 )
@@ -101,10 +102,33 @@ def _experiment(t: Mapping[str, object]) -> tuple[str, str, int, float, float]:
     return name, description, repetitions, warmup_s, duration_s
 
 
+# Allowed values of the fixed server options, as the data plane checks them
+# (crates/server/src/options.rs: OptionName::allowed).
+_CHOICES = {"wait": ("blocking", "yielding", "busy-spin"), "dispatch": ("modulo", "work-pool")}
+_RANGES = {"ring_size": (2, 1 << 24), "mailbox": (1, 1 << 24), "queue_capacity": (1, 1 << 24), "sndbuf": (1024, 1 << 30), "rcvbuf": (1024, 1 << 30)}
+
+
+def _server_option(name: str, value: object) -> int | str:
+    field = f"server.{name}"
+    if name in _CHOICES:
+        if value not in _CHOICES[name]:
+            raise SpecError(field, "one of " + ", ".join(_CHOICES[name]), value)
+        return str(value)
+    lo, hi = _RANGES.get(name, (1, 65_536))
+    allowed = "a power of two in 2..=16777216" if name == "ring_size" else f"an integer in {lo}..={hi}"
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise SpecError(field, allowed, value)
+    if name == "ring_size" and value & (value - 1):
+        raise SpecError(field, allowed, value)
+    return value
+
+
 def _server(t: Mapping[str, object]) -> ServerOptions:
+    extra = tuple((n, _server_option(n, t[n])) for n in SERVER_OPTION_NAMES if n in t and n not in ("threads", "loops"))
     return ServerOptions(
         threads=_int(t["threads"], "server.threads", 1) if "threads" in t else None,
         loops=_int(t["loops"], "server.loops", 1) if "loops" in t else None,
+        extra=extra,
     )
 
 
@@ -202,9 +226,10 @@ def _check_option_applicability(factors: tuple[Factor, ...], server: ServerOptio
     """A value for an option the architecture does not take would be silently ignored: refuse it."""
     by_name = {a.name: a for a in registry.architectures()}
     archs: list[ArchitectureInfo] = [by_name[str(n)] for f in factors if f.name == "architecture" for n in f.levels]
-    for option in ("threads", "loops"):
+    extra = dict(server.extra)
+    for option in ("threads", "loops", *extra):
         varied = next((f for f in factors if f.name == option), None)
-        fixed = getattr(server, option)
+        fixed = extra[option] if option in extra else getattr(server, option)
         if varied is None and fixed is None:
             continue
         field, value = (f"factors.{option}", list(varied.levels)) if varied else (f"server.{option}", fixed)

@@ -20,7 +20,7 @@
 
 use super::worker::{State, Worker, ARRIVAL_TIMER};
 use crate::config::{LoadConfig, Pacing, SessionConnection};
-use crate::dist::{ArrivalStream, Rng, SessionLength, ThinkTime};
+use crate::dist::{self, ArrivalStream, Rng, SessionLength, ThinkTime};
 use std::collections::VecDeque;
 
 /// Per-thread state of the load model.
@@ -52,7 +52,7 @@ impl Schedule {
 
 impl Driver {
     pub(super) fn new(cfg: &LoadConfig, thread: usize) -> Driver {
-        let rng = Rng::derive(cfg.seed(), 1 + thread as u64);
+        let rng = dist::stream(cfg.seed(), 1 + thread as u64);
         let stream = |a| ArrivalStream::new(a, cfg.seed(), thread, cfg.threads());
         match *cfg.pacing() {
             Pacing::Closed { think, .. } => Driver::Closed { think, rng },

@@ -1,9 +1,11 @@
 //! Front-ends: who waits on sockets. Blocking front-ends share [`blocking_conn`] (one thread
 //! blocked in `read` on one connection at a time); readiness front-ends share
-//! [`reactor::EventLoop`].
+//! [`reactor::EventLoop`], inline (single-thread, netty's loops) or as the poller of the
+//! dispatching front-ends of [`staged`].
 
 pub mod blocking_conn;
 pub mod multi_reactor;
 pub mod pool;
 pub mod reactor;
+pub mod staged;
 pub mod thread_per_connection;

@@ -3,27 +3,36 @@
 //!
 //! Mechanism: the acceptor blocks in `accept` and hands each connection round-robin to a
 //! loop through the loop's inbox (a wake-up via eventfd); the connection then belongs to
-//! that loop for life, and the loop reads, handles and writes it as `single-thread` does.
+//! that loop for life, and the loop reads, handles and writes it as `single-thread` does,
+//! except for writes: a loop stops writing a connection at `EAGAIN` (and waits for
+//! writability) or after `write_spin` calls (Netty's `writeSpinCount`, default 16; a flush
+//! task continues after the other ready connections).
 //! Requests queue in socket buffers and, briefly, in the inboxes; loop threads block in
 //! `epoll_wait`. Expected bottleneck: the loops' cores; the accept hand-off costs one wake-up
 //! per connection, not per request. With more than one CPU given, loop i is pinned to the
 //! i-th CPU of the list (round-robin).
 
 use crate::acceptor::accept_blocking;
-use crate::frontend::reactor::EventLoop;
+use crate::conn::WritePolicy;
+use crate::frontend::reactor::{EventLoop, Mode};
 use crate::options::ServerOptions;
 use crate::Server;
 use std::io;
 use std::net::TcpListener;
 
+/// Netty's `DefaultChannelConfig.writeSpinCount` (every 4.x version; seed 001 §5.1: "16 in
+/// Netty-v4 by default").
+pub const DEFAULT_WRITE_SPIN: usize = 16;
+
 pub struct MultiReactor {
     options: ServerOptions,
     loops: usize,
+    write_spin: usize,
 }
 
 impl MultiReactor {
-    pub fn new(options: &ServerOptions, loops: usize) -> Self {
-        MultiReactor { options: options.clone(), loops }
+    pub fn new(options: &ServerOptions, loops: usize, write_spin: usize) -> Self {
+        MultiReactor { options: options.clone(), loops, write_spin }
     }
 }
 
@@ -31,7 +40,8 @@ impl Server for MultiReactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let mut inboxes = Vec::with_capacity(self.loops);
         for i in 0..self.loops {
-            let (event_loop, inbox) = EventLoop::with_inbox(&self.options)?;
+            let (event_loop, inbox) =
+                EventLoop::with_inbox(&self.options, Mode::Inline(WritePolicy::SpinLimit(self.write_spin)))?;
             inboxes.push(inbox);
             let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));
             std::thread::Builder::new().name(format!("loop-{i}")).spawn(move || {

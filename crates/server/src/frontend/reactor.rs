@@ -1,9 +1,15 @@
-//! The epoll event loop shared by readiness front-ends, and `single-thread` (seed 001's
-//! SingleT-Async, seed 000's NIO server) built from one of them.
+//! The epoll event loop shared by readiness front-ends, and `single-thread` / `reactor` (seed
+//! 001's SingleT-Async, seed 000's NIO server) built from one of them.
 //!
-//! Mechanism: one thread waits in `epoll_wait`; when a connection is readable it reads,
-//! answers every complete request inline and writes the responses in the same turn; output
-//! the kernel does not take at once waits for writability. Connections are registered
+//! Mechanism: one thread waits in `epoll_wait`. In [`Mode::Inline`] (single-thread, each netty
+//! loop), when a connection is readable it reads, answers every complete request inline and
+//! writes the responses in the same turn under the loop's [`WritePolicy`]: `single-thread`
+//! write-spins like SingleT-Async (`while (buf.hasRemaining()) write(buf)`, seed 001 §4: the
+//! deliberate exception to "no busy waiting", since the spin is what that seed measures), netty
+//! stops at `EAGAIN` (waiting for writability) or after `write_spin` calls (a flush task runs
+//! after the other ready connections). In [`Mode::Staged`] the loop is only the poller of the
+//! dispatching front-ends (`frontend::staged`): connections are registered one-shot, handed to
+//! the route's stages when ready, and come back through the loop's [`Inbox`]. Connections are registered
 //! edge-triggered for both directions once (no `epoll_ctl` per request); a read shorter than
 //! the free buffer space proves the socket drained, which saves the extra `read` returning
 //! `EAGAIN`. The listener is level-triggered so that a backlog left after a transient accept
@@ -14,7 +20,8 @@
 //! deadlines bound the `epoll_wait` timeout.
 
 use crate::acceptor::accept_pending;
-use crate::conn::{InBuf, OutBuf, LINGER, LINGER_MAX_BYTES};
+use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
+use crate::frontend::staged::{Back, Job, Route};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
 use crate::Server;
@@ -35,17 +42,19 @@ const EVENTS_PER_WAIT: usize = 1024;
 /// not read); reading resumes once the output drains.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
-struct Conn {
-    stream: TcpStream,
-    input: InBuf,
-    output: OutBuf,
-    closing: bool,
+pub(crate) struct Conn {
+    pub(crate) stream: TcpStream,
+    pub(crate) input: InBuf,
+    pub(crate) output: OutBuf,
+    pub(crate) closing: bool,
     /// Closing after refusing a request: linger instead of closing at once.
-    refused: bool,
+    pub(crate) refused: bool,
     read_paused: bool,
     /// Set once the write side is shut down: input is discarded until then.
     lingering_until: Option<Instant>,
     discarded: usize,
+    /// Staged mode: the hop of the route to run when the connection is next ready.
+    pub(crate) resume_hop: usize,
 }
 
 /// What to do with a connection after it was driven.
@@ -53,17 +62,28 @@ enum Next {
     Keep,
     Close,
     Linger,
+    /// Netty's flush task: the write-spin limit was reached, continue after the other events.
+    FlushLater,
 }
 
-/// Connections of one loop, indexed by token - FIRST_CONN.
+/// How the loop serves ready connections.
+pub enum Mode {
+    /// Read, handle and write on the loop thread.
+    Inline(WritePolicy),
+    /// Hand ready connections to the route's stages (the loop is a poller only).
+    Staged(Arc<Route>),
+}
+
+/// Connections of one loop, indexed by token - FIRST_CONN. A slot whose connection is away on
+/// a stage (staged mode) is empty but not free.
 #[derive(Default)]
 struct Slab {
-    slots: Vec<Option<Conn>>,
+    slots: Vec<Option<Box<Conn>>>,
     free: Vec<usize>,
 }
 
 impl Slab {
-    fn insert(&mut self, poller: &Poller, stream: TcpStream, limits: &Limits) {
+    fn insert(&mut self, poller: &Poller, stream: TcpStream, limits: &Limits, staged: bool) {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
@@ -71,11 +91,13 @@ impl Slab {
             self.slots.push(None);
             self.slots.len() - 1
         });
-        if poller.register(stream.as_raw_fd(), idx as u64 + FIRST_CONN, Interest::BOTH, Trigger::Edge).is_err() {
+        let (interest, trigger) =
+            if staged { (Interest::READABLE, Trigger::OneShot) } else { (Interest::BOTH, Trigger::Edge) };
+        if poller.register(stream.as_raw_fd(), idx as u64 + FIRST_CONN, interest, trigger).is_err() {
             self.free.push(idx);
             return;
         }
-        self.slots[idx] = Some(Conn {
+        self.slots[idx] = Some(Box::new(Conn {
             stream,
             input: InBuf::new(limits.max_header_bytes + limits.max_body_bytes),
             output: OutBuf::default(),
@@ -84,7 +106,8 @@ impl Slab {
             read_paused: false,
             lingering_until: None,
             discarded: 0,
-        });
+            resume_hop: 0,
+        }));
     }
 
     fn remove(&mut self, idx: usize) {
@@ -94,17 +117,46 @@ impl Slab {
     }
 }
 
-/// Hands accepted connections to a loop running on another thread.
+/// What other threads hand to a loop.
+enum Mail {
+    /// An accepted connection (netty's boss -> worker loop).
+    New(TcpStream),
+    /// A connection coming back from a stage (staged mode).
+    Back(Job, Back),
+}
+
+/// A loop's inbox: other threads push, then wake the loop (only when the inbox was empty: a
+/// non-empty inbox has a wake-up pending already).
 pub struct Inbox {
-    pending: Mutex<Vec<TcpStream>>,
+    pending: Mutex<Vec<Mail>>,
     waker: Waker,
 }
 
 impl Inbox {
+    pub fn new() -> io::Result<Arc<Inbox>> {
+        Ok(Arc::new(Inbox { pending: Mutex::new(Vec::new()), waker: Waker::new()? }))
+    }
+
+    fn push(&self, mail: Mail) {
+        archlab_metrics::counters::count_handoff();
+        let mut pending = self.pending.lock().unwrap();
+        let was_empty = pending.is_empty();
+        pending.push(mail);
+        drop(pending);
+        if was_empty {
+            // A failed wake-up (eventfd counter full) still leaves one pending wake-up.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Hand an accepted connection to the loop (one hand-off per connection).
     pub fn send(&self, stream: TcpStream) {
-        self.pending.lock().unwrap().push(stream);
-        // A failed wake-up (eventfd counter full) still leaves one pending wake-up.
-        let _ = self.waker.wake();
+        self.push(Mail::New(stream))
+    }
+
+    /// Return a connection from a stage to its poller (one hand-off).
+    pub(crate) fn back(&self, job: Job, back: Back) {
+        self.push(Mail::Back(job, back))
     }
 }
 
@@ -112,96 +164,169 @@ pub struct EventLoop {
     poller: Poller,
     conns: Slab,
     listener: Option<TcpListener>,
-    inbox: Option<Arc<Inbox>>,
+    inbox: Arc<Inbox>,
     options: ServerOptions,
+    mode: Mode,
     scratch: Scratch,
     /// (deadline, slot) of lingering connections, in deadline order (LINGER is constant).
     lingering: VecDeque<(Instant, usize)>,
+    /// Connections whose flush stopped at the write-spin limit (netty's flush tasks).
+    flush_tasks: Vec<usize>,
 }
 
 impl EventLoop {
-    /// A loop that accepts its own connections from `listener`.
-    pub fn with_listener(listener: TcpListener, options: &ServerOptions) -> io::Result<EventLoop> {
+    /// A loop that accepts its own connections from `listener`; `inbox` takes connections
+    /// returning from stages.
+    pub fn with_listener(
+        listener: TcpListener,
+        inbox: Arc<Inbox>,
+        options: &ServerOptions,
+        mode: Mode,
+    ) -> io::Result<EventLoop> {
         listener.set_nonblocking(true)?;
-        let poller = Poller::new(EVENTS_PER_WAIT)?;
-        poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)?;
-        Ok(EventLoop::new(poller, Some(listener), None, options))
+        let loop_ = EventLoop::new(Some(listener), inbox, options, mode)?;
+        let listener = loop_.listener.as_ref().expect("just set");
+        loop_.poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)?;
+        Ok(loop_)
     }
 
     /// A loop fed by another thread through the returned inbox.
-    pub fn with_inbox(options: &ServerOptions) -> io::Result<(EventLoop, Arc<Inbox>)> {
-        let poller = Poller::new(EVENTS_PER_WAIT)?;
-        let inbox = Arc::new(Inbox { pending: Mutex::new(Vec::new()), waker: Waker::new()? });
-        poller.register(inbox.waker.as_raw_fd(), WAKER, Interest::READABLE, Trigger::Level)?;
-        Ok((EventLoop::new(poller, None, Some(inbox.clone()), options), inbox))
+    pub fn with_inbox(options: &ServerOptions, mode: Mode) -> io::Result<(EventLoop, Arc<Inbox>)> {
+        let inbox = Inbox::new()?;
+        Ok((EventLoop::new(None, inbox.clone(), options, mode)?, inbox))
     }
 
-    fn new(poller: Poller, listener: Option<TcpListener>, inbox: Option<Arc<Inbox>>, options: &ServerOptions) -> Self {
-        EventLoop {
+    fn new(listener: Option<TcpListener>, inbox: Arc<Inbox>, options: &ServerOptions, mode: Mode) -> io::Result<Self> {
+        let poller = Poller::new(EVENTS_PER_WAIT)?;
+        poller.register(inbox.waker.as_raw_fd(), WAKER, Interest::READABLE, Trigger::Level)?;
+        Ok(EventLoop {
             poller,
             conns: Slab::default(),
             listener,
             inbox,
             options: options.clone(),
+            mode,
             scratch: Scratch::default(),
             lingering: VecDeque::new(),
-        }
+            flush_tasks: Vec::new(),
+        })
+    }
+
+    fn staged(&self) -> bool {
+        matches!(self.mode, Mode::Staged(_))
     }
 
     /// Run forever (returns only on a fatal poller or listener error).
     pub fn run(mut self) -> io::Result<()> {
         let mut events: Vec<Event> = Vec::with_capacity(EVENTS_PER_WAIT);
+        let mut tasks = Vec::new();
         loop {
-            let timeout = self.lingering.front().map(|(t, _)| t.saturating_duration_since(Instant::now()));
+            let timeout = if self.flush_tasks.is_empty() {
+                self.lingering.front().map(|(t, _)| t.saturating_duration_since(Instant::now()))
+            } else {
+                Some(std::time::Duration::ZERO)
+            };
             self.poller.wait(&mut events, timeout)?;
             self.expire_lingering();
             for ev in &events {
                 match ev.token {
                     LISTENER => self.accept()?,
                     WAKER => self.take_inbox(),
-                    token => self.on_ready((token - FIRST_CONN) as usize),
+                    token => self.on_ready((token - FIRST_CONN) as usize, true),
                 }
+            }
+            std::mem::swap(&mut tasks, &mut self.flush_tasks);
+            for idx in tasks.drain(..) {
+                self.on_ready(idx, false);
             }
         }
     }
 
     fn accept(&mut self) -> io::Result<()> {
+        let staged = self.staged();
         let (Some(listener), conns, poller) = (&self.listener, &mut self.conns, &self.poller) else {
             return Ok(());
         };
         let limits = &self.options.limits;
-        accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits))
+        accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, staged))
     }
 
     fn take_inbox(&mut self) {
-        let Some(inbox) = &self.inbox else { return };
-        inbox.waker.drain();
-        let streams = std::mem::take(&mut *inbox.pending.lock().unwrap());
-        for s in streams {
-            self.conns.insert(&self.poller, s, &self.options.limits);
+        self.inbox.waker.drain();
+        let mail = std::mem::take(&mut *self.inbox.pending.lock().unwrap());
+        let staged = self.staged();
+        for m in mail {
+            match m {
+                Mail::New(s) => self.conns.insert(&self.poller, s, &self.options.limits, staged),
+                Mail::Back(job, back) => self.take_back(job, back),
+            }
         }
     }
 
-    fn on_ready(&mut self, idx: usize) {
-        let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
-        let next = if conn.lingering_until.is_some() {
+    /// A connection is back on the poller (from a stage, or from the poller's own hops).
+    fn take_back(&mut self, job: Job, back: Back) {
+        let Job { idx, conn } = job;
+        self.conns.slots[idx] = Some(conn);
+        match back {
+            Back::Rearm(interest) => self.rearm(idx, interest),
+            Back::Close => self.conns.remove(idx),
+            Back::Linger => self.start_lingering(idx),
+        }
+    }
+
+    /// Staged mode: enable the one-shot registration again.
+    fn rearm(&mut self, idx: usize, interest: Interest) {
+        let Some(Some(conn)) = self.conns.slots.get(idx) else { return };
+        let fd = conn.stream.as_raw_fd();
+        if self.poller.reregister(fd, idx as u64 + FIRST_CONN, interest, Trigger::OneShot).is_err() {
+            self.conns.remove(idx);
+        }
+    }
+
+    /// `read_first`: a readiness event (read what arrived) rather than a flush task.
+    fn on_ready(&mut self, idx: usize, read_first: bool) {
+        let lingering = match self.conns.slots.get(idx) {
+            Some(Some(conn)) => conn.lingering_until.is_some(),
+            _ => return, // a stale token, or a connection away on a stage
+        };
+        let policy = match &self.mode {
+            Mode::Staged(route) if !lingering => {
+                let route = route.clone();
+                let conn = self.conns.slots[idx].take().expect("checked above");
+                if let Some((job, back)) = route.advance(Job { idx, conn }, true, &mut self.scratch) {
+                    self.take_back(job, back);
+                }
+                return;
+            }
+            Mode::Staged(_) => WritePolicy::UntilBlocked,
+            Mode::Inline(policy) => *policy,
+        };
+        let conn = self.conns.slots[idx].as_mut().expect("checked above");
+        let next = if lingering {
             discard(conn)
         } else {
-            drive(conn, &self.options.limits, &mut self.scratch)
+            drive(conn, &self.options.limits, &mut self.scratch, policy, read_first)
         };
         match next {
+            Next::Keep if self.staged() => self.rearm(idx, Interest::READABLE),
             Next::Keep => {}
+            Next::FlushLater => self.flush_tasks.push(idx),
             Next::Close => self.conns.remove(idx),
-            Next::Linger => {
-                let _ = conn.stream.shutdown(Shutdown::Write);
-                let deadline = Instant::now() + LINGER;
-                conn.lingering_until = Some(deadline);
-                self.lingering.push_back((deadline, idx));
-                // Input may already be waiting and no new edge would announce it.
-                if let Next::Close = discard(conn) {
-                    self.conns.remove(idx);
-                }
-            }
+            Next::Linger => self.start_lingering(idx),
+        }
+    }
+
+    fn start_lingering(&mut self, idx: usize) {
+        let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
+        let _ = conn.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + LINGER;
+        conn.lingering_until = Some(deadline);
+        self.lingering.push_back((deadline, idx));
+        // Input may already be waiting and no new edge would announce it.
+        match discard(conn) {
+            Next::Close => self.conns.remove(idx),
+            _ if self.staged() => self.rearm(idx, Interest::READABLE),
+            _ => {}
         }
     }
 
@@ -243,10 +368,11 @@ fn discard(conn: &mut Conn) -> Next {
     }
 }
 
-/// Read, answer and write as far as the socket allows.
-fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch) -> Next {
+/// Read, answer and write as far as the socket and the write policy allow.
+fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, policy: WritePolicy, read_first: bool) -> Next {
+    let mut read = read_first;
     loop {
-        while !conn.closing && !conn.read_paused {
+        while read && !conn.closing && !conn.read_paused {
             let room = conn.input.room();
             match conn.input.read_from(&mut conn.stream) {
                 Ok(0) => conn.closing = true,
@@ -267,17 +393,20 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch) -> Next {
                 Err(_) => return Next::Close,
             }
         }
-        match conn.output.flush_to(&mut conn.stream) {
-            Ok(true) if conn.closing => return if conn.refused { Next::Linger } else { Next::Close },
-            Ok(true) if conn.read_paused => conn.read_paused = false,
-            Ok(true) => return Next::Keep,
-            Ok(false) => return Next::Keep, // the writable edge brings us back
+        read = true;
+        match conn.output.flush(&mut conn.stream, policy) {
+            Ok(Flushed::Done) if conn.closing => return if conn.refused { Next::Linger } else { Next::Close },
+            Ok(Flushed::Done) if conn.read_paused => conn.read_paused = false,
+            Ok(Flushed::Done) => return Next::Keep,
+            Ok(Flushed::Blocked) => return Next::Keep, // the writable edge brings us back
+            Ok(Flushed::SpinLimit) => return Next::FlushLater,
             Err(_) => return Next::Close,
         }
     }
 }
 
-/// `single-thread`: one event loop that accepts, reads, handles and writes.
+/// `single-thread` / `reactor`: one event loop that accepts, reads, handles and writes,
+/// write-spinning on a full send buffer as SingleT-Async does.
 pub struct SingleThread {
     options: ServerOptions,
 }
@@ -290,6 +419,7 @@ impl SingleThread {
 
 impl Server for SingleThread {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
-        EventLoop::with_listener(listener, &self.options)?.run()
+        let mode = Mode::Inline(WritePolicy::Spin);
+        EventLoop::with_listener(listener, Inbox::new()?, &self.options, mode)?.run()
     }
 }

@@ -1,0 +1,225 @@
+//! Dispatching front-ends: one poller thread plus stages of handler threads, each stage fed
+//! through a hand-off (`archlab-handoff`: queue, ring or actor). One [`Route`] says which step
+//! of a request (read, handle, write) runs where; every architecture of this family is a route:
+//!
+//! | architecture | route (P = poller) | hand-offs per request |
+//! |---|---|---|
+//! | `async-fix` (sTomcat-Async-Fix) | P -> pool(read, handle, write) -> P | 2 |
+//! | `async-4` (sTomcat-Async) | P -> pool(read, handle) -> P (wait writable) -> pool(write) -> P | 4 |
+//! | `reactor-ring`, `reactor-actor` (NIO Disruptor/Actor) | P reads -> X(handle, write) -> P | 2 |
+//! | `nio2` (emulated proactor) | P -> completion pool(read, handle) -> completion pool(write) -> P | 3 |
+//! | `nio2-ring`, `nio2-actor` | P -> completion pool(read) -> X(handle, write) -> P | 3 |
+//! | `seda-queue`, `seda-ring`, `seda-actor` | P -> X(read) -> X(handle) -> X(write) -> P | 4 |
+//!
+//! Mechanism: the poller registers connections one-shot (a Java selector key whose interest is
+//! cleared while a worker owns the connection), so a ready connection is taken out of the
+//! poller's slab and travels with the request: it is sent to the stage of the next hop, and it
+//! returns to the poller through the poller's inbox (an eventfd wake-up: the "worker -> reactor"
+//! step of seed 001's Fig. 5) to be re-armed. Each send and each return counts one hand-off.
+//! Requests queue in the stages' hand-offs (FIFO, ring slots, mailboxes) and in the poller's
+//! inbox; stage threads block in their hand-off's wait, the poller in `epoll_wait`. Workers
+//! write like Tomcat's (`while (buf.hasRemaining()) write(buf)`: spin), the NIO2 completion
+//! pool like a proactor (a blocked write goes back to the poller and completes later).
+//! Expected bottleneck: the hand-offs themselves (a wake-up and often a context switch each)
+//! when requests are cheap; the stage with the fewest threads when they are not.
+
+use crate::conn::WritePolicy;
+use crate::frontend::reactor::{Conn, EventLoop, Inbox, Mode};
+use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
+use crate::options::ServerOptions;
+use crate::Server;
+use archlab_handoff::{HandOffSpec, Sender};
+use archlab_netio::Interest;
+use archlab_wire::http::Limits;
+use std::io::{self, ErrorKind};
+use std::net::TcpListener;
+use std::sync::{Arc, OnceLock};
+
+/// Which steps of a request a hop performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ops {
+    pub read: bool,
+    pub handle: bool,
+    pub write: bool,
+}
+
+impl Ops {
+    pub const READ: Ops = Ops { read: true, handle: false, write: false };
+    pub const HANDLE: Ops = Ops { read: false, handle: true, write: false };
+    pub const WRITE: Ops = Ops { read: false, handle: false, write: true };
+    pub const READ_HANDLE: Ops = Ops { read: true, handle: true, write: false };
+    pub const HANDLE_WRITE: Ops = Ops { read: false, handle: true, write: true };
+    pub const ALL: Ops = Ops { read: true, handle: true, write: true };
+}
+
+/// One hop of a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hop {
+    /// Run on the poller thread (only as the first hop).
+    Poller(Ops),
+    /// Go back to the poller and wait until the connection is writable.
+    AwaitWritable,
+    /// Run on a thread of stage `stage`.
+    Stage { ops: Ops, stage: usize },
+}
+
+/// A connection travelling between the poller and the stages.
+pub(crate) struct Job {
+    pub(crate) idx: usize,
+    pub(crate) conn: Box<Conn>,
+}
+
+/// What the poller does with a connection that comes back.
+pub(crate) enum Back {
+    /// Arm the one-shot registration for this interest.
+    Rearm(Interest),
+    Close,
+    Linger,
+}
+
+/// The route of every request, and the senders feeding its stages.
+pub struct Route {
+    hops: Vec<Hop>,
+    stages: OnceLock<Vec<Sender<Job>>>,
+    home: Arc<Inbox>,
+    limits: Limits,
+    write: WritePolicy,
+}
+
+impl Route {
+    /// Continue the job from hop `conn.resume_hop` on the current thread (`on_poller` says
+    /// which). Returns the job when it must go back to the poller, None when it was sent on.
+    pub(crate) fn advance(&self, mut job: Job, on_poller: bool, scratch: &mut Scratch) -> Option<(Job, Back)> {
+        loop {
+            let h = job.conn.resume_hop;
+            let Some(&hop) = self.hops.get(h) else {
+                job.conn.resume_hop = 0;
+                return Some((job, Back::Rearm(Interest::READABLE)));
+            };
+            match hop {
+                Hop::AwaitWritable => {
+                    job.conn.resume_hop = h + 1;
+                    return Some((job, Back::Rearm(Interest::WRITABLE)));
+                }
+                Hop::Poller(_) if !on_poller => return Some((job, Back::Rearm(Interest::READABLE))),
+                Hop::Poller(ops) => {
+                    job.conn.resume_hop = h + 1;
+                    if let Some(back) = self.execute(&mut job.conn, ops, h, scratch) {
+                        return Some((job, back));
+                    }
+                }
+                Hop::Stage { stage, .. } => {
+                    self.stages.get().expect("stages started")[stage].send(job);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// A stage thread's handler: run the hop the job was sent for, then move it on.
+    fn on_stage(&self, mut job: Job, scratch: &mut Scratch) {
+        let h = job.conn.resume_hop;
+        let Hop::Stage { ops, .. } = self.hops[h] else { unreachable!("a job is only sent for a stage hop") };
+        job.conn.resume_hop = h + 1;
+        let back = match self.execute(&mut job.conn, ops, h, scratch) {
+            Some(back) => Some((job, back)),
+            None => self.advance(job, false, scratch),
+        };
+        if let Some((job, back)) = back {
+            self.home.back(job, back);
+        }
+    }
+
+    /// Perform `ops` of hop `h`. None: go on with the next hop; Some: back to the poller.
+    fn execute(&self, conn: &mut Conn, ops: Ops, h: usize, scratch: &mut Scratch) -> Option<Back> {
+        if ops.read {
+            match conn.input.read_from(&mut conn.stream) {
+                Ok(0) => return Some(Back::Close),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    conn.resume_hop = 0;
+                    return Some(Back::Rearm(Interest::READABLE));
+                }
+                Err(_) => return Some(Back::Close),
+            }
+        }
+        if ops.handle {
+            let flow =
+                serve_buffered(&mut conn.input, conn.output.vec(), &self.limits, scratch, KeepAlive::AsRequested);
+            match flow {
+                // Only part of a request so far: wait for the rest.
+                Flow::KeepOpen if conn.output.pending() == 0 => {
+                    conn.resume_hop = 0;
+                    return Some(Back::Rearm(Interest::READABLE));
+                }
+                Flow::KeepOpen => {}
+                Flow::Close => conn.closing = true,
+                Flow::Refused => {
+                    conn.closing = true;
+                    conn.refused = true;
+                }
+            }
+        }
+        if ops.write {
+            match conn.output.flush(&mut conn.stream, self.write) {
+                Ok(crate::conn::Flushed::Done) => {}
+                Ok(_) => {
+                    // A proactor's pending write: completes on a later writable event.
+                    conn.resume_hop = h;
+                    return Some(Back::Rearm(Interest::WRITABLE));
+                }
+                Err(_) => return Some(Back::Close),
+            }
+            if conn.closing {
+                return Some(if conn.refused { Back::Linger } else { Back::Close });
+            }
+        }
+        None
+    }
+}
+
+/// A poller plus stages, following one route.
+pub struct Staged {
+    options: ServerOptions,
+    hops: Vec<Hop>,
+    stages: Vec<HandOffSpec>,
+    write: WritePolicy,
+}
+
+impl Staged {
+    /// `hops` refer to `stages` by index; a `Poller` hop may only come first.
+    pub fn new(options: &ServerOptions, hops: Vec<Hop>, stages: Vec<HandOffSpec>, write: WritePolicy) -> Self {
+        assert!(hops.iter().skip(1).all(|h| !matches!(h, Hop::Poller(_))), "a poller hop may only come first");
+        assert!(hops.iter().all(|h| match h {
+            Hop::Stage { stage, .. } => *stage < stages.len(),
+            _ => true,
+        }));
+        Staged { options: options.clone(), hops, stages, write }
+    }
+}
+
+impl Server for Staged {
+    fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
+        let home = Inbox::new()?;
+        let route = Arc::new(Route {
+            hops: self.hops,
+            stages: OnceLock::new(),
+            home: home.clone(),
+            limits: self.options.limits.clone(),
+            write: self.write,
+        });
+        let mut senders = Vec::with_capacity(self.stages.len());
+        for (i, spec) in self.stages.iter().enumerate() {
+            let sender = archlab_handoff::start(spec, &format!("stage{i}"), |_| {
+                let route = route.clone();
+                let mut scratch = Scratch::default();
+                move |job: Job| route.on_stage(job, &mut scratch)
+            })?;
+            senders.push(sender);
+        }
+        if route.stages.set(senders).is_err() {
+            unreachable!("stages are set once");
+        }
+        EventLoop::with_listener(listener, home, &self.options, Mode::Staged(route))?.run()
+    }
+}
