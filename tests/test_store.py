@@ -21,7 +21,8 @@ BRIEF_COLUMNS = (
     "run_id cell_id repetition architecture workload concurrency threads loops think_time_s factors status error "
     "duration_s requests throughput_rps p50_us p90_us p99_us p999_us max_us mean_us errors errors_by_class cpu_user_s "
     "cpu_sys_s cpu_us_per_request voluntary_cs_per_request involuntary_cs_per_request read_syscalls_per_request "
-    "write_syscalls_per_request peak_rss_kib server_threads summary_path hdr_log_path recorded_at"
+    "write_syscalls_per_request peak_rss_kib server_threads summary_path hdr_log_path recorded_at "
+    "handoffs_per_request"
 ).split()
 
 
@@ -179,3 +180,19 @@ def test_waits_for_another_process_holding_the_catalog(tmp_path, experiment):
         assert len(store.runs()) == 1  # retried until the other process let go
     finally:
         holder.wait(timeout=10)
+
+
+def test_a_catalog_from_before_a_column_was_added_is_migrated(tmp_path, experiment):
+    # A catalog written before handoffs_per_request existed: the store adds the column on open.
+    path = tmp_path / "runs" / "archlab.duckdb"
+    path.parent.mkdir()
+    old_columns = [(n, t) for n, t in RESULT_COLUMNS if n != "handoffs_per_request"]
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE results (" + ", ".join(f"{n} {t}" for n, t in old_columns) + ")")
+    con.close()
+    store = Store(tmp_path / "runs")
+    handle = store.create_run(experiment, "x", None)
+    cell = experiment.cells()[0]
+    handle.record(cell, 1, ok_record(handle, cell, 1))
+    _, rows = store.load_run(handle.run_id)
+    assert rows[0]["handoffs_per_request"] is None and rows[0]["throughput_rps"] == 1000.0

@@ -35,6 +35,8 @@ class Rusage:
     # Optional: socket read/write calls the server counted itself (see the module docstring).
     read_syscalls: int | None = None
     write_syscalls: int | None = None
+    # Optional: hand-offs between threads the server counted itself (queue, ring, actor sends).
+    handoffs: int | None = None
 
     @classmethod
     def parse_line(cls, line: str) -> "Rusage":
@@ -48,6 +50,7 @@ class Rusage:
             max_rss_kib=int(d["max_rss_kib"]),
             read_syscalls=int(d["read_syscalls"]) if d.get("read_syscalls") is not None else None,
             write_syscalls=int(d["write_syscalls"]) if d.get("write_syscalls") is not None else None,
+            handoffs=int(d["handoffs"]) if d.get("handoffs") is not None else None,
         )
 
 
@@ -141,6 +144,7 @@ def cost_between(start: ProcSample, end: ProcSample, requests: int) -> ServerCos
         write_syscalls_per_request=_per(*_syscalls(start, end, "write_syscalls", "syscw"), n),
         peak_rss_kib=peak,
         server_threads=end.num_threads,
+        handoffs_per_request=_per(start.rusage and start.rusage.handoffs, end.rusage and end.rusage.handoffs, n),
     )
 
 

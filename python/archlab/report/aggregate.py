@@ -85,6 +85,7 @@ METRICS: dict[str, Metric] = {
             "per req",
             _sum_of("read_syscalls_per_request", "write_syscalls_per_request"),
         ),
+        Metric("handoffs_per_request", "hand-offs", "per req", _column("handoffs_per_request")),
     )
 }
 

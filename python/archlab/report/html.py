@@ -161,6 +161,7 @@ _RESULT_COLUMNS = (
     ("cpu_us_per_request", "CPU<br><small>µs/req</small>"),
     ("cs_per_request", "ctx switches<br><small>per req</small>"),
     ("syscalls_per_request", "read+write<br><small>per req</small>"),
+    ("handoffs_per_request", "hand-offs<br><small>per req</small>"),
 )
 
 

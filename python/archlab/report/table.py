@@ -56,6 +56,7 @@ _COLUMNS = (
     _Column("CPU µs/req", True, _mean_of("cpu_us_per_request")),
     _Column("ctx-sw/req", True, _mean_of("cs_per_request")),
     _Column("syscalls/req", True, _mean_of("syscalls_per_request")),
+    _Column("hand-offs/req", True, _mean_of("handoffs_per_request")),
     _Column("errors", True, lambda c: str(c.errors)),
     _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
 )

@@ -57,6 +57,8 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("summary_path", "VARCHAR"),
     ("hdr_log_path", "VARCHAR"),
     ("recorded_at", "TIMESTAMP"),
+    # Added after the first catalogs were written: _MIGRATIONS adds it to those.
+    ("handoffs_per_request", "DOUBLE"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
@@ -74,6 +76,11 @@ CREATE TABLE IF NOT EXISTS results (
     {", ".join(f"{name} {sqltype}" for name, sqltype in RESULT_COLUMNS)},
     PRIMARY KEY (run_id, cell_id, repetition)
 );
+"""
+
+# Columns appended to RESULT_COLUMNS since the first release, for catalogs created before.
+_MIGRATIONS = """
+ALTER TABLE results ADD COLUMN IF NOT EXISTS handoffs_per_request DOUBLE;
 """
 
 _LOCK_WAIT_S = 10.0
@@ -100,6 +107,7 @@ class Catalog:
                 time.sleep(0.1)
         try:
             con.execute(_SCHEMA)
+            con.execute(_MIGRATIONS)
             yield con
         finally:
             con.close()

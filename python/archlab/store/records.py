@@ -41,6 +41,8 @@ class ServerCost:
     write_syscalls_per_request: float | None
     peak_rss_kib: int | None
     server_threads: int | None
+    # Hand-offs between threads per request, as counted by the server (None: not reported).
+    handoffs_per_request: float | None = None
 
 
 @dataclass(frozen=True)
