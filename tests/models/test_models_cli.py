@@ -23,6 +23,10 @@ def test_fit_usl_from_csv(tmp_path, capsys):
     assert run(parse(["fit-usl", str(csv), "--predict", "96"])) == 0
     out = capsys.readouterr().out
     assert "0.0277285" in out and "N* = 96.5" in out and "prediction band" in out
+    # Amdahl vs USL on the same points (tests/models/test_models_usl_weighting.py).
+    assert "Amdahl vs USL: F = 15.1" in out and "preferred: USL" in out
+    assert run(parse(["fit-usl", str(csv), "--weighting", "relative"])) == 0
+    assert "(relative)" in capsys.readouterr().out
 
 
 def test_fit_usl_refusals(tmp_path):

@@ -35,7 +35,7 @@ Exit codes: 0 done, 1 lab error or every cell failed, 2 invalid spec, 130 interr
 _LAZY_VERBS = {
     "analyze": ("archlab.latency.cli", "parser", "analyse latency files (JMeter JTL, HDR interval logs such as archlab's, wrk, memtier, CSV/Parquet)"),
     "fit-usl": ("archlab.models.cli", "subparsers", "fit the Universal Scalability Law (or Amdahl) to a CSV of N,X"),
-    "model": ("archlab.models.cli", "subparsers", "evaluate a single-station queueing model"),
+    "model": ("archlab.models.cli", "subparsers", "evaluate a queueing model, or fit the USL to a stored run (--run)"),
     "simulate": ("archlab.sim.cli", "subparsers", "run a discrete-event simulation model (TOML)"),
 }
 

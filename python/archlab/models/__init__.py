@@ -14,6 +14,17 @@ from archlab.models.compare import Comparison, compare, comparison_table
 from archlab.models.convolution import convolution
 from archlab.models.errors import ModelError, UnidentifiableError, UnstableError
 from archlab.models.factorial import Effect, FactorialDesign, design_from_records, sign_table
+from archlab.models.fromrun import (
+    GroupFit,
+    LevelComparison,
+    RowLawCheck,
+    RunDesign,
+    check_run_laws,
+    design_from_run,
+    fit_group,
+    fit_run,
+    scalability_points,
+)
 from archlab.models.mva import MVACurve, exact_mva, exact_mva_curve
 from archlab.models.network import Centre, CentreKind, ClosedNetwork, NetworkSolution
 from archlab.models.oplaws import (
@@ -27,10 +38,33 @@ from archlab.models.oplaws import (
     utilisation_law,
 )
 from archlab.models.queueing import erlang_b, erlang_c, machine_repairman, mm1, mminf, mmm, mmmb
+from archlab.models.opennet import mixed_network, open_network
+from archlab.models.report import report_section
 from archlab.models.station import MetricsTable, StationMetrics, metrics_table
-from archlab.models.usl import USL, Amdahl, Prediction, amdahl_speedup, gustafson_speedup, usl_throughput
+from archlab.models.usl import (
+    USL,
+    Amdahl,
+    Prediction,
+    ScalabilityComparison,
+    amdahl_speedup,
+    compare_scalability,
+    gustafson_speedup,
+    usl_throughput,
+)
 
 __all__ = [
+    "GroupFit",
+    "LevelComparison",
+    "RowLawCheck",
+    "RunDesign",
+    "check_run_laws",
+    "design_from_run",
+    "fit_group",
+    "fit_run",
+    "report_section",
+    "mixed_network",
+    "open_network",
+    "scalability_points",
     "BottleneckReading",
     "Comparison",
     "compare",
@@ -42,6 +76,8 @@ __all__ = [
     "design_from_records",
     "sign_table",
     "USL",
+    "ScalabilityComparison",
+    "compare_scalability",
     "Amdahl",
     "Prediction",
     "amdahl_speedup",

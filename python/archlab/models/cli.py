@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 from archlab.models.errors import ModelError
+from archlab.models.fromrun import check_run_laws, fit_run, fit_text, law_summary, ok_rows
 from archlab.models.queueing import machine_repairman, mminf, mmm, mmmb
 from archlab.models.station import metrics_table
-from archlab.models.usl import USL, Amdahl
+from archlab.models.usl import USL, Amdahl, ScalabilityComparison
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
@@ -22,13 +23,25 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--x-column", default="X", help="throughput column (default: X)")
     fit.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     fit.add_argument("--amdahl", action="store_true", help="fit Amdahl's law (kappa = 0) instead")
+    fit.add_argument("--weighting", choices=["none", "relative"], default="none",
+                     help="least squares on absolute errors (default, as R usl) or on relative errors")
     fit.add_argument("--predict", type=float, nargs="*", default=[], help="concurrency levels to predict, with bands")
     fit.set_defaults(models_verb="fit-usl")
 
-    model = subparsers.add_parser("model", help="evaluate a single-station queueing model")
-    model.add_argument("kind", choices=["mm1", "mmm", "mmmb", "mminf", "repairman"])
+    model = subparsers.add_parser(
+        "model", help="evaluate a single-station queueing model, or fit the USL to a stored run",
+        description="`archlab model KIND --service-rate ...` evaluates a queueing formula; "
+        "`archlab model --run RUN_ID [--store DIR]` fits the USL per architecture and workload of a "
+        "stored run and prints its predictions beside the measured throughput and mean latency.",
+    )
+    model.add_argument("kind", nargs="?", choices=["mm1", "mmm", "mmmb", "mminf", "repairman"])
+    model.add_argument("--run", metavar="RUN_ID", help="a stored run to model (closed load model)")
+    model.add_argument("--store", metavar="DIR", default="runs", help="result store of --run (default: ./runs)")
+    model.add_argument("--confidence", type=float, default=0.95, help="confidence level with --run (default 0.95)")
+    model.add_argument("--weighting", choices=["none", "relative"], default="relative",
+                       help="USL least squares with --run on relative (default) or absolute errors")
     model.add_argument("--arrival-rate", type=float, help="jobs per second (open models)")
-    model.add_argument("--service-rate", type=float, required=True, help="jobs per second of one server")
+    model.add_argument("--service-rate", type=float, help="jobs per second of one server")
     model.add_argument("--servers", type=int, default=1)
     model.add_argument("--capacity", type=int, help="jobs the station holds at most (mmmb)")
     model.add_argument("--population", type=int, help="clients (repairman)")
@@ -46,8 +59,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _fit_usl(args: argparse.Namespace) -> int:
     n, x = _read_columns(args.csv, args.n_column, args.x_column)
-    estimator = (Amdahl if args.amdahl else USL)(confidence=args.confidence).fit(n, x)
+    estimator = (Amdahl if args.amdahl else USL)(confidence=args.confidence, weighting=args.weighting).fit(n, x)
     print(estimator.summary())
+    if not args.amdahl:
+        try:
+            amdahl = Amdahl(confidence=args.confidence, weighting=args.weighting).fit(n, x)
+        except ModelError as exc:
+            print(f"Amdahl vs USL: not tested ({exc})")
+        else:
+            print(ScalabilityComparison.from_fits(estimator, amdahl).summary())
     if args.predict:
         band = estimator.predict(args.predict, "prediction")
         print(f"\n{'N':>10}{'X(N)':>14}{'prediction band':>34}")
@@ -57,7 +77,12 @@ def _fit_usl(args: argparse.Namespace) -> int:
 
 
 def _model(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        return _model_run(args)
     kind = args.kind
+    if kind is None:
+        raise ModelError("kind", "mm1, mmm, mmmb, mminf or repairman (or --run RUN_ID for a stored run)", None)
+    _required(args.service_rate, "--service-rate")
     if kind == "repairman":
         station = machine_repairman(_required(args.population, "--population"), args.think_time, args.service_rate, args.servers)
     elif kind == "mminf":
@@ -69,6 +94,25 @@ def _model(args: argparse.Namespace) -> int:
         servers = 1 if kind == "mm1" else args.servers
         station = mmm(_required(args.arrival_rate, "--arrival-rate"), args.service_rate, servers)
     print(metrics_table({station.model: station}, time_scale=args.time_scale).to_text())
+    return 0
+
+
+def _model_run(args: argparse.Namespace) -> int:
+    from archlab.store import Store
+
+    manifest, rows = Store(args.store).load_run(args.run)
+    fits = fit_run(manifest, rows, confidence=args.confidence, weighting=args.weighting)
+    print(f"run {args.run}: {len(ok_rows(rows))} successful repetitions of {len(rows)}; "
+          "X in req/s, R = mean latency (model: N/X - Z), errors (model - measured)/measured")
+    for fit in fits:
+        print()
+        print(fit_text(fit))
+    checks = check_run_laws(manifest, rows)
+    if checks:
+        print()
+        print("operational laws (within 5%):")
+        for line in law_summary(checks):
+            print("  " + line)
     return 0
 
 

@@ -71,28 +71,39 @@ class USL:
     ``n_star_`` (sqrt((1-sigma)/kappa), inf when kappa = 0) with ``n_star_confint_``,
     ``peak_throughput_`` X(N*), ``limit_throughput_`` lambda/sigma (the Amdahl asymptote),
     ``n_opt_`` 1/sigma, ``efficiency_`` X_i/(lambda N_i).
+
+    ``weighting="relative"`` fits the relative errors (X_i - x_i) / x_i instead of the absolute
+    ones: use it when the noise is a percentage of the throughput. ``sse_`` and
+    ``residual_std_`` are then relative (a fraction), and the prediction band scales with the
+    level.
     """
 
     fixed: ClassVar[dict[str, float]] = {}
     name: ClassVar[str] = "USL"
 
-    def __init__(self, confidence: float = 0.95):
+    def __init__(self, confidence: float = 0.95, weighting: Literal["none", "relative"] = "none"):
         self.confidence = confidence
+        self.weighting = weighting
 
     # ------------------------------------------------------------------ fit
     def fit(self, n: Sequence[float], x: Sequence[float]) -> USL:
         conf = _check.probability("confidence", self.confidence)
         n_arr, x_arr = self._validate(n, x)
+        if self.weighting not in ("none", "relative"):
+            raise ModelError("weighting", "'none' or 'relative'", self.weighting)
+        # Relative weighting minimises sum ((X_i - x_i) / x_i)^2: the error model where the
+        # noise is a percentage of the throughput (run-to-run spread usually is).
+        w = 1.0 / x_arr if self.weighting == "relative" else np.ones_like(x_arr)
         free = [p for p in PARAMETERS if p not in self.fixed]
-        theta = self._least_squares(n_arr, x_arr, free)
+        theta = self._least_squares(n_arr, x_arr, free, w)
         params = dict(self.fixed)
         params.update(zip(free, theta))
         _snap_to_bounds(params, float(n_arr.max()))
         resid = x_arr - usl_throughput(n_arr, params["sigma"], params["kappa"], params["lambda"])
         dof = n_arr.size - len(free)
-        sse = float(resid @ resid)
+        sse = float((w * resid) @ (w * resid))
         jac = _gradient(n_arr, params, free)
-        cov = self._covariance(jac, sse / dof, n_arr)
+        cov = self._covariance(jac * w[:, None], sse / dof, n_arr)
         t = float(stats.t.ppf(0.5 + conf / 2.0, dof))
         se = np.sqrt(np.diag(cov))
 
@@ -114,18 +125,18 @@ class USL:
         self._scalability_bounds(t)
         return self
 
-    def _least_squares(self, n: np.ndarray, x: np.ndarray, free: list[str]) -> np.ndarray:
-        start = _grid_start(n, x, "kappa" not in free)
+    def _least_squares(self, n: np.ndarray, x: np.ndarray, free: list[str], w: np.ndarray) -> np.ndarray:
+        start = _grid_start(n, x, "kappa" not in free, w)
         lower = np.zeros(len(free))
         upper = np.array([1.0 if p == "sigma" else np.inf for p in free])
         x0 = np.clip([start[p] for p in free], lower, upper)
 
         def residuals(theta: np.ndarray) -> np.ndarray:
             p = dict(self.fixed) | dict(zip(free, theta))
-            return usl_throughput(n, p["sigma"], p["kappa"], p["lambda"]) - x
+            return w * (usl_throughput(n, p["sigma"], p["kappa"], p["lambda"]) - x)
 
         def jacobian(theta: np.ndarray) -> np.ndarray:
-            return _gradient(n, dict(self.fixed) | dict(zip(free, theta)), free)
+            return _gradient(n, dict(self.fixed) | dict(zip(free, theta)), free) * w[:, None]
 
         result = optimize.least_squares(
             residuals, x0, jac=jacobian, bounds=(lower, upper), method="trf", x_scale="jac",
@@ -202,7 +213,10 @@ class USL:
         g = _gradient(n_arr, params, list(self.free_parameters_))
         var = np.einsum("ij,jk,ik->i", g, self.cov_, g)
         if interval == "prediction":
-            var = var + self.residual_std_**2
+            # One new measurement: its own noise, absolute or (relative weighting) a fraction
+            # of the level.
+            scale = mean if self.weighting == "relative" else 1.0
+            var = var + (self.residual_std_ * scale) ** 2
         half = self.t_quantile_ * np.sqrt(var)
         return Prediction(n_arr, mean, mean - half, mean + half, interval, self.confidence)
 
@@ -223,7 +237,8 @@ class USL:
             lo, hi = self.confint_[p]
             note = " (fixed)" if p in self.fixed else (" (at bound)" if p in self.active_bounds_ else "")
             lines.append(f"{p:<10}{value:>14.6g}{self.stderr_[p]:>14.4g}{f'[{lo:.6g}, {hi:.6g}]':>32}{note}")
-        lines.append(f"residual standard error {self.residual_std_:.4g}")
+        unit = " (relative)" if self.weighting == "relative" else ""
+        lines.append(f"residual standard error {self.residual_std_:.4g}{unit}")
         lines.append(f"N* = {self.n_star_:.6g}, peak X(N*) = {self.peak_throughput_:.6g}, "
                      f"limit lambda/sigma = {self.limit_throughput_:.6g}, N_opt = 1/sigma = {self.n_opt_:.6g}")
         return "\n".join(lines)
@@ -241,6 +256,60 @@ class Amdahl(USL):
     name: ClassVar[str] = "Amdahl"
 
 
+@dataclass(frozen=True)
+class ScalabilityComparison:
+    """Amdahl (kappa = 0) against the USL on the same points. ``f_statistic`` is the extra sum
+    of squares test of the one extra parameter, ``p_value`` its boundary-corrected p (kappa = 0
+    lies on the edge of kappa >= 0, so under Amdahl the statistic is 0 half of the time: the
+    usual F tail probability is halved, Self and Liang 1987); ``aicc_*`` are the corrected
+    Akaike criteria of the least-squares fits (lower is better). ``preferred`` is the USL when
+    p < 1 - confidence, else Amdahl, the simpler model."""
+
+    usl: USL
+    amdahl: Amdahl
+    f_statistic: float
+    p_value: float
+    aicc_usl: float
+    aicc_amdahl: float
+    preferred: str
+
+    @classmethod
+    def from_fits(cls, usl: USL, amdahl: Amdahl) -> ScalabilityComparison:
+        """The comparison of two fits of the same points (same weighting and confidence)."""
+        if usl.n_.size != amdahl.n_.size or usl.weighting != amdahl.weighting:
+            raise ModelError("amdahl", "a fit of the same points with the same weighting as the USL", amdahl.weighting)
+        dof = usl.dof_
+        extra = max(amdahl.sse_ - usl.sse_, 0.0)
+        if usl.sse_ <= 0:
+            f = math.inf if extra > 0 else 0.0
+        else:
+            f = extra / (usl.sse_ / dof)
+        p = 1.0 if f == 0 else 0.5 * float(stats.f.sf(f, 1, dof))
+        size = usl.n_.size
+        preferred = "USL" if p < 1.0 - _check.probability("confidence", usl.confidence) else "Amdahl"
+        return cls(usl, amdahl, f, p, _aicc(usl.sse_, size, 3), _aicc(amdahl.sse_, size, 2), preferred)
+
+    def summary(self) -> str:
+        return (f"Amdahl vs USL: F = {self.f_statistic:.4g} (1, {self.usl.dof_} dof), p = {self.p_value:.3g}; "
+                f"AICc Amdahl {self.aicc_amdahl:.4g}, USL {self.aicc_usl:.4g}; preferred: {self.preferred}")
+
+
+def compare_scalability(
+    n: Sequence[float], x: Sequence[float], confidence: float = 0.95, weighting: Literal["none", "relative"] = "none"
+) -> ScalabilityComparison:
+    """Fit both laws and test whether the coherency term kappa is needed (needs at least 4
+    distinct levels, as the USL does)."""
+    return ScalabilityComparison.from_fits(USL(confidence, weighting).fit(n, x), Amdahl(confidence, weighting).fit(n, x))
+
+
+def _aicc(sse: float, n: int, p: int) -> float:
+    """AICc of a Gaussian least-squares fit with p parameters plus the variance."""
+    k = p + 1
+    if sse <= 0 or n - k - 1 <= 0:
+        return -math.inf if sse <= 0 else math.nan
+    return n * math.log(sse / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+
 def _gradient(n: np.ndarray, params: dict[str, float], free: Sequence[str]) -> np.ndarray:
     """d X(N) / d theta for the free parameters, one row per N."""
     s, k, lam = params["sigma"], params["kappa"], params["lambda"]
@@ -253,14 +322,16 @@ def _gradient(n: np.ndarray, params: dict[str, float], free: Sequence[str]) -> n
     return np.column_stack([cols[p] for p in free])
 
 
-def _grid_start(n: np.ndarray, x: np.ndarray, amdahl: bool) -> dict[str, float]:
-    """Best (sigma, kappa) on a log grid, with lambda projected out (it is linear)."""
+def _grid_start(n: np.ndarray, x: np.ndarray, amdahl: bool, w: np.ndarray) -> dict[str, float]:
+    """Best (sigma, kappa) on a log grid, with lambda projected out (it is linear); residuals
+    weighted by ``w``."""
     sigmas = np.concatenate(([0.0], np.logspace(-5, 0, 41)))
     kappas = np.array([0.0]) if amdahl else np.concatenate(([0.0], np.logspace(-9, 0, 55)))
     s, k = np.meshgrid(sigmas, kappas, indexing="ij")
-    f = n[None, None, :] / (1.0 + s[..., None] * (n - 1.0) + k[..., None] * n * (n - 1.0))
-    lam = (f * x).sum(axis=-1) / (f * f).sum(axis=-1)
-    sse = ((lam[..., None] * f - x) ** 2).sum(axis=-1)
+    f = w * n[None, None, :] / (1.0 + s[..., None] * (n - 1.0) + k[..., None] * n * (n - 1.0))
+    xw = w * x
+    lam = (f * xw).sum(axis=-1) / (f * f).sum(axis=-1)
+    sse = ((lam[..., None] * f - xw) ** 2).sum(axis=-1)
     i, j = np.unravel_index(np.argmin(sse), sse.shape)
     return {"sigma": float(s[i, j]), "kappa": float(k[i, j]), "lambda": float(lam[i, j])}
 

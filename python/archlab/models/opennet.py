@@ -1,0 +1,137 @@
+"""Open and mixed product-form (Jackson / BCMP) networks, single or multiple classes.
+
+Open classes arrive from outside at rate lambda_c; a centre's demand D_kc = visits x service
+time is per job, as for :class:`~archlab.models.network.ClosedNetwork`. The solution
+(Lazowska et al., *Quantitative System Performance*, 1984, ch. 7; Jain Box 34.1):
+
+* utilisation U_k = sum_c lambda_c D_kc (of the whole centre; per server U_k / m);
+* residence R_kc = D_kc / (1 - U_k) at a queueing centre, D_kc at a delay centre, and
+  D_kc (1 + C(m, a_k) / (m - a_k)) at an m-server centre with offered load a_k = U_k (Erlang C;
+  exact for one class, and for several when they share one service time, as FCFS product form
+  requires);
+* Q_kc = lambda_c R_kc (Little), R_c = sum_k R_kc.
+
+Mixed networks (open and closed classes; Lazowska §7.4.3): the open classes take U_k^o of each
+centre, so the closed classes see it slowed down: their demands are inflated to
+D_kc / (1 - U_k^o) and the closed model is solved by exact MVA; each open class then finds the
+closed jobs queued, R_ko = D_ko (1 + Q_k^closed) / (1 - U_k^o). As in the exact algorithm, only
+queueing and delay centres are allowed in a mixed network."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from archlab.models import _check
+from archlab.models.errors import ModelError, UnstableError
+from archlab.models.mva import exact_mva
+from archlab.models.network import Centre, CentreKind, ClosedNetwork, NetworkSolution
+from archlab.models.queueing import erlang_c
+
+
+def open_network(centres: Sequence[Centre], arrival_rates: float | Sequence[float]) -> NetworkSolution:
+    """Open network: every class arrives from outside (``arrival_rates``, jobs/s, one per
+    class). Raises :class:`UnstableError` when a centre would be busy 100 % of the time."""
+    d, lam = _inputs(centres, arrival_rates)
+    if np.all(lam == 0):
+        raise ModelError("arrival_rates", "at least one rate > 0", lam.tolist())
+    offered = d @ lam
+    residence = np.empty_like(d)
+    util = np.empty(len(centres))
+    for k, c in enumerate(centres):
+        servers = c.servers or 1
+        if c.kind is CentreKind.DELAY:
+            residence[k] = d[k]
+            util[k] = math.nan
+            continue
+        if c.kind is CentreKind.LOAD_DEPENDENT and c.servers is None:
+            raise ModelError(f"{c.name}", "a queueing, delay or multiserver centre in an open network", "load_dependent",
+                             "general load-dependent rates have no closed form here")
+        _stable(c.name, offered[k] / servers)
+        wait = erlang_c(servers, offered[k]) / (servers - offered[k]) if servers > 1 else offered[k] / (1.0 - offered[k])
+        residence[k] = d[k] * (1.0 + wait)
+        util[k] = offered[k] / servers
+    return _solution(centres, tuple(0 for _ in lam), lam, residence, util)
+
+
+def mixed_network(
+    centres: Sequence[Centre],
+    arrival_rates: Sequence[float],
+    populations: Sequence[int],
+    think_time: float | Sequence[float] = 0.0,
+) -> NetworkSolution:
+    """Mixed network. Class c is open when ``arrival_rates[c] > 0`` and closed when
+    ``populations[c] > 0`` (not both); ``think_time`` applies to the closed classes. The
+    solution's ``throughput`` is lambda_c for an open class and X_c for a closed one, and its
+    ``population`` holds the closed populations (0 for open classes)."""
+    d, lam = _inputs(centres, arrival_rates)
+    pops = tuple(_check.count("populations", p, minimum=0) for p in populations)
+    n_classes = d.shape[1]
+    if len(pops) != n_classes:
+        raise ModelError("populations", f"one count per class ({n_classes})", list(populations))
+    both = [c for c in range(n_classes) if lam[c] > 0 and pops[c] > 0]
+    neither = [c for c in range(n_classes) if lam[c] == 0 and pops[c] == 0]
+    if both or neither:
+        raise ModelError("classes", "each class open (rate > 0) or closed (population > 0), not both",
+                         f"both: {both}, neither: {neither}")
+    z = (think_time,) * n_classes if np.isscalar(think_time) else tuple(think_time)
+    if len(z) != n_classes:
+        raise ModelError("think_time", f"one value per class ({n_classes})", think_time)
+    for c in centres:
+        if c.kind is CentreKind.LOAD_DEPENDENT:
+            raise ModelError(c.name, "a queueing or delay centre in a mixed network", "load-dependent",
+                             "the exact mixed solution holds for load-independent centres only")
+    closed = [c for c in range(n_classes) if pops[c] > 0]
+    opened = [c for c in range(n_classes) if lam[c] > 0]
+    queueing = np.array([c.kind is CentreKind.QUEUEING for c in centres])
+    u_open = np.where(queueing, d[:, opened] @ lam[opened], 0.0)
+    for k, c in enumerate(centres):
+        _stable(c.name, float(u_open[k]))
+    if not closed:
+        return open_network(centres, lam)
+    stretch = np.where(queueing, 1.0 / (1.0 - u_open), 1.0)
+    inflated = [
+        Centre(c.name, c.kind, tuple(float(d[k, j] * stretch[k]) for j in closed)) for k, c in enumerate(centres)
+    ]
+    sub = exact_mva(ClosedNetwork(inflated, [z[j] for j in closed]), [pops[j] for j in closed])
+    q_closed = sub.queue_length.sum(axis=1)
+    residence = np.empty_like(d)
+    throughput = lam.copy()
+    residence[:, closed] = sub.residence_time
+    throughput[closed] = sub.throughput
+    residence[:, opened] = d[:, opened] * np.where(queueing, (1.0 + q_closed) / (1.0 - u_open), 1.0)[:, None]
+    util = np.where(queueing, d @ throughput, math.nan)
+    return _solution(centres, pops, throughput, residence, util)
+
+
+def _inputs(centres: Sequence[Centre], arrival_rates: float | Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    if not centres:
+        raise ModelError("centres", "at least one Centre", list(centres))
+    classes = {len(c.demands) for c in centres}
+    if len(classes) != 1:
+        raise ModelError("centres", "the same number of class demands at every centre", sorted(classes))
+    lam = np.atleast_1d(np.asarray(arrival_rates, dtype=float))
+    if lam.ndim != 1 or lam.size != classes.pop() or not np.all(np.isfinite(lam)) or np.any(lam < 0):
+        raise ModelError("arrival_rates", f"one finite rate >= 0 per class ({len(centres[0].demands)})", arrival_rates)
+    return np.array([c.demands for c in centres], dtype=float), lam
+
+
+def _stable(name: str, rho: float) -> None:
+    if rho >= 1.0:
+        raise UnstableError(f"{name} utilisation", "< 1 (the open classes alone must not saturate it)", rho,
+                            "an open queue at or above capacity has no steady state")
+
+
+def _solution(centres: Sequence[Centre], pops: tuple[int, ...], throughput: np.ndarray, residence: np.ndarray,
+              util: np.ndarray) -> NetworkSolution:
+    return NetworkSolution(
+        centre_names=tuple(c.name for c in centres),
+        population=pops,
+        throughput=throughput.copy(),
+        response_time=residence.sum(axis=0),
+        residence_time=residence,
+        queue_length=residence * throughput,
+        utilisation=util,
+    )
