@@ -68,6 +68,12 @@ MANIFEST = {
 FIGURES_WITHOUT_TIMELINE = ("throughput", "latency", "cpu", "context-switches")
 
 
+def _figure_svgs(page: str) -> int:
+    """SVGs of the report's own figures: those before the scalability-model section, which
+    archlab.models renders (tested with the models)."""
+    return page.split('<section id="models"')[0].count("<svg")
+
+
 def _ok_row(arch: str, workload: str, concurrency: int, repetition: int) -> dict:
     throughput = BASE.get((arch, workload), 1_000.0) * (1 + concurrency / 64) + repetition * SPREAD.get(arch, 10.0)
     p50 = concurrency / throughput * 1e6
@@ -295,12 +301,14 @@ def test_html_is_self_contained(report_with_timeline):
 
 def test_html_has_one_svg_per_figure(report_with_timeline, report_without_summaries):
     with_timeline = report_with_timeline.read_text()
-    assert with_timeline.count("<svg") == len(FIGURES_WITHOUT_TIMELINE) + 1
+    assert _figure_svgs(with_timeline) == len(FIGURES_WITHOUT_TIMELINE) + 1
     for key in (*FIGURES_WITHOUT_TIMELINE, "timeline"):
         assert f'id="figure-{key}"' in with_timeline
+    # The scalability model follows the results, with its own figure.
+    assert '<section id="models">' in with_timeline and 'id="figure-models-usl"' in with_timeline
     # Summaries missing: the timeline is skipped, the rest is intact.
     without = report_without_summaries.read_text()
-    assert without.count("<svg") == len(FIGURES_WITHOUT_TIMELINE)
+    assert _figure_svgs(without) == len(FIGURES_WITHOUT_TIMELINE)
     assert 'id="figure-timeline"' not in without
 
 
@@ -363,7 +371,7 @@ def test_html_is_a_pure_function_of_the_run(tmp_path):
     for name in ("a", "b"):
         _write_summaries(tmp_path / name, rows)
         pages.append(write_html(MANIFEST, rows, tmp_path / name / "report.html").read_text())
-    assert pages[0].count("<svg") == len(FIGURES_WITHOUT_TIMELINE) + 1
+    assert _figure_svgs(pages[0]) == len(FIGURES_WITHOUT_TIMELINE) + 1
     assert pages[0] == pages[1]
 
 
@@ -373,7 +381,7 @@ def test_unreadable_summary_costs_only_the_timeline(tmp_path):
     for path in (tmp_path / "raw").iterdir():
         path.write_text("{not json")
     page = write_html(MANIFEST, rows, tmp_path / "report.html").read_text()
-    assert page.count("<svg") == len(FIGURES_WITHOUT_TIMELINE)
+    assert _figure_svgs(page) == len(FIGURES_WITHOUT_TIMELINE)
 
 
 def test_html_when_every_repetition_failed(tmp_path):
@@ -411,7 +419,7 @@ def _run_chromium(report: Path, profile: Path, *mode: str) -> subprocess.Complet
 
 def test_chromium_renders_plots_and_tables(report_with_timeline, tmp_path):
     dom = _run_chromium(report_with_timeline, tmp_path / "profile", "--dump-dom").stdout
-    assert dom.count("<svg") == len(FIGURES_WITHOUT_TIMELINE) + 1
+    assert _figure_svgs(dom) == len(FIGURES_WITHOUT_TIMELINE) + 1
     # Each figure's data series survive parsing as SVG paths with real geometry (several points).
     for gid in ("data-throughput-0-0", "data-latency-1-2-1", "data-cpu-1-0", "data-context-switches-0-1",
                 "data-timeline-0-0-0"):
