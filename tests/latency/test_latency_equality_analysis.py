@@ -66,7 +66,7 @@ def test_outputs_json_table_figures_html(tmp_path):
     for word in ("p99.9", "Student t", "fits (by AIC)", "Hill", "mass-count"):
         assert word in table
     figures = result.figures()
-    assert {"pdf", "pdf-log", "cdf", "ccdf", "qq", "hill", "lorenz", "mass-count"} <= set(figures)
+    assert {"pdf", "pdf-log", "cdf", "ccdf", "qq", "hill", "mean-excess", "lorenz", "mass-count"} <= set(figures)
     assert all(figure.axes and figure.axes[0].has_data() for figure in figures.values())
     page = result.to_html(tmp_path / "report.html").read_text()
     assert page.count("data:image/png;base64,") == len(figures)

@@ -59,3 +59,23 @@ def test_equal_values_have_no_disparity():
     result = mass_count(Samples.from_values([4.0] * 10))
     assert result.gini == pytest.approx(0.0) and result.joint_ratio == pytest.approx(50.0)
     assert result.w_half == pytest.approx(50.0) and result.n_half == pytest.approx(50.0)
+
+
+def test_bootstrap_intervals_of_gini_and_tail_index_cover_the_truth():
+    # Truth (closed forms): the Gini coefficient of an exponential is 1/2; Pareto(10, 1.5) has
+    # tail index 1.5 above every threshold.
+    from archlab.latency import analyze
+
+    rng = np.random.default_rng(11)
+    exponential = analyze(Samples.from_values(rng.exponential(20.0, 10000)), n_boot=20, tail_boot=100, seed=1)
+    gini = exponential.to_dict()["bootstrap_intervals"]["Gini"]
+    assert gini["low"] < 0.5 < gini["high"] and gini["high"] - gini["low"] < 0.02
+    pareto = analyze(Samples.from_values(10.0 * (1.0 - rng.random(8000)) ** (-1.0 / 1.5)), n_boot=20, tail_boot=100,
+                     seed=1)
+    intervals = pareto.to_dict()["bootstrap_intervals"]
+    for prefix in ("Hill", "CSN"):
+        (name,) = [name for name in intervals if name.startswith(prefix)]
+        assert intervals[name]["low"] < 1.5 < intervals[name]["high"]
+        assert intervals[name]["high"] - intervals[name]["low"] < 0.3
+    assert "bootstrap CI" in pareto.to_table()
+    assert analyze(Samples.from_values(rng.exponential(20.0, 500)), n_boot=20).intervals == {}

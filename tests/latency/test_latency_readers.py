@@ -158,3 +158,22 @@ def test_memtier_json_histogram_and_printed_percentiles(tmp_path):
     assert read(path).n == 3000
     with pytest.raises(LatencyError, match=r"section: expected one of \['Totals'\], got 'Gets'"):
         read_memtier_json(path, section="Gets")
+
+
+def test_hdr_intervals_of_different_trackable_ranges_are_summed(tmp_path):
+    # The engine encodes each interval with its own range; adding a wide one to a narrow one
+    # failed ("values that do not fit"). Reference: the raw values recorded into the intervals.
+    narrow, wide = HdrHistogram(1, 10_000, 3), HdrHistogram(1, 10_000_000, 3)
+    for value in (100, 200, 300):
+        narrow.record_value(value)
+    for value in (5_000, 4_000_000):
+        wide.record_value(value)
+    path = tmp_path / "ranges.hlog"
+    with open(path, "w") as handle:
+        writer = HistogramLogWriter(handle)
+        writer.output_legend()
+        writer.output_interval_histogram(narrow, 0.0, 1.0)
+        writer.output_interval_histogram(wide, 1.0, 2.0)
+    samples = read_hdr_log(path, unit="ns", bucket_value="lowest")
+    assert samples.n == 5
+    assert samples.values[:3].tolist() == [100, 200, 300] and samples.max == wide.get_lowest_equivalent_value(4_000_000)

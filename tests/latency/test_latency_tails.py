@@ -79,3 +79,21 @@ def test_aggregation_and_heavy_tail_verdicts():
     # Alpha of the sums grows with m when the variance is finite.
     alphas = [level.alpha for level in light.aggregation]
     assert alphas[-1] > 2 * alphas[0]
+
+
+def test_mean_excess_is_exact_and_matches_closed_forms():
+    from archlab.latency import mean_excess
+
+    # Exactness: direct computation on the raw values at every threshold.
+    raw = np.round(np.random.default_rng(3).lognormal(3, 0.6, 3000))
+    result = mean_excess(Samples.from_values(raw), min_exceed=10)
+    direct = [np.mean(raw[raw > u] - u) for u in result.threshold]
+    assert result.mean_excess == pytest.approx(direct)
+    assert result.exceedances.tolist() == [int(np.sum(raw > u)) for u in result.threshold]
+    # Closed forms (Embrechts et al. 1997, §6.2.2): exponential e(u) = mean (memoryless);
+    # Pareto(xmin, alpha) e(u) = u / (alpha - 1).
+    rng = np.random.default_rng(4)
+    exponential = mean_excess(Samples.from_values(rng.exponential(20.0, 200_000)), min_exceed=5000)
+    assert exponential.mean_excess == pytest.approx(20.0, rel=0.05)
+    pareto = mean_excess(Samples.from_values(10.0 * (1 - rng.random(200_000)) ** (-1 / 3.0)), min_exceed=5000)
+    assert pareto.mean_excess == pytest.approx(pareto.threshold / 2.0, rel=0.1)

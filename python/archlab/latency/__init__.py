@@ -8,9 +8,10 @@ pre-aggregated counts give identical results at a cost set by the number of dist
 * fitting: :class:`DistributionFit`, :func:`rank_fits` (AIC/BIC), :func:`compare_fits` (Vuong/Wilks),
   :func:`goodness_of_fit` (KS / chi-squared with parametric-bootstrap p-values)
 * tails: :func:`llcd`, :func:`pareto_tail`, :func:`hill`, :class:`HillEstimator`, :class:`PowerLawTail`,
-  :func:`heavy_tail_check`, :func:`aggregate`, :func:`mass_count`
-* input: :mod:`archlab.latency.readers` (JTL, HdrHistogram logs, wrk/hgrm text, memtier JSON,
-  CSV/Parquet columns, out-of-core through DuckDB)
+  :func:`mean_excess`, :func:`heavy_tail_check`, :func:`aggregate`, :func:`mass_count`
+* rounded, tied data: :mod:`archlab.latency.discrete` (resolution, seeded jitter, rounding)
+* input: :mod:`archlab.latency.readers` (JTL, HdrHistogram logs, archlab load summaries and runs,
+  wrk/hgrm text, memtier JSON, CSV/Parquet columns, out-of-core through DuckDB)
 * output: :func:`analyze` -> :class:`LatencyAnalysis` (``to_json``, ``to_table``, ``figures``,
   ``to_html``); plots in :mod:`archlab.latency.plots`
 """
@@ -26,11 +27,12 @@ from archlab.latency.quantiles import QuantileMethod, percentiles, quantile
 from archlab.latency.readers import read
 from archlab.latency.samples import Samples
 from archlab.latency.summary import Summary, summarize
-from archlab.latency.tails import LLCD, HillEstimator, PowerLawTail, TailIndex, hill, llcd, pareto_tail
+from archlab.latency.tails import (LLCD, HillEstimator, MeanExcess, PowerLawTail, TailIndex, hill, llcd, mean_excess,
+                                   pareto_tail)
 
 __all__ = ["ECDF", "LLCD", "DistributionFit", "Family", "FitRanking", "GoodnessOfFit", "HeavyTailCheck", "HillEstimator",
            "Histogram", "InsufficientData", "KernelDensity", "LatencyAnalysis", "LatencyError", "LikelihoodRatio",
-           "MassCount", "ParameterError", "PowerLawTail", "QuantileMethod", "Samples", "Summary", "TailIndex",
+           "MassCount", "MeanExcess", "ParameterError", "PowerLawTail", "QuantileMethod", "Samples", "Summary", "TailIndex",
            "aggregate", "analyze", "chi2_statistic", "compare_fits", "ecdf", "goodness_of_fit", "heavy_tail_check",
-           "hill", "histogram", "kde", "ks_statistic", "llcd", "mass_count", "pareto_tail", "percentiles", "quantile",
+           "hill", "histogram", "kde", "ks_statistic", "llcd", "mass_count", "mean_excess", "pareto_tail", "percentiles", "quantile",
            "rank_fits", "read", "summarize"]

@@ -20,14 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from archlab.latency.discrete import cell_widths, grid_step, is_tied, jitter
 from archlab.latency.errors import LatencyError
 from archlab.latency.fitting import DEFAULT_FAMILIES, FitRanking, rank_fits
 from archlab.latency.gof import GoodnessOfFit, goodness_of_fit
 from archlab.latency.heavy import HeavyTailCheck, heavy_tail_check
 from archlab.latency.masscount import MassCount, mass_count
-from archlab.latency.samples import Samples
+from archlab.latency.samples import UNIT_SECONDS, Samples
 from archlab.latency.summary import DEFAULT_PERCENTILES, Summary, summarize
-from archlab.latency.tails import LLCD, HillEstimator, PowerLawTail, llcd
+from archlab.latency.intervals import bootstrap
+from archlab.latency.tails import LLCD, HillEstimator, PowerLawTail, hill, llcd, mean_excess, pareto_tail
 
 
 @dataclass
@@ -43,6 +45,9 @@ class LatencyAnalysis:
     heavy_tail: HeavyTailCheck | None = None
     mass_count: MassCount | None = None
     notes: list[str] = field(default_factory=list)
+    resolution: str | None = None  # the rounding of tied data, when one was used
+    jittered: int | None = None  # observations the tail estimators saw after jittering
+    intervals: dict = field(default_factory=dict)  # name -> (low, high): bootstrap CIs of tail index, Gini
 
     # --- machine output ---------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -57,6 +62,10 @@ class LatencyAnalysis:
                             "values": [{"p": e.percentile, "value": e.value, "low": _finite(e.low), "high": _finite(e.high)}
                                        for e in s.percentiles]},
             "notes": list(self.notes),
+            "resolution": {"rounding": self.resolution, "tail_jittered_observations": self.jittered},
+            "bootstrap_intervals": {name: {"low": _finite(low), "high": _finite(high), "level": s.level,
+                                           "n_boot": n_boot, "kind": "percentile bootstrap of the counts"}
+                                    for name, (low, high, n_boot) in self.intervals.items()},
         }
         if self.fits is not None:
             out["fits"] = [{"distribution": r.fit.name, "params": r.fit.params_, "loglik": r.fit.loglik_,
@@ -94,42 +103,51 @@ class LatencyAnalysis:
 
     # --- human output -----------------------------------------------------------------------------
     def to_table(self) -> str:
+        """A readable table: durations in ns/µs/ms/s with 4 significant digits (JSON keeps the raw unit)."""
         d, s = self.to_dict(), self.summary
         u = s.unit
-        lines = [f"latency analysis: n = {s.count} ({s.distinct} distinct values), unit {u}",
-                 f"  mean   {s.mean.mean:.4g}  [{s.mean.low:.4g}, {s.mean.high:.4g}] ({s.level:.0%} Student t)",
-                 f"  std    {s.std:.4g}   min {s.min:.4g}   max {s.max:.4g}",
+
+        def t(value: float | None) -> str:
+            return format_duration(value, u)
+
+        lines = [f"latency analysis: n = {s.count:,} ({s.distinct:,} distinct values), recorded in {u}",
+                 f"  mean   {t(s.mean.mean)}  [{t(s.mean.low)}, {t(s.mean.high)}] ({s.level:.0%} Student t)",
+                 f"  std    {t(s.std)}   min {t(s.min)}   max {t(s.max)}",
                  f"  percentiles ({s.quantile_method}: {s.quantile_definition}; {s.ci_method} {s.level:.0%} CI)"]
         for e in s.percentiles:
-            interval = f"  [{e.low:.4g}, {e.high:.4g}]" if math.isfinite(e.low) else ""
-            lines.append(f"    p{e.percentile:<7g} {e.value:>12.4g}{interval}")
+            interval = f"  [{t(e.low)}, {t(e.high)}]" if math.isfinite(e.low) else ""
+            lines.append(f"    p{e.percentile:<7g} {t(e.value):>10}{interval}")
         if "fits" in d:
             lines.append("  fits (by AIC)              delta AIC   weight   parameters")
             for f in d["fits"]:
-                params = ", ".join(f"{k}={v:.4g}" for k, v in f["params"].items())
+                params = ", ".join(f"{k}={t(v) if k in ('loc', 'scale') else f'{v:.4g}'}" for k, v in f["params"].items())
                 lines.append(f"    {f['distribution']:<22} {f['delta_aic']:>10.1f} {f['akaike_weight']:>8.3f}   {params}")
         for g in d["goodness_of_fit"]:
             lines.append(f"  {g['test']} test of {g['distribution']}: statistic {g['statistic']:.4g}, bootstrap p "
                          f"{g['pvalue_bootstrap']:.3g} (B={g['n_boot']}; the naive p {_fmt(g['pvalue_naive'])} is not valid)")
         tail = d["tail"]
         if "llcd" in tail:
-            lines.append(f"  tail index: LLCD top {tail['llcd']['top_fraction']:.2%}: {tail['llcd']['alpha']:.3g}")
+            lines.append(f"  tail index: LLCD top {tail['llcd']['top_fraction']:.2%} (above {t(tail['llcd']['threshold'])}): "
+                         f"{_fmt(tail['llcd']['alpha'])}")
         if "hill" in tail:
             h = tail["hill"]
-            lines.append(f"  tail index: Hill k={h['k']} ({h['k_method']}): {h['alpha']:.3g} +- {h['se']:.2g}")
+            lines.append(f"  tail index: Hill k={h['k']} ({h['k_method']}, above {t(h['threshold'])}): "
+                         f"{_fmt(h['alpha'])} +- {_fmt(h['se'], 2)}")
         if "power_law_csn" in tail:
             p = tail["power_law_csn"]
-            lines.append(f"  tail index: CSN xmin={p['xmin']:.4g} n_tail={p['n_tail']}: {p['alpha']:.3g} +- {p['se']:.2g}"
+            lines.append(f"  tail index: CSN xmin={t(p['xmin'])} n_tail={p['n_tail']}: {_fmt(p['alpha'])} +- {_fmt(p['se'], 2)}"
                          + (f", GOF p={p['pvalue']:.3g}" if p["pvalue"] is not None else ""))
         if "heavy_tail" in tail:
             h = tail["heavy_tail"]
-            alphas = ", ".join(f"m={a['m']}: {a['alpha']:.3g}" for a in h["aggregation"])
+            alphas = ", ".join(f"m={a['m']}: {_fmt(a['alpha'])}" for a in h["aggregation"])
             lines.append(f"  heavy tail: index in (0,2) {h['index_in_0_2']}, stable under aggregation "
                          f"{h['aggregation_stable']} ({alphas})")
         if "mass_count" in d:
             m = d["mass_count"]
             lines.append(f"  mass-count: Gini {m['gini']:.4f} ({m['gini_form']}), joint ratio {m['joint_ratio']:.1f}/"
                          f"{100 - m['joint_ratio']:.1f}, N1/2 {m['n_half']:.3g}%, W1/2 {m['w_half']:.3g}%")
+        for name, (low, high, n_boot) in self.intervals.items():
+            lines.append(f"  {name}: {s.level:.0%} bootstrap CI [{_fmt(low, 4)}, {_fmt(high, 4)}] (B={n_boot})")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
@@ -148,6 +166,8 @@ class LatencyAnalysis:
             axes["qq"] = plots.plot_qq(best, self.samples)
         if self.hill is not None:
             axes["hill"] = plots.plot_hill(self.hill)
+        if self.samples.n > 10:
+            axes["mean-excess"] = plots.plot_mean_excess(mean_excess(self.samples), unit=self.samples.unit)
         if self.mass_count is not None:
             axes["lorenz"] = plots.plot_lorenz(self.mass_count)
             axes["mass-count"] = plots.plot_mass_count(self.mass_count, unit=self.samples.unit)
@@ -168,8 +188,38 @@ class LatencyAnalysis:
         return path
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
+def _resolution(samples: Samples, resolution: str | float | None) -> str | float | None:
+    """The resolution to use, or None: data without ties, or without a detectable grid."""
+    if resolution is None or resolution == "none" or not is_tied(samples):
+        return None
+    return resolution if cell_widths(samples, resolution) is not None else None
+
+
+def _describe_resolution(samples: Samples, resolution: str | float) -> str:
+    if resolution == "hdr":
+        return "HdrHistogram buckets, 3 significant digits"
+    step = grid_step(samples) if resolution == "auto" else float(resolution)
+    return f"grid step {step:g} {samples.unit}"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}g}"
+
+
+_DURATION_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def format_duration(value: float | None, unit: str, digits: int = 4) -> str:
+    """``value`` (in ``unit``) in the largest of s/ms/µs/ns that keeps it >= 1, e.g. 93.44 µs."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    seconds = float(f"{value * UNIT_SECONDS[unit]:.{digits}g}")  # round first: 0.99999 ms is "1 ms"
+    if seconds == 0:
+        return f"0 {unit.replace('us', 'µs')}"
+    for name, scale in _DURATION_UNITS:
+        if abs(seconds) >= scale or name == "ns":
+            return f"{seconds / scale:.{digits}g} {name}"
+    raise AssertionError("unreachable")
 
 
 def _finite(value: float) -> float | None:
@@ -179,9 +229,18 @@ def _finite(value: float) -> float | None:
 def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTILES, quantile_method: str = "linear",
             level: float = 0.95, ci: str = "bootstrap", n_boot: int = 1000, families=DEFAULT_FAMILIES,
             gof_boot: int = 0, tail_fraction: float = 0.01, hill_k: int | str = "auto", tail_gof_boot: int = 0,
+            resolution: str | float | None = "auto", jitter_max: int = 100_000, tail_boot: int = 0,
             seed: int = 0) -> LatencyAnalysis:
     """Run everything. ``gof_boot``/``tail_gof_boot`` > 0 add the (costly) parametric-bootstrap KS and
-    chi-squared tests of the best fit and CSN's power-law p-value."""
+    chi-squared tests of the best fit and CSN's power-law p-value.
+
+    ``resolution`` is the rounding of tied data (:mod:`archlab.latency.discrete`): "auto" detects
+    a constant grid (integer ms), "hdr" means HdrHistogram buckets, a number is a step, None
+    treats the data as continuous. When the data are tied and rounded, the tail estimators run on
+    the seeded jittered sample (a seeded subsample of ``jitter_max`` observations beyond that,
+    which bounds their cost) and the goodness-of-fit bootstrap rounds its synthetic samples.
+    ``tail_boot`` > 0 adds percentile-bootstrap intervals of the Hill and CSN indices (at the
+    chosen k and xmin) and of the Gini coefficient."""
     result = LatencyAnalysis(samples, summarize(samples, percentiles, method=quantile_method, level=level, ci=ci,
                                                 n_boot=n_boot, seed=seed))
 
@@ -192,11 +251,14 @@ def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTI
             result.notes.append(f"{what} skipped: {error}")
             return None
 
+    resolution_used = _resolution(samples, resolution)
+    if resolution_used is not None:
+        result.resolution = _describe_resolution(samples, resolution_used)
     result.fits = attempt("distribution fitting", lambda: rank_fits(samples, families))
     if result.fits is not None and gof_boot > 0:
         for statistic in ("ks", "chi2"):
             test = attempt(f"{statistic} test", lambda s=statistic: goodness_of_fit(
-                result.fits.best, samples, s, n_boot=gof_boot, seed=seed))
+                result.fits.best, samples, s, n_boot=gof_boot, seed=seed, resolution=resolution_used))
             if test is not None:
                 result.goodness.append(test)
     positive = samples if samples.min > 0 else attempt("tail analysis", lambda: samples.at_least(
@@ -205,12 +267,44 @@ def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTI
         result.notes.append(f"tail methods use the {positive.n} positive observations of {samples.n}")
     if positive is not None:
         result.llcd = attempt("LLCD", lambda: llcd(positive, tail_fraction))
-        result.hill = attempt("Hill estimator", lambda: HillEstimator(hill_k, seed=seed).fit(positive))
-        result.power_law = attempt("power-law tail", lambda: PowerLawTail().fit(positive))
+        tail_samples = positive
+        if resolution_used is not None:
+            tail_samples = jitter(positive, resolution_used, seed=seed, max_values=jitter_max)
+            result.jittered = tail_samples.n
+            result.notes.append(f"the data are rounded ({result.resolution}) and tied: Hill, CSN and the heavy-tail "
+                                f"check use {tail_samples.n} observations"
+                                + (f" (a seeded subsample of {positive.n})" if tail_samples.n < positive.n else "")
+                                + f" jittered uniformly within their rounding cell (seed {seed})")
+        result.hill = attempt("Hill estimator", lambda: HillEstimator(hill_k, seed=seed).fit(tail_samples))
+        result.power_law = attempt("power-law tail", lambda: PowerLawTail().fit(tail_samples))
         if result.power_law is not None and tail_gof_boot > 0:
-            result.power_law_pvalue = result.power_law.gof(positive, n_boot=tail_gof_boot, seed=seed)
+            result.power_law_pvalue = result.power_law.gof(tail_samples, n_boot=tail_gof_boot, seed=seed)
         if result.hill is not None:
             result.heavy_tail = attempt("heavy-tail check", lambda: heavy_tail_check(
-                positive, seed=seed, hill_estimator=result.hill))
+                tail_samples, seed=seed, hill_estimator=result.hill))
     result.mass_count = attempt("mass-count disparity", lambda: mass_count(samples))
+    if tail_boot > 0:
+        _tail_intervals(result, tail_samples if positive is not None else None, level, tail_boot, seed, attempt)
     return result
+
+
+def _tail_intervals(result: LatencyAnalysis, tail_samples: Samples | None, level: float, n_boot: int, seed: int,
+                    attempt) -> None:
+    """Percentile-bootstrap intervals (multinomial resampling of the counts) of the Hill index at
+    the chosen k, the Pareto MLE above the CSN xmin, and the Gini coefficient. k and xmin are held
+    fixed, so the intervals do not include the uncertainty of choosing them."""
+    def record(name: str, statistic, samples: Samples) -> None:
+        bounds = attempt(f"{name} interval", lambda: bootstrap(statistic, samples, level=level, n_boot=n_boot,
+                                                                   seed=seed))
+        if bounds is not None:
+            result.intervals[name] = (float(bounds.low), float(bounds.high), n_boot)
+
+    if result.hill is not None and tail_samples is not None:
+        k = result.hill.k_
+        record(f"Hill alpha (k={k})", lambda s: float(hill(s, k)[0]) if k < s.n else math.nan, tail_samples)
+    if result.power_law is not None and tail_samples is not None:
+        xmin = result.power_law.xmin_
+        record(f"CSN alpha (xmin={format_duration(xmin, tail_samples.unit)})", lambda s: pareto_tail(s, xmin).alpha,
+               tail_samples)
+    if result.mass_count is not None:
+        record("Gini", lambda s: mass_count(s, unbiased=result.mass_count.unbiased_gini).gini, result.samples)

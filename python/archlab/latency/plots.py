@@ -1,5 +1,5 @@
 """Matplotlib figures for every method: PDF (histogram + KDE), CDF, CCDF/LLCD, Q-Q, Hill plot,
-Lorenz curve and the mass-count plot.
+mean-excess plot, Lorenz curve and the mass-count plot.
 
 Each function draws on the ``ax`` it is given, or on a fresh :class:`matplotlib.figure.Figure`
 (no pyplot state, so it works headless and in threads), and returns the Axes. The plotted numbers
@@ -16,7 +16,7 @@ from archlab.latency.empirical import ecdf, histogram, kde
 from archlab.latency.fitting import DistributionFit
 from archlab.latency.masscount import MassCount
 from archlab.latency.samples import Samples
-from archlab.latency.tails import LLCD, HillEstimator
+from archlab.latency.tails import LLCD, HillEstimator, MeanExcess
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -102,6 +102,15 @@ def plot_hill(estimator: HillEstimator, ax: Axes | None = None) -> Axes:
     finite = estimator.curve_alpha_[np.isfinite(estimator.curve_alpha_)]
     if finite.size:
         ax.set_ylim(0, min(float(np.percentile(finite, 95)) * 1.5, 20))
+    ax.legend()
+    return ax
+
+
+def plot_mean_excess(result: MeanExcess, ax: Axes | None = None, unit: str = "ms") -> Axes:
+    """Mean-excess plot e(u) against u: rising linearly for a Pareto tail, flat for an exponential."""
+    ax = _axes(ax)
+    ax.plot(result.threshold, result.mean_excess, ".", markersize=3, label="e(u) = E[X - u | X > u]")
+    ax.set(xlabel=f"threshold u ({unit})", ylabel=f"mean excess ({unit})", title="Mean-excess plot")
     ax.legend()
     return ax
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archlab.latency.discrete import round_to
 from archlab.latency.errors import InsufficientData, ParameterError, check_choice, check_positive_int, check_probability
 from archlab.latency.samples import Samples
 
@@ -68,6 +69,30 @@ def llcd(samples: Samples, top_fraction: float = 0.01) -> LLCD:
     total = np.sum((log_survival - log_survival.mean()) ** 2)
     r_squared = 1.0 - float(np.sum(residual ** 2) / total) if total > 0 else 1.0
     return LLCD(float(-slope), float(slope), float(intercept), r_squared, top_fraction, threshold, log_x, log_survival)
+
+
+# --- mean excess ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MeanExcess:
+    threshold: np.ndarray  # u: the distinct values with at least ``min_exceed`` observations above
+    mean_excess: np.ndarray  # e(u) = E[X - u | X > u]
+    exceedances: np.ndarray  # number of observations > u
+
+
+def mean_excess(samples: Samples, *, min_exceed: int = 10) -> MeanExcess:
+    """The empirical mean-excess function e(u) = mean of (X - u) over the X > u, at each distinct
+    value u leaving at least ``min_exceed`` observations above it, exact from the counts in O(U).
+    A Pareto(alpha) tail has e(u) = u / (alpha - 1) (rising linearly), an exponential a constant
+    e(u) = its mean, a lighter tail a falling e(u) (Embrechts, Klueppelberg & Mikosch 1997, §6.2.2)."""
+    check_positive_int("min_exceed", min_exceed, 1)
+    counts, values = samples.counts, samples.values
+    above = samples.n - samples.cumulative  # observations strictly above values[j]
+    mass_above = np.concatenate([np.cumsum((counts * values)[::-1])[::-1][1:], [0.0]])
+    keep = above >= min_exceed
+    if not np.any(keep):
+        raise InsufficientData(f"mean_excess: no value leaves {min_exceed} observations above it (n={samples.n})")
+    u = values[keep]
+    return MeanExcess(u, mass_above[keep] / above[keep] - u, above[keep])
 
 
 # --- Pareto MLE above a threshold --------------------------------------------------------------------
@@ -158,8 +183,8 @@ class HillEstimator:
         self.t_bootstrap, self.grid_points, self.seed = t_bootstrap, grid_points, seed
 
     def fit(self, samples: Samples) -> HillEstimator:
-        if samples.n < 3:
-            raise InsufficientData(f"hill: needs at least 3 observations, got {samples.n}")
+        if samples.n < 3 or samples.distinct < 2:
+            raise InsufficientData(f"hill: needs at least 3 observations and 2 distinct values, got {samples!r}")
         logs = _DescendingLogs(samples)
         self.curve_k_ = _k_grid(samples.n - 1, self.grid_points)
         self.curve_alpha_ = _inverse(logs.moments(self.curve_k_)[0])
@@ -190,17 +215,28 @@ class HillEstimator:
         k2 = self._amse_minimiser(samples, n2, rng)
         log_k1, log_n1 = math.log(k1), math.log(n1)
         if k1 < 2 or 2 * log_n1 - log_k1 <= 0:
-            return max(1, min(n - 1, k1))
+            return int(min(n - 1, max(1, k1, int(samples.counts[-1]))))
         # Danielsson et al. (2001), the estimator of the AMSE-optimal k from k1*, k2* (Hill case).
         k_star = (k1 * k1 / k2) * ((log_k1 ** 2) / (2 * log_n1 - log_k1) ** 2) ** ((log_n1 - log_k1) / log_n1)
-        return int(min(n - 1, max(1, round(k_star))))
+        # The Hill estimate is informative only when X_(k+1) < X_(1), i.e. k >= the number of
+        # observations tied at the maximum (rounded data: a timeout, the top HDR bucket).
+        return int(min(n - 1, max(1, round(k_star), int(samples.counts[-1]))))
 
     def _amse_minimiser(self, samples: Samples, size: int, rng: np.random.Generator) -> int:
         grid = _k_grid(size - 1, self.grid_points)
         total = np.zeros(grid.size)
+        tied = np.zeros(grid.size, dtype=bool)
         for _ in range(self.n_boot):
-            m1, m2 = _DescendingLogs(samples.resample(rng, size)).moments(grid)
+            resample = samples.resample(rng, size)
+            m1, m2 = _DescendingLogs(resample).moments(grid)
             total += (m2 - 2 * m1 * m1) ** 2
+            tied |= grid < resample.counts[-1]  # the top k+1 all equal the maximum
+        # Where the top k+1 of a resample tie, M1 = M2 = 0 and the AMSE proxy is 0 for lack of
+        # information, not for a small error: such k (frequent on rounded data) are not candidates.
+        if np.all(tied):
+            raise InsufficientData("hill double bootstrap: the top order statistics tie at every k of the grid "
+                                   "(rounded data: jitter them, see archlab.latency.discrete)")
+        total[tied] = np.inf
         return int(grid[int(np.argmin(total))])
 
 
@@ -277,11 +313,14 @@ class PowerLawTail:
     def index(self) -> TailIndex:
         return TailIndex(self.alpha_, self.alpha_se_, self.xmin_, self.n_tail_, "csn")
 
-    def gof(self, samples: Samples, *, n_boot: int = 100, seed: int = 0, max_candidates: int = 200) -> float:
+    def gof(self, samples: Samples, *, n_boot: int = 100, seed: int = 0, max_candidates: int = 200,
+            resolution: str | float | None = None) -> float:
         """CSN's p-value: the fraction of semi-parametric bootstrap samples (Pareto above xmin with
         probability n_tail/n, the empirical body below it otherwise), each refitted including the
         xmin scan, whose KS distance is at least the observed one (Clauset et al. 2009, §4.1).
-        The refits scan at most ``max_candidates`` xmins to bound the cost."""
+        The refits scan at most ``max_candidates`` xmins to bound the cost. With ``resolution``
+        (see :mod:`archlab.latency.discrete`) the synthetic Pareto tail is rounded to the data's
+        grid, for a fit made on rounded data."""
         check_positive_int("n_boot", n_boot, 1)
         rng = np.random.default_rng(seed)
         n = samples.n
@@ -291,6 +330,8 @@ class PowerLawTail:
         for _ in range(n_boot):
             from_tail = rng.binomial(n, self.n_tail_ / n) if body_samples is not None else n
             tail = self.xmin_ * (1.0 - rng.random(from_tail)) ** (-1.0 / self.alpha_)
+            if resolution is not None:
+                tail = round_to(tail, samples, resolution)
             parts = [tail] if body_samples is None else [tail, body_samples.draw(rng, n - from_tail)]
             synthetic = Samples.from_values(np.concatenate(parts), samples.unit)
             refit = PowerLawTail(self.xmin if self.xmin != "auto" else "auto",

@@ -2,8 +2,9 @@
 
 One function per format, and :func:`read`, which picks the format from the file name and first
 bytes (or ``format=``): ``jtl`` (JMeter CSV results or Parquet converted from them), ``hdr-log``
-(HdrHistogram interval logs, also archlab's own), ``percentiles`` (wrk/wrk2 output, ``.hgrm``;
-only a percentile spectrum can become samples), ``memtier`` (memtier_benchmark JSON), and
+(HdrHistogram interval logs, also archlab's own), ``load-summary`` (``archlab-engine load --json``
+summaries, read through the HDR log they name; stored runs: :func:`read_run_cell`),
+``percentiles`` (wrk/wrk2 output, ``.hgrm``; only a percentile spectrum can become samples), ``memtier`` (memtier_benchmark JSON), and
 ``column`` (one numeric column of CSV/Parquet files, with its unit).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from archlab.latency.errors import LatencyError, ParameterError, check_choice
+from archlab.latency.readers.archlab import RunCell, is_load_summary, read_load_summary, read_run_cell, run_cells
 from archlab.latency.readers.columnar import Trim, convert_to_parquet, read_column
 from archlab.latency.readers.hdr import histogram_to_samples, read_hdr_log
 from archlab.latency.readers.jtl import JMETER5_DEFAULT_COLUMNS, read_jtl
@@ -19,11 +21,11 @@ from archlab.latency.readers.memtier import read_memtier_json
 from archlab.latency.readers.text import PercentileReport, parse_percentile_text, read_percentile_text
 from archlab.latency.samples import Samples
 
-FORMATS = ("auto", "jtl", "hdr-log", "percentiles", "memtier", "column")
+FORMATS = ("auto", "jtl", "hdr-log", "load-summary", "percentiles", "memtier", "column")
 
-__all__ = ["FORMATS", "JMETER5_DEFAULT_COLUMNS", "PercentileReport", "Trim", "convert_to_parquet", "detect_format",
+__all__ = ["FORMATS", "JMETER5_DEFAULT_COLUMNS", "PercentileReport", "RunCell", "Trim", "convert_to_parquet", "detect_format",
            "histogram_to_samples", "parse_percentile_text", "read", "read_column", "read_hdr_log", "read_jtl",
-           "read_memtier_json", "read_percentile_text"]
+           "read_load_summary", "read_memtier_json", "read_percentile_text", "read_run_cell", "run_cells"]
 
 
 def detect_format(path: str | Path) -> str:
@@ -40,6 +42,8 @@ def detect_format(path: str | Path) -> str:
     with open(path, "rb") as handle:
         head = handle.read(4096).decode("utf-8", errors="replace")
     if suffix == ".json" or head.lstrip().startswith("{"):
+        if is_load_summary(path):
+            return "load-summary"
         return "memtier" if '"ALL STATS"' in head else "unknown"
     first_line = head.splitlines()[0] if head else ""
     if "timeStamp" in first_line and "elapsed" in first_line:
@@ -64,6 +68,8 @@ def read(path: str | Path, format: str = "auto", *, column: str | None = None, u
         return read_jtl(path, measure=measure, warmup_s=warmup_s, cooldown_s=cooldown_s)
     if chosen == "hdr-log":
         return read_hdr_log(path, unit=unit or "ns", warmup_s=warmup_s, cooldown_s=cooldown_s)
+    if chosen == "load-summary":
+        return read_load_summary(path, warmup_s=warmup_s, cooldown_s=cooldown_s)
     if chosen == "column":
         if column is None or unit is None:
             raise ParameterError("column/unit", "a column name and its unit for a plain CSV/Parquet file",

@@ -95,7 +95,11 @@ def read_hdr_log(path: str | Path, *, unit: str = "ns", tag: str | None = None, 
     kept = [i for i in intervals if i.start_s >= first + warmup_s and i.start_s + i.length_s <= last - cooldown_s]
     if not kept:
         raise LatencyError(f"{path}: trimming {warmup_s} s + {cooldown_s} s leaves no interval")
-    total = decode_histogram(kept[0].payload)
-    for interval in kept[1:]:
-        total.add(decode_histogram(interval.payload))
+    decoded = [decode_histogram(interval.payload) for interval in kept]
+    # Each interval is encoded with its own trackable range; the sum needs the widest of them
+    # (adding a histogram whose values exceed the receiver's range fails), at the same precision.
+    total = HdrHistogram(min(h.lowest_trackable_value for h in decoded),
+                         max(h.highest_trackable_value for h in decoded), decoded[0].significant_figures)
+    for histogram in decoded:
+        total.add(histogram)
     return histogram_to_samples(total, unit, bucket_value)
