@@ -344,3 +344,20 @@ def test_an_option_the_architecture_lacks_is_refused(options_env):
     with pytest.raises(SpecError) as e:
         parse_spec(spec, "t", env)
     assert str(e.value).startswith("server.write_spin: expected no write_spin value for architecture 'blocking'")
+
+
+def test_ncopy_copies_option_reaches_the_engine_and_is_range_checked():
+    from pathlib import Path
+
+    from archlab.lab.engine import Engine
+    from archlab.spec.registry import ArchitectureInfo
+
+    archs = (ArchitectureInfo("ncopy", "N-copy", frozenset({"copies", "sndbuf", "rcvbuf", "cpus"})),)
+    env = SpecEnvironment(registry=FixedRegistry(archs), cpus=frozenset({0, 1}))
+    factors = 'architecture = ["ncopy"]\nworkload = ["/response?size=102400"]\nconcurrency = [1]'
+    exp = parse_spec(spec_text(server="copies = 2", factors=factors), "t", env)
+    argv = Engine(Path("/bin/engine")).serve_argv(exp.cells()[0], exp.placement)
+    assert argv[argv.index("--copies") + 1] == "2"
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec_text(server="copies = 0", factors=factors), "t", env)
+    assert str(e.value) == "server.copies: expected an integer in 1..=65536, got 0"

@@ -7,7 +7,7 @@
 use crate::args::parse_cpus;
 use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
-use archlab_netio::socket::{listen, ListenOptions};
+use archlab_netio::socket::listen;
 use archlab_netio::CpuList;
 use archlab_server::options::OptionName;
 use archlab_server::{registry, Dispatch, ServerOptions, WaitStrategy, REGISTRY};
@@ -66,6 +66,9 @@ pub struct ServeArgs {
     /// SO_RCVBUF of accepted connections, bytes (Linux doubles it).
     #[arg(long)]
     rcvbuf: Option<usize>,
+    /// N-copy model: number of single-thread copies (ncopy; default one per CPU).
+    #[arg(long)]
+    copies: Option<usize>,
     /// CPUs to run on, e.g. "1" or "2-3"; the whole process is pinned to them.
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
@@ -75,6 +78,14 @@ pub struct ServeArgs {
     /// Disable TCP_NODELAY on accepted connections.
     #[arg(long)]
     no_nodelay: bool,
+    /// Downstream HTTP service of `/call?ms=M` (an `archlab-engine serve --arch sync` that
+    /// answers `/delay?ms=M`), as HOST:PORT.
+    #[arg(long, value_parser = parse_downstream)]
+    downstream: Option<SocketAddr>,
+}
+
+fn parse_downstream(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| format!("expected HOST:PORT with a numeric host, e.g. 127.0.0.1:8081, got {s:?}"))
 }
 
 fn parse_wait(s: &str) -> Result<WaitStrategy, String> {
@@ -132,12 +143,16 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         write_spin: a.write_spin,
         sndbuf: a.sndbuf,
         rcvbuf: a.rcvbuf,
+        copies: a.copies,
         cpus: a.cpus.clone(),
         nodelay: !a.no_nodelay,
+        downstream: a.downstream,
         ..Default::default()
     };
     options.limits.max_body_bytes = a.max_body_bytes;
     let server = registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
+    // The /file workload's file is made before the first request, not during it.
+    archlab_server::prepare_file().map_err(CliError::runtime)?;
     // Signals first, so that every thread started below inherits the blocked mask.
     spawn_handler(|signal| match signal {
         Signal::Terminate => std::process::exit(0),
@@ -153,7 +168,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         cpus.pin_current_thread().map_err(|e| CliError::runtime(format!("cannot pin to CPUs {cpus}: {e}")))?;
     }
     let addr = SocketAddr::new(a.host, a.port);
-    let listener = listen(addr, &ListenOptions::default()).map_err(|e| {
+    let listener = listen(addr, &registry::listen_options(&a.arch)).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             " (the port is busy: pick another or use --port 0)"
         } else {

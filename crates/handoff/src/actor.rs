@@ -3,9 +3,9 @@
 //!
 //! Mechanism: `tell` routes each message to one of K actors (seed 000: "four handler actors"):
 //! the one with the least load (messages queued plus the one running), ties broken round-robin
-//! - Akka's `SmallestMailboxRoutingLogic`, which sends to an idle actor first, so that a
+//! (Akka's `SmallestMailboxRoutingLogic`, which sends to an idle actor first, so that a
 //! long-running message (a blocking front-end's connection) does not hold up the next one while
-//! other actors are idle - and appends it to that actor's mailbox, blocking while it is full;
+//! other actors are idle), and appends it to that actor's mailbox, blocking while it is full;
 //! an actor that was idle is put on the ready queue. D dispatcher threads take ready actors,
 //! run up to `batch` messages of one actor (Akka's dispatcher "throughput", default 5), and put
 //! the actor back at the end of the ready queue if mail remains. An actor runs on one thread at

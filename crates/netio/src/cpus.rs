@@ -124,6 +124,20 @@ pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     }
 }
 
+/// The CPUs the calling thread may run on (its affinity mask).
+pub fn allowed_cpus() -> io::Result<CpuList> {
+    // SAFETY: cpu_set_t is plain data; zeroed is its empty state.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 = calling thread; the set is valid for its size.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: CPU_ISSET reads inside `set` for c < CPU_SETSIZE.
+    let ids = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+    CpuList::new(ids).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.reason))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +151,7 @@ mod tests {
             assert_eq!(l.ids(), &[0, 1]);
             assert_eq!(l.nth(3), 1);
         }
+        assert!(!allowed_cpus().unwrap().ids().is_empty());
     }
 
     #[test]

@@ -118,6 +118,16 @@ impl InBuf {
 pub struct OutBuf {
     buf: Vec<u8>,
     pos: usize,
+    last: FlushReport,
+}
+
+/// What the last [`OutBuf::flush`] did (HybridNetty's profiling reads it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushReport {
+    /// `write` calls made.
+    pub calls: usize,
+    /// Whether any call returned `EAGAIN` (the send buffer was full).
+    pub would_block: bool,
 }
 
 impl OutBuf {
@@ -138,6 +148,16 @@ impl OutBuf {
 
     /// Write under `policy`; every `write` call is counted, whatever it returned.
     pub fn flush(&mut self, w: &mut impl Write, policy: WritePolicy) -> io::Result<Flushed> {
+        self.last = FlushReport::default();
+        self.flush_inner(w, policy)
+    }
+
+    /// What the last flush did.
+    pub fn last_flush(&self) -> FlushReport {
+        self.last
+    }
+
+    fn flush_inner(&mut self, w: &mut impl Write, policy: WritePolicy) -> io::Result<Flushed> {
         let mut calls = 0usize;
         while self.pos < self.buf.len() {
             if let WritePolicy::SpinLimit(limit) = policy {
@@ -146,11 +166,13 @@ impl OutBuf {
                 }
             }
             calls += 1;
+            self.last.calls = calls;
             archlab_metrics::counters::count_write();
             match w.write(&self.buf[self.pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.pos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.last.would_block = true;
                     if policy != WritePolicy::Spin {
                         return Ok(Flushed::Blocked);
                     }
@@ -219,7 +241,7 @@ mod tests {
 
     fn out(n: usize) -> OutBuf {
         let mut o = OutBuf::default();
-        o.vec().extend(std::iter::repeat(7u8).take(n));
+        o.vec().extend(std::iter::repeat_n(7u8, n));
         o
     }
 
@@ -244,6 +266,7 @@ mod tests {
         let mut o = out(30);
         assert_eq!(o.flush(&mut w, WritePolicy::Spin).unwrap(), Flushed::Done);
         assert_eq!(w.calls, 6, "three EAGAINs spun through");
+        assert_eq!(o.last_flush(), FlushReport { calls: 6, would_block: true });
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! is an ordinary response on a healthy connection.
 
 use crate::conn::InBuf;
+use crate::options::ServerOptions;
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
-use archlab_work::{WorkError, Workload};
+use archlab_work::{Context, WorkError, Workload};
 
 /// What the connection should do after the buffered requests were answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,10 +24,26 @@ pub enum Flow {
     Refused,
 }
 
-/// Reusable scratch space for response bodies (one per connection or per thread).
+/// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
+/// (`/call`'s downstream connection): one per thread (or per connection).
 #[derive(Default)]
 pub struct Scratch {
     body: Vec<u8>,
+    work: Context,
+    /// The request class (path and query, `/echo?size=10`) of the last request answered.
+    class: String,
+}
+
+impl Scratch {
+    /// Scratch for a thread of a server built from `options` (its `--downstream`).
+    pub fn new(options: &ServerOptions) -> Scratch {
+        Scratch { body: Vec::new(), work: Context::new(options.downstream), class: String::new() }
+    }
+
+    /// Path and query of the last request answered with this scratch (HybridNetty's class).
+    pub fn last_class(&self) -> &str {
+        &self.class
+    }
 }
 
 /// Whether the server lets a connection live on after the next response.
@@ -74,6 +91,12 @@ pub fn serve_buffered(
 }
 
 fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch) {
+    scratch.class.clear();
+    scratch.class.push_str(request.path);
+    if !request.query.is_empty() {
+        scratch.class.push('?');
+        scratch.class.push_str(request.query);
+    }
     let head_only = request.method == Method::Head;
     if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
         http::write_response(
@@ -86,17 +109,17 @@ fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch
     }
     let body = &mut scratch.body;
     body.clear();
-    let status = match Workload::from_target(request.path, request.query) {
-        Ok(work) => {
-            work.execute(request.body, body);
-            Status::Ok
-        }
+    let status = match Workload::from_target(request.path, request.query)
+        .and_then(|work| work.execute(&mut scratch.work, request.body, body))
+    {
+        Ok(()) => Status::Ok,
         Err(e) => {
             body.extend_from_slice(e.to_string().as_bytes());
             body.push(b'\n');
             match e {
                 WorkError::UnknownPath { .. } => Status::NotFound,
                 WorkError::BadParameter { .. } => Status::BadRequest,
+                WorkError::Unavailable { .. } => Status::ServiceUnavailable,
             }
         }
     };

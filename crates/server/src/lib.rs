@@ -13,6 +13,10 @@
 //! * [`frontend::reactor`]: one epoll event loop; `single-thread` runs one that also accepts.
 //! * [`frontend::multi_reactor`]: an acceptor hands connections round-robin to N event loops
 //!   (Netty's boss + worker group), each connection pinned to its loop for life.
+//! * [`frontend::hybrid`]: HybridNetty, the multi-reactor with loops that pick a write path
+//!   per request class.
+//! * [`frontend::ncopy`]: N single-thread event loops with SO_REUSEPORT listeners, each pinned.
+//! * [`frontend::work_stealing`]: `tokio`, one task per connection on a work-stealing runtime.
 //! * [`frontend::staged`]: an event loop as poller plus stages fed through hand-offs; one route
 //!   per architecture (async-fix, async-4, NIO-X, NIO2(-X), SEDA-X).
 //!
@@ -28,6 +32,8 @@ pub mod options;
 pub mod registry;
 
 pub use archlab_handoff::{Dispatch, WaitStrategy};
+/// Create the `/file` workload's data file now (servers call it at start; see `archlab_work`).
+pub use archlab_work::prepare_file;
 pub use options::{OptionName, ServerOptions};
 pub use registry::{Architecture, BuildError, REGISTRY};
 

@@ -36,10 +36,12 @@ pub enum OptionName {
     SendBuffer,
     /// SO_RCVBUF of accepted connections, bytes (Linux doubles it).
     RecvBuffer,
+    /// N of the N-copy model: single-threaded copies, one SO_REUSEPORT listener each.
+    Copies,
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 13] = [
+    pub const ALL: [OptionName; 14] = [
         OptionName::Threads,
         OptionName::Loops,
         OptionName::Handlers,
@@ -53,6 +55,7 @@ impl OptionName {
         OptionName::WriteSpin,
         OptionName::SendBuffer,
         OptionName::RecvBuffer,
+        OptionName::Copies,
     ];
 
     /// Options every architecture accepts (socket options of accepted connections).
@@ -73,6 +76,7 @@ impl OptionName {
             OptionName::WriteSpin => "write_spin",
             OptionName::SendBuffer => "sndbuf",
             OptionName::RecvBuffer => "rcvbuf",
+            OptionName::Copies => "copies",
         }
     }
 
@@ -139,11 +143,16 @@ pub struct ServerOptions {
     pub write_spin: Option<usize>,
     pub sndbuf: Option<usize>,
     pub rcvbuf: Option<usize>,
+    /// N-copy model: number of copies (default: one per CPU of the server).
+    pub copies: Option<usize>,
     /// CPUs the server runs on; threads that are pinned individually are spread over them.
     pub cpus: Option<CpuList>,
     pub limits: Limits,
     /// TCP_NODELAY on accepted connections (default on: responses go out at once).
     pub nodelay: bool,
+    /// The downstream HTTP service of `/call?ms=` (`--downstream HOST:PORT`); without it
+    /// `/call` answers 503.
+    pub downstream: Option<std::net::SocketAddr>,
 }
 
 impl Default for ServerOptions {
@@ -162,9 +171,11 @@ impl Default for ServerOptions {
             write_spin: None,
             sndbuf: None,
             rcvbuf: None,
+            copies: None,
             cpus: None,
             limits: Limits::default(),
             nodelay: true,
+            downstream: None,
         }
     }
 }
@@ -186,6 +197,7 @@ impl ServerOptions {
             OptionName::WriteSpin => count(self.write_spin),
             OptionName::SendBuffer => count(self.sndbuf),
             OptionName::RecvBuffer => count(self.rcvbuf),
+            OptionName::Copies => count(self.copies),
         }
     }
 

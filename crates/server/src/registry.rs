@@ -5,10 +5,10 @@
 //! an architecture means composing front-ends and hand-offs and adding one entry here.
 
 use crate::conn::WritePolicy;
-use crate::frontend::multi_reactor::{self, DEFAULT_WRITE_SPIN};
+use crate::frontend::multi_reactor::{self, LoopWrites, DEFAULT_WRITE_SPIN};
 use crate::frontend::pool::BlockingHandOff;
 use crate::frontend::staged::{Hop, Ops, Staged};
-use crate::frontend::{reactor, thread_per_connection};
+use crate::frontend::{ncopy, reactor, thread_per_connection, work_stealing};
 use crate::options::{OptionName, OptionValue, ServerOptions};
 use crate::Server;
 use archlab_handoff::{ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
@@ -52,7 +52,7 @@ pub const DEFAULT_ACTOR_BATCH: usize = 5;
 pub const DEFAULT_SEDA_BATCH: usize = 1;
 
 use OptionName::{
-    Batch, Dispatch as DispatchOpt, Dispatchers, Handlers, Loops, Mailbox, QueueCapacity, RecvBuffer, RingSize,
+    Batch, Copies, Dispatch as DispatchOpt, Dispatchers, Handlers, Loops, Mailbox, QueueCapacity, RecvBuffer, RingSize,
     SendBuffer, Threads, Wait, WriteSpin,
 };
 // Each list ends with the socket options every architecture accepts (OptionName::COMMON).
@@ -64,6 +64,7 @@ const SEDA_QUEUE: &[OptionName] = &[Handlers, QueueCapacity, Batch, SendBuffer, 
 const NIO2_RING: &[OptionName] = &[Threads, Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
 const NIO2_ACTOR: &[OptionName] = &[Threads, Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
 const NETTY: &[OptionName] = &[Loops, WriteSpin, SendBuffer, RecvBuffer];
+const NCOPY: &[OptionName] = &[Copies, SendBuffer, RecvBuffer];
 
 /// The three hand-off mechanisms of seed 000 (§5.2).
 #[derive(Clone, Copy)]
@@ -139,6 +140,13 @@ fn seda(o: &ServerOptions, m: Mechanism) -> Box<dyn Server> {
         Hop::Stage { ops: Ops::WRITE, stage: 2 },
     ];
     Box::new(Staged::new(o, hops, vec![handoff(o, m), handoff(o, m), handoff(o, m)], WritePolicy::Spin))
+}
+
+/// Netty's acceptor + N loops (default one per CPU), write-spin limit 16 unless set.
+fn multi_reactor(o: &ServerOptions, writes: LoopWrites) -> Box<dyn Server> {
+    let loops = o.loops.unwrap_or_else(|| o.cpu_count());
+    let spin = o.write_spin.unwrap_or(DEFAULT_WRITE_SPIN);
+    Box::new(multi_reactor::MultiReactor::new(o, loops, spin, writes))
 }
 
 pub static REGISTRY: &[Architecture] = &[
@@ -261,12 +269,33 @@ pub static REGISTRY: &[Architecture] = &[
         name: "netty",
         description: "acceptor + N epoll loops (default N = CPUs), connection pinned to its loop, write-spin limit 16 (NettyServer, seed 001)",
         accepts: NETTY,
-        build: |o| {
-            let loops = o.loops.unwrap_or_else(|| o.cpu_count());
-            Box::new(multi_reactor::MultiReactor::new(o, loops, o.write_spin.unwrap_or(DEFAULT_WRITE_SPIN)))
-        },
+        build: |o| multi_reactor(o, LoopWrites::Netty),
+    },
+    Architecture {
+        name: "hybrid",
+        description: "HybridNetty: netty's acceptor + N loops; per request class, learned in warm-up and corrected at run time, the netty write path for responses that write-spin, the single-thread path for the rest (seed 001 §5.2)",
+        accepts: NETTY,
+        build: |o| multi_reactor(o, LoopWrites::Hybrid),
+    },
+    Architecture {
+        name: "tokio",
+        description: "work-stealing baseline: blocking acceptor + tokio multi-thread runtime of W workers (default W = CPUs), one task per connection",
+        accepts: POOL,
+        build: |o| Box::new(work_stealing::WorkStealing::new(o, o.threads.unwrap_or_else(|| o.cpu_count()))),
+    },
+    Architecture {
+        name: "ncopy",
+        description: "N-copy model: N single-thread event loops (default N = CPUs), one SO_REUSEPORT listener each, copy i pinned to CPU i of the list (seed 001 §4)",
+        accepts: NCOPY,
+        build: |o| Box::new(ncopy::NCopy::new(o, o.copies.unwrap_or_else(|| o.cpu_count()))),
     },
 ];
+
+/// How the listener handed to an architecture's `serve` must be bound: `ncopy` needs
+/// SO_REUSEPORT so that its copies can bind the same address beside it.
+pub fn listen_options(name: &str) -> archlab_netio::socket::ListenOptions {
+    archlab_netio::socket::ListenOptions { reuse_port: name == "ncopy", ..Default::default() }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildError {
@@ -386,6 +415,9 @@ mod tests {
             "async-fix",
             "single-thread",
             "netty",
+            "ncopy",
+            "hybrid",
+            "tokio",
         ] {
             assert!(lookup(name).is_some(), "{name}");
         }

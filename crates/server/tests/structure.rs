@@ -8,36 +8,18 @@
 mod common;
 
 use archlab_metrics::counters::{totals, Totals};
-use archlab_netio::socket::set_recv_buffer;
 use archlab_server::ServerOptions;
-use common::{connect, start};
+use common::{connect, small_window_client, start};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Send one GET and read its whole response (Content-Length framed); returns the body length.
+/// Send one GET and read its whole response; returns the body length.
 fn get(s: &mut TcpStream, target: &str) -> usize {
-    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 256 * 1024];
-    loop {
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed early");
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize =
-                head.lines().find_map(|l| l.strip_prefix("content-length:")).unwrap().trim().parse().unwrap();
-            if buf.len() >= end + 4 + len {
-                assert_eq!(buf.len(), end + 4 + len, "one response only");
-                return len;
-            }
-        }
-    }
+    common::get(s, target).1.len()
 }
 
 fn delta(before: Totals, after: Totals) -> Totals {
@@ -72,6 +54,8 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         ("single-thread", 0),
         ("sync", 0),
         ("netty", 0),
+        ("ncopy", 0),
+        ("tokio", 0),
         ("async-fix", 2),
         ("async-4", 4),
         ("blocking", 0),
@@ -91,31 +75,6 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         assert!(d.write_syscalls == N, "{arch}: {d:?}");
         assert!(d.read_syscalls >= N && d.read_syscalls <= 2 * N, "{arch}: {d:?}");
     }
-}
-
-/// A client socket with a small receive buffer (seed 001 §4.3), so that a 100 KiB response
-/// cannot sit in the client's kernel buffer while the client is not reading.
-fn small_window_client(addr: SocketAddr) -> TcpStream {
-    // SAFETY: plain syscall; ownership passes to TcpStream.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    assert!(fd >= 0);
-    let s = unsafe { TcpStream::from_raw_fd(fd) };
-    set_recv_buffer(s.as_raw_fd(), 4096).unwrap(); // before connect: it sets the window
-    let SocketAddr::V4(a) = addr else { panic!("IPv4 expected") };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: sin is a valid sockaddr_in of the given size.
-    let rc = unsafe {
-        libc::connect(fd, &sin as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32)
-    };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s
 }
 
 /// Write calls the server makes for one 100 KiB response sent through a 16 KiB send buffer to

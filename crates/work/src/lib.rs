@@ -6,21 +6,32 @@
 //! CPU-bound (trial division by every integer below N, O(N), as seed 000's service does),
 //! `/sort?n=N` is memory-bound (merge sort of N pseudo-random integers, the same N integers for
 //! every request), `/echo?size=N` is I/O-bound (an N-byte response, or the request body echoed
-//! back). Selection ([`Workload::from_target`]) is strict and allocation-free on success:
+//! back), `/response?size=N` is seed 001's response of N bytes whose computation grows with N
+//! (one insertion sort of 100 integers per started 100 bytes), `/file?size=N` reads N bytes of
+//! a file through the page cache, `/call?ms=M` blocks on a downstream HTTP service that answers
+//! after M ms, and `/delay?ms=M` is that downstream's side (sleep M ms). Selection ([`Workload::from_target`]) is strict and allocation-free on success:
 //! unknown paths, missing, malformed, out-of-range, repeated or unknown parameters are errors
 //! that name the parameter, the allowed values and the value received, because a silently
 //! ignored typo would make a whole experiment measure the wrong thing. Execution
-//! ([`Workload::execute`]) runs on the calling thread and appends the response body; the body
-//! always depends on the full computation so the compiler cannot skip it.
+//! ([`Workload::execute`]) runs on the calling thread with that thread's [`Context`] (the
+//! downstream address and connection of `/call`) and appends the response body; the body
+//! always depends on the full computation so the compiler cannot skip it. Only `/file` and
+//! `/call` can fail at run time (the file cannot be created, the downstream is absent or
+//! broken); the server answers those with 503.
 
 use std::fmt;
 
+mod call;
 mod echo;
+mod file;
 mod prime;
 mod query;
+pub mod response;
 mod sort;
 
-pub use query::{ECHO_MAX_SIZE, PRIME_MAX_N, SORT_MAX_N};
+pub use call::{Context, DELAY_MAX_MS};
+pub use file::{prepare as prepare_file, FILE_MAX_SIZE};
+pub use query::{ECHO_MAX_SIZE, PRIME_MAX_N, RESPONSE_MAX_SIZE, SORT_MAX_N};
 
 /// The work one request asks for; constant per request, chosen by path and query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +43,15 @@ pub enum Workload {
     Sort { n: usize },
     /// `/echo?size=N`: a response body of N bytes (I/O-bound); a POST body is echoed back.
     Echo { size: usize },
+    /// `/response?size=N`: seed 001's N-byte response, one insertion sort of 100 integers per
+    /// started 100 bytes (0.1 KiB = 102, 10 KiB = 10240, 100 KiB = 102400).
+    Response { size: usize },
+    /// `/file?size=N`: the first N bytes of the process's data file, buffered `pread`s.
+    File { size: usize },
+    /// `/call?ms=M`: a blocking `GET /delay?ms=M` to the downstream service.
+    Call { ms: u64 },
+    /// `/delay?ms=M`: sleep M ms on the calling thread (the downstream service's workload).
+    Delay { ms: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,17 +60,23 @@ pub enum WorkError {
     UnknownPath { path: String },
     /// A parameter is missing, malformed or out of range -> 400.
     BadParameter { name: &'static str, value: String, allowed: &'static str },
+    /// A resource the workload needs failed at run time (file, downstream) -> 503.
+    Unavailable { workload: &'static str, reason: String },
 }
 
 impl fmt::Display for WorkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkError::UnknownPath { path } => {
-                write!(f, "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=)")
+                write!(
+                    f,
+                    "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=, /response?size=, /file?size=, /call?ms=, /delay?ms=)"
+                )
             }
             WorkError::BadParameter { name, value, allowed } => {
                 write!(f, "parameter {name}: got {value:?}, allowed {allowed}")
             }
+            WorkError::Unavailable { workload, reason } => write!(f, "{workload} unavailable: {reason}"),
         }
     }
 }
@@ -72,17 +98,23 @@ impl Workload {
             // The casts cannot truncate: both maxima fit in 32 bits.
             "/sort" => Ok(Workload::Sort { n: query::single(query, &query::SORT_N)? as usize }),
             "/echo" => Ok(Workload::Echo { size: query::single(query, &query::ECHO_SIZE)? as usize }),
+            "/response" => Ok(Workload::Response { size: query::single(query, &query::RESPONSE_SIZE)? as usize }),
+            "/file" => Ok(Workload::File { size: query::single(query, &query::FILE_SIZE)? as usize }),
+            "/call" => Ok(Workload::Call { ms: query::single(query, &query::CALL_MS)? }),
+            "/delay" => Ok(Workload::Delay { ms: query::single(query, &query::DELAY_MS)? }),
             _ => Err(WorkError::UnknownPath { path: path.to_owned() }),
         }
     }
 
     /// Do the work and append the response body to `out`. `request_body` is the request's body
-    /// (echoed by `Echo` when non-empty).
+    /// (echoed by `Echo` when non-empty); `ctx` is the calling thread's [`Context`].
     ///
     /// Bodies: Prime writes `true` or `false`; Sort writes one line
     /// `n=N min=A median=B max=C checksum=0x...`; Echo
-    /// writes the request body if there is one, else `size` bytes of `abc...zabc...`.
-    pub fn execute(&self, request_body: &[u8], out: &mut Vec<u8>) {
+    /// writes the request body if there is one, else `size` bytes of `abc...zabc...`; Response
+    /// writes `size` lower-case letters; File writes `size` bytes of `abc...`; Call writes the
+    /// downstream's body; Delay writes `slept M ms`. On an error `out` is left as it was.
+    pub fn execute(&self, ctx: &mut Context, request_body: &[u8], out: &mut Vec<u8>) -> Result<(), WorkError> {
         match *self {
             Workload::Prime { n } => {
                 let (is_prime, _divisions) = prime::trial_division(n);
@@ -90,7 +122,20 @@ impl Workload {
             }
             Workload::Sort { n } => sort::run(n, out),
             Workload::Echo { size } => echo::run(size, request_body, out),
+            Workload::Response { size } => response::run(size, out),
+            Workload::File { size } => {
+                file::run(size, out).map_err(|reason| WorkError::Unavailable { workload: "/file", reason })?
+            }
+            Workload::Call { ms } => {
+                let start = out.len();
+                call::call(ms, ctx, out).map_err(|reason| {
+                    out.truncate(start);
+                    WorkError::Unavailable { workload: "/call", reason }
+                })?
+            }
+            Workload::Delay { ms } => call::delay(ms, out),
         }
+        Ok(())
     }
 }
 
@@ -102,6 +147,10 @@ impl fmt::Display for Workload {
             Workload::Prime { n } => write!(f, "/prime?n={n}"),
             Workload::Sort { n } => write!(f, "/sort?n={n}"),
             Workload::Echo { size } => write!(f, "/echo?size={size}"),
+            Workload::Response { size } => write!(f, "/response?size={size}"),
+            Workload::File { size } => write!(f, "/file?size={size}"),
+            Workload::Call { ms } => write!(f, "/call?ms={ms}"),
+            Workload::Delay { ms } => write!(f, "/delay?ms={ms}"),
         }
     }
 }
@@ -114,7 +163,7 @@ mod tests {
     fn run(target: &str, body: &[u8]) -> Vec<u8> {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let mut out = Vec::new();
-        Workload::from_target(path, query).unwrap().execute(body, &mut out);
+        Workload::from_target(path, query).unwrap().execute(&mut Context::default(), body, &mut out).unwrap();
         out
     }
 
@@ -141,6 +190,10 @@ mod tests {
             Workload::Prime { n: PRIME_MAX_N },
             Workload::Sort { n: 1 },
             Workload::Echo { size: 0 },
+            Workload::Response { size: 102400 },
+            Workload::File { size: 1 },
+            Workload::Call { ms: 60_000 },
+            Workload::Delay { ms: 0 },
         ] {
             let target = w.to_string();
             let (path, query) = target.split_once('?').unwrap();
@@ -156,6 +209,27 @@ mod tests {
         assert_eq!(run("/echo?size=3", b"posted"), b"posted");
         let sorted = String::from_utf8(run("/sort?n=5", b"")).unwrap();
         assert!(sorted.starts_with("n=5 min="), "{sorted}");
+        assert_eq!(run("/response?size=102400", b"").len(), 102400);
+        assert_eq!(run("/file?size=30", b""), b"abcdefghijklmnopqrstuvwxyzabcd");
+        assert_eq!(run("/delay?ms=1", b""), b"slept 1 ms");
+    }
+
+    #[test]
+    fn call_without_downstream_is_unavailable_and_leaves_out_alone() {
+        let mut out = b">".to_vec();
+        let e = Workload::Call { ms: 1 }.execute(&mut Context::default(), b"", &mut out).unwrap_err();
+        assert!(matches!(e, WorkError::Unavailable { workload: "/call", .. }), "{e}");
+        assert!(e.to_string().contains("--downstream HOST:PORT"), "{e}");
+        assert_eq!(out, b">");
+    }
+
+    #[test]
+    fn new_workloads_refuse_bad_parameters() {
+        let e = Workload::from_target("/call", "ms=60001").unwrap_err().to_string();
+        assert_eq!(e, "parameter ms: got \"60001\", allowed an integer in 0..=60000 (milliseconds)");
+        let e = Workload::from_target("/response", "n=5").unwrap_err().to_string();
+        assert_eq!(e, "parameter query: got \"n=5\", allowed only the key size (/response?size=N)");
+        assert!(Workload::from_target("/file", "size=16777217").is_err());
     }
 
     proptest::proptest! {
@@ -165,6 +239,9 @@ mod tests {
                 (0..=PRIME_MAX_N).prop_map(|n| Workload::Prime { n }),
                 (1..=SORT_MAX_N as usize).prop_map(|n| Workload::Sort { n }),
                 (0..=ECHO_MAX_SIZE as usize).prop_map(|size| Workload::Echo { size }),
+                (0..=RESPONSE_MAX_SIZE as usize).prop_map(|size| Workload::Response { size }),
+                (0..=FILE_MAX_SIZE as usize).prop_map(|size| Workload::File { size }),
+                (0..=DELAY_MAX_MS).prop_map(|ms| Workload::Call { ms }),
             ]
         ) {
             let target = w.to_string();
@@ -175,7 +252,7 @@ mod tests {
         #[test]
         fn arbitrary_targets_never_panic(path in "\\PC{0,12}", query in "[a-z0-9=&%+-]{0,24}|\\PC{0,24}") {
             let _ = Workload::from_target(&path, &query);
-            for p in ["/prime", "/sort", "/echo"] {
+            for p in ["/prime", "/sort", "/echo", "/response", "/file", "/call", "/delay"] {
                 if let Err(WorkError::BadParameter { value, .. }) = Workload::from_target(p, &query) {
                     // The value reported is what was received (or the whole query, or "(missing)").
                     proptest::prop_assert!(query.contains(value.as_str()) || value == "(missing)");
@@ -187,7 +264,7 @@ mod tests {
     #[test]
     fn execute_appends() {
         let mut out = b">".to_vec();
-        Workload::Prime { n: 4 }.execute(b"", &mut out);
+        Workload::Prime { n: 4 }.execute(&mut Context::default(), b"", &mut out).unwrap();
         assert_eq!(out, b">false");
     }
 }

@@ -12,6 +12,8 @@ pub const PRIME_MAX_N: u64 = 1_000_000_000;
 pub const SORT_MAX_N: u64 = 10_000_000;
 /// Largest `/echo?size=` in bytes (64 MiB): the body is built in memory per request.
 pub const ECHO_MAX_SIZE: u64 = 64 * 1024 * 1024;
+/// Largest `/response?size=` in bytes (16 MiB: 167,773 insertion sorts, about a second).
+pub const RESPONSE_MAX_SIZE: u64 = 16 * 1024 * 1024;
 
 /// One integer parameter: its key, inclusive range, and the texts errors show. The texts are
 /// `&'static str` because [`WorkError::BadParameter`] carries them; a unit test checks they
@@ -58,6 +60,42 @@ pub(crate) const ECHO_SIZE: Param = Param {
     allowed: "an integer in 0..=67108864 (bytes)",
     allowed_once: "size exactly once, an integer in 0..=67108864 (bytes)",
     allowed_keys: "only the key size (/echo?size=N)",
+};
+
+pub(crate) const RESPONSE_SIZE: Param = Param {
+    name: "size",
+    min: 0,
+    max: RESPONSE_MAX_SIZE,
+    allowed: "an integer in 0..=16777216 (bytes)",
+    allowed_once: "size exactly once, an integer in 0..=16777216 (bytes)",
+    allowed_keys: "only the key size (/response?size=N)",
+};
+
+pub(crate) const FILE_SIZE: Param = Param {
+    name: "size",
+    min: 0,
+    max: crate::file::FILE_MAX_SIZE,
+    allowed: "an integer in 0..=16777216 (bytes)",
+    allowed_once: "size exactly once, an integer in 0..=16777216 (bytes)",
+    allowed_keys: "only the key size (/file?size=N)",
+};
+
+pub(crate) const CALL_MS: Param = Param {
+    name: "ms",
+    min: 0,
+    max: crate::call::DELAY_MAX_MS,
+    allowed: "an integer in 0..=60000 (milliseconds)",
+    allowed_once: "ms exactly once, an integer in 0..=60000 (milliseconds)",
+    allowed_keys: "only the key ms (/call?ms=M)",
+};
+
+pub(crate) const DELAY_MS: Param = Param {
+    name: "ms",
+    min: 0,
+    max: crate::call::DELAY_MAX_MS,
+    allowed: "an integer in 0..=60000 (milliseconds)",
+    allowed_once: "ms exactly once, an integer in 0..=60000 (milliseconds)",
+    allowed_keys: "only the key ms (/delay?ms=M)",
 };
 
 /// Decimal digits only (no sign, no spaces, no hex); `None` when malformed or over u64.
@@ -110,7 +148,7 @@ mod tests {
 
     #[test]
     fn allowed_texts_match_ranges() {
-        for p in [&PRIME_N, &SORT_N, &ECHO_SIZE] {
+        for p in [&PRIME_N, &SORT_N, &ECHO_SIZE, &RESPONSE_SIZE, &FILE_SIZE, &CALL_MS, &DELAY_MS] {
             let range = format!("{}..={}", p.min, p.max);
             assert!(p.allowed.contains(&range), "{}", p.allowed);
             assert!(p.allowed_once.contains(&range) && p.allowed_once.starts_with(p.name), "{}", p.allowed_once);

@@ -21,6 +21,7 @@ from archlab.lab import probes
 from archlab.lab.engine import Engine
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
+from archlab.lab.services import start_for_cell
 from archlab.lab.summary import read_summary
 from archlab.spec.model import Cell, Experiment
 from archlab.store.records import CellRecord, Measurement, ServerCost
@@ -139,14 +140,24 @@ def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell
 def _measure(
     group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, files: RepFiles, config: RunnerConfig
 ) -> tuple[Measurement, ServerCost, dict]:
-    server = group.start("server", engine.serve_argv(cell, exp.placement), files.server_stderr)
+    # Services the workload needs (the downstream of /call) live exactly as long as the server.
+    downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
-        host, port = _listening_address(server, config.ready_timeout_s)
-        _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
-        argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log)
-        window = _drive_load(group, argv, server, exp, files, config)
+        if downstream is None:
+            server_argv = engine.serve_argv(cell, exp.placement)
+        else:
+            server_argv = engine.serve_argv(cell, exp.placement, downstream=downstream.address)
+        server = group.start("server", server_argv, files.server_stderr)
+        try:
+            host, port = _listening_address(server, config.ready_timeout_s)
+            _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
+            argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log)
+            window = _drive_load(group, argv, server, exp, files, config)
+        finally:
+            server_exit = group.stop(server)
     finally:
-        server_exit = group.stop(server)
+        if downstream is not None:
+            downstream.stop(group)
     measurement = read_summary(files.summary)
     if measurement.requests == 0:
         raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")

@@ -29,7 +29,7 @@ LoadModel = Literal["closed"]
 # and passed to `archlab-engine serve` as flags. Allowed values are checked in validate.
 SERVER_OPTION_NAMES = (
     "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
-    "queue_capacity", "write_spin", "sndbuf", "rcvbuf",
+    "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "copies",
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Protocol, Sequence
 # is `--ring-size`); the data plane's registry says which architecture takes which.
 SERVER_OPTIONS = (
     "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
-    "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "cpus",
+    "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "copies", "cpus",
 )  # fmt: skip
 
 

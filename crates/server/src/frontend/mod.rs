@@ -4,8 +4,11 @@
 //! dispatching front-ends of [`staged`].
 
 pub mod blocking_conn;
+pub mod hybrid;
 pub mod multi_reactor;
+pub mod ncopy;
 pub mod pool;
 pub mod reactor;
 pub mod staged;
 pub mod thread_per_connection;
+pub mod work_stealing;

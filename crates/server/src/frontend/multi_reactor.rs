@@ -10,10 +10,12 @@
 //! Requests queue in socket buffers and, briefly, in the inboxes; loop threads block in
 //! `epoll_wait`. Expected bottleneck: the loops' cores; the accept hand-off costs one wake-up
 //! per connection, not per request. With more than one CPU given, loop i is pinned to the
-//! i-th CPU of the list (round-robin).
+//! i-th CPU of the list (round-robin). `hybrid` (HybridNetty) is this front-end with loops
+//! that route writes per request class (`frontend::hybrid`).
 
 use crate::acceptor::accept_blocking;
 use crate::conn::WritePolicy;
+use crate::frontend::hybrid::Router;
 use crate::frontend::reactor::{EventLoop, Mode};
 use crate::options::ServerOptions;
 use crate::Server;
@@ -24,15 +26,25 @@ use std::net::TcpListener;
 /// Netty-v4 by default").
 pub const DEFAULT_WRITE_SPIN: usize = 16;
 
+/// How the loops write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopWrites {
+    /// Netty: every response under the write-spin limit.
+    Netty,
+    /// HybridNetty: per request class, the Netty path or the single-thread path.
+    Hybrid,
+}
+
 pub struct MultiReactor {
     options: ServerOptions,
     loops: usize,
     write_spin: usize,
+    writes: LoopWrites,
 }
 
 impl MultiReactor {
-    pub fn new(options: &ServerOptions, loops: usize, write_spin: usize) -> Self {
-        MultiReactor { options: options.clone(), loops, write_spin }
+    pub fn new(options: &ServerOptions, loops: usize, write_spin: usize, writes: LoopWrites) -> Self {
+        MultiReactor { options: options.clone(), loops, write_spin, writes }
     }
 }
 
@@ -40,8 +52,12 @@ impl Server for MultiReactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let mut inboxes = Vec::with_capacity(self.loops);
         for i in 0..self.loops {
-            let (event_loop, inbox) =
-                EventLoop::with_inbox(&self.options, Mode::Inline(WritePolicy::SpinLimit(self.write_spin)))?;
+            let mode = match self.writes {
+                LoopWrites::Netty => Mode::Inline(WritePolicy::SpinLimit(self.write_spin)),
+                LoopWrites::Hybrid => Mode::Hybrid(Router::new(self.write_spin)),
+            };
+            let (event_loop, inbox) = EventLoop::with_inbox(&self.options, mode)?;
+            let writes = self.writes;
             inboxes.push(inbox);
             let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));
             std::thread::Builder::new().name(format!("loop-{i}")).spawn(move || {
@@ -50,7 +66,7 @@ impl Server for MultiReactor {
                     let _ = archlab_netio::cpus::pin_current_thread(&[cpu]);
                 }
                 if let Err(e) = event_loop.run() {
-                    eprintln!("netty: event loop {i} failed: {e}");
+                    eprintln!("{writes:?}: event loop {i} failed: {e}");
                     std::process::exit(1);
                 }
             })?;

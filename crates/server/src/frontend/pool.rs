@@ -47,7 +47,7 @@ impl Server for BlockingHandOff {
         let limits = self.options.limits.clone();
         let started = archlab_handoff::start(&self.handoff, "worker", |_| {
             let (sender, limits) = (sender.clone(), limits.clone());
-            let mut scratch = Scratch::default();
+            let mut scratch = Scratch::new(&self.options);
             move |conn: BlockingConn| {
                 let waiting = || sender.get().is_some_and(|s| s.backlog() > 0);
                 let policy = || if waiting() { KeepAlive::Refuse } else { KeepAlive::AsRequested };

@@ -7,7 +7,8 @@
 //! write-spins like SingleT-Async (`while (buf.hasRemaining()) write(buf)`, seed 001 §4: the
 //! deliberate exception to "no busy waiting", since the spin is what that seed measures), netty
 //! stops at `EAGAIN` (waiting for writability) or after `write_spin` calls (a flush task runs
-//! after the other ready connections). In [`Mode::Staged`] the loop is only the poller of the
+//! after the other ready connections). [`Mode::Hybrid`] (HybridNetty) is Inline with the
+//! write policy chosen per request class by a `frontend::hybrid::Router`. In [`Mode::Staged`] the loop is only the poller of the
 //! dispatching front-ends (`frontend::staged`): connections are registered one-shot, handed to
 //! the route's stages when ready, and come back through the loop's [`Inbox`]. Connections are registered
 //! edge-triggered for both directions once (no `epoll_ctl` per request); a read shorter than
@@ -21,6 +22,7 @@
 
 use crate::acceptor::accept_pending;
 use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
+use crate::frontend::hybrid::{self, Router};
 use crate::frontend::staged::{Back, Job, Route};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
@@ -55,6 +57,11 @@ pub(crate) struct Conn {
     discarded: usize,
     /// Staged mode: the hop of the route to run when the connection is next ready.
     pub(crate) resume_hop: usize,
+    /// Hybrid mode: the class and path of the responses being written, and whether their
+    /// first flush (the observation) is still to come.
+    class: String,
+    path: hybrid::Path,
+    unobserved: bool,
 }
 
 /// What to do with a connection after it was driven.
@@ -72,6 +79,15 @@ pub enum Mode {
     Inline(WritePolicy),
     /// Hand ready connections to the route's stages (the loop is a poller only).
     Staged(Arc<Route>),
+    /// Read and handle inline, write on the path the router picks per request class
+    /// (HybridNetty, `frontend::hybrid`).
+    Hybrid(Router),
+}
+
+/// How `drive` writes: one policy, or per request class.
+enum Writes<'a> {
+    Fixed(WritePolicy),
+    Routed(&'a mut Router),
 }
 
 /// Connections of one loop, indexed by token - FIRST_CONN. A slot whose connection is away on
@@ -107,6 +123,9 @@ impl Slab {
             lingering_until: None,
             discarded: 0,
             resume_hop: 0,
+            class: String::new(),
+            path: hybrid::Path::Profile,
+            unobserved: false,
         }));
     }
 
@@ -206,7 +225,7 @@ impl EventLoop {
             inbox,
             options: options.clone(),
             mode,
-            scratch: Scratch::default(),
+            scratch: Scratch::new(options),
             lingering: VecDeque::new(),
             flush_tasks: Vec::new(),
         })
@@ -289,7 +308,7 @@ impl EventLoop {
             Some(Some(conn)) => conn.lingering_until.is_some(),
             _ => return, // a stale token, or a connection away on a stage
         };
-        let policy = match &self.mode {
+        let mut writes = match &mut self.mode {
             Mode::Staged(route) if !lingering => {
                 let route = route.clone();
                 let conn = self.conns.slots[idx].take().expect("checked above");
@@ -298,14 +317,15 @@ impl EventLoop {
                 }
                 return;
             }
-            Mode::Staged(_) => WritePolicy::UntilBlocked,
-            Mode::Inline(policy) => *policy,
+            Mode::Staged(_) => Writes::Fixed(WritePolicy::UntilBlocked),
+            Mode::Inline(policy) => Writes::Fixed(*policy),
+            Mode::Hybrid(router) => Writes::Routed(router),
         };
         let conn = self.conns.slots[idx].as_mut().expect("checked above");
         let next = if lingering {
             discard(conn)
         } else {
-            drive(conn, &self.options.limits, &mut self.scratch, policy, read_first)
+            drive(conn, &self.options.limits, &mut self.scratch, &mut writes, read_first)
         };
         match next {
             Next::Keep if self.staged() => self.rearm(idx, Interest::READABLE),
@@ -369,7 +389,7 @@ fn discard(conn: &mut Conn) -> Next {
 }
 
 /// Read, answer and write as far as the socket and the write policy allow.
-fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, policy: WritePolicy, read_first: bool) -> Next {
+fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, writes: &mut Writes<'_>, read_first: bool) -> Next {
     let mut read = read_first;
     loop {
         while read && !conn.closing && !conn.read_paused {
@@ -377,8 +397,17 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, policy: WriteP
             match conn.input.read_from(&mut conn.stream) {
                 Ok(0) => conn.closing = true,
                 Ok(n) => {
+                    let before = conn.output.pending();
                     let flow =
                         serve_buffered(&mut conn.input, conn.output.vec(), limits, scratch, KeepAlive::AsRequested);
+                    if let Writes::Routed(router) = writes {
+                        if conn.output.pending() > before {
+                            conn.class.clear();
+                            conn.class.push_str(scratch.last_class());
+                            conn.path = router.route(&conn.class);
+                            conn.unobserved = true;
+                        }
+                    }
                     if flow != Flow::KeepOpen {
                         conn.closing = true;
                         conn.refused = flow == Flow::Refused;
@@ -394,7 +423,17 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, policy: WriteP
             }
         }
         read = true;
-        match conn.output.flush(&mut conn.stream, policy) {
+        let policy = match writes {
+            Writes::Fixed(policy) => *policy,
+            Writes::Routed(router) => router.policy(conn.path),
+        };
+        let flushed = conn.output.flush(&mut conn.stream, policy);
+        if let (Writes::Routed(router), Ok(outcome)) = (&mut *writes, &flushed) {
+            if std::mem::take(&mut conn.unobserved) {
+                router.observe(&conn.class, *outcome, conn.output.last_flush());
+            }
+        }
+        match flushed {
             Ok(Flushed::Done) if conn.closing => return if conn.refused { Next::Linger } else { Next::Close },
             Ok(Flushed::Done) if conn.read_paused => conn.read_paused = false,
             Ok(Flushed::Done) => return Next::Keep,

@@ -212,7 +212,7 @@ impl Server for Staged {
         for (i, spec) in self.stages.iter().enumerate() {
             let sender = archlab_handoff::start(spec, &format!("stage{i}"), |_| {
                 let route = route.clone();
-                let mut scratch = Scratch::default();
+                let mut scratch = Scratch::new(&self.options);
                 move |job: Job| route.on_stage(job, &mut scratch)
             })?;
             senders.push(sender);

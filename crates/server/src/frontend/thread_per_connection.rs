@@ -29,12 +29,14 @@ const CONNECTION_STACK_BYTES: usize = 256 * 1024;
 impl Server for ThreadPerConnection {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let limits = self.options.limits.clone();
+        let options = &self.options;
         accept_blocking(&listener, &self.options, |stream| {
             let limits = limits.clone();
+            let mut scratch = Scratch::new(options);
             let spawned =
                 std::thread::Builder::new().name("conn".into()).stack_size(CONNECTION_STACK_BYTES).spawn(move || {
                     let conn = BlockingConn::new(stream, &limits);
-                    conn.serve(&limits, &mut Scratch::default(), || KeepAlive::AsRequested);
+                    conn.serve(&limits, &mut scratch, || KeepAlive::AsRequested);
                 });
             if let Err(e) = spawned {
                 // Thread limit reached: the connection is dropped (closed), as a real
