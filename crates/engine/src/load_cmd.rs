@@ -12,8 +12,9 @@ use crate::args::{parse_cpus, parse_duration};
 use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_load::{
-    run_load_with, ArrivalKind, ConfigError, LoadConfig, LoadParams, LoadReport, Model, Phase, SessionConnection,
-    SessionLength, StopHandle, ThinkTime,
+    run_load_live, ArrivalKind, ConfigError, KeyPatterns, LiveSecond, LoadConfig, LoadParams, LoadReport, McWorkload,
+    Model, Phase, Ratio, Retrieval, SessionConnection, SessionLength, StopHandle, ThinkTime, ValueSize,
+    DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
 use archlab_netio::CpuList;
 use clap::{Args, ValueEnum};
@@ -27,9 +28,9 @@ pub struct LoadArgs {
     /// Server to load, HOST:PORT (a host name is resolved once, first address).
     #[arg(long)]
     target: String,
-    /// Request target: path and query, e.g. "/prime?n=27059".
-    #[arg(long, default_value = "/")]
-    path: String,
+    /// HTTP request target: path and query, e.g. "/prime?n=27059" [default: /].
+    #[arg(long)]
+    path: Option<String>,
     /// Host header value (default: the --target text).
     #[arg(long)]
     host: Option<String>,
@@ -88,9 +89,62 @@ pub struct LoadArgs {
     /// Connect timeout.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     connect_timeout: Duration,
-    /// Where to write the JSON summary (schema archlab/load-summary v1).
+    /// Protocol: HTTP/1.1, or the memcached text protocol (the --mc-*, --ratio, --key-* and
+    /// --data-size options, memtier's notation).
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Http)]
+    protocol: ProtocolArg,
+    /// memcached: retrieval command [default: get].
+    #[arg(long, value_enum)]
+    mc_command: Option<McCommandArg>,
+    /// memcached: keys per retrieval (memtier --multi-key-get) [default: 1].
     #[arg(long)]
-    json: PathBuf,
+    multi_get: Option<u32>,
+    /// memcached: SETS:GETS cycle per connection (memtier --ratio) [default: 1:10].
+    #[arg(long)]
+    ratio: Option<Ratio>,
+    /// memcached: key patterns SET:GET, each R (random), S (sequential) or G (gaussian) [default: R:R].
+    #[arg(long)]
+    key_pattern: Option<KeyPatterns>,
+    /// memcached: key prefix [default: memtier-].
+    #[arg(long)]
+    key_prefix: Option<String>,
+    /// memcached: smallest key index [default: 0].
+    #[arg(long)]
+    key_min: Option<u64>,
+    /// memcached: largest key index [default: 10000000].
+    #[arg(long)]
+    key_max: Option<u64>,
+    /// memcached: centre of the G pattern [default: middle of the range].
+    #[arg(long)]
+    key_median: Option<f64>,
+    /// memcached: standard deviation of the G pattern [default: range/6].
+    #[arg(long)]
+    key_stddev: Option<f64>,
+    /// memcached: value size in bytes, "N" or "uniform:MIN-MAX" [default: 32].
+    #[arg(long)]
+    data_size: Option<ValueSize>,
+    /// memcached: check every value read back and the order of multi-get replies.
+    #[arg(long)]
+    verify: bool,
+    /// HTTP: send `Connection: close` and use each connection for one request.
+    #[arg(long)]
+    no_keep_alive: bool,
+    /// Close each connection after this many responses and open a new one.
+    #[arg(long)]
+    requests_per_connection: Option<u32>,
+    /// HTTP pipelining depth (requests in flight per connection); only 1 is supported yet.
+    #[arg(long, default_value_t = 1)]
+    pipeline: u32,
+    /// No live line per second on stderr.
+    #[arg(long)]
+    quiet: bool,
+    /// Stream one fixed-size binary record per request of the window to this file (memory
+    /// stays flat); convert with `archlab-engine records export`.
+    #[arg(long)]
+    records: Option<PathBuf>,
+    /// Where to write the JSON summary (schema archlab/load-summary v2).
+    #[arg(long)]
+    pub(crate) json: PathBuf,
     /// Where to write the HDR interval log (default: the --json path with .hdr.log instead of .json).
     #[arg(long)]
     hdr_log: Option<PathBuf>,
@@ -101,6 +155,18 @@ enum ModelArg {
     Closed,
     Open,
     PartlyOpen,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ProtocolArg {
+    Http,
+    Memcached,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum McCommandArg {
+    Get,
+    Gets,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -127,11 +193,12 @@ fn parse_session_length(s: &str) -> Result<SessionLength, String> {
 fn option_of(parameter: &str) -> String {
     match parameter {
         "request_timeout" => "timeout".into(),
+        "keep_alive" => "no-keep-alive".into(),
         other => other.replace('_', "-"),
     }
 }
 
-fn usage_error(e: ConfigError) -> CliError {
+pub(crate) fn usage_error(e: ConfigError) -> CliError {
     CliError::usage(format!("invalid --{}: {} (allowed: {})", option_of(e.parameter), e.received, e.allowed))
 }
 
@@ -167,7 +234,7 @@ fn directory_of(path: &Path) -> &Path {
     path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
-fn check_directory(option: &str, path: &Path) -> Result<(), CliError> {
+pub(crate) fn check_directory(option: &str, path: &Path) -> Result<(), CliError> {
     let dir = directory_of(path);
     if dir.is_dir() {
         Ok(())
@@ -181,7 +248,7 @@ fn check_directory(option: &str, path: &Path) -> Result<(), CliError> {
 }
 
 /// Write through a temporary file and rename, so a reader never sees a half-written file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -210,6 +277,21 @@ fn print_phase(p: Phase) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(line);
     let _ = out.flush();
+}
+
+/// The live line of one second: `offered` only for models with a schedule.
+fn live_line(s: &LiveSecond, open: bool) -> String {
+    let ms = |us: Option<f64>| us.map_or("-".to_string(), |u| format!("{:.3}ms", u / 1e3));
+    let offered = if open { format!("offered {:.0}/s ", s.offered_rps) } else { String::new() };
+    format!(
+        "[{:>4}s] {offered}achieved {:.0}/s p50 {} p99 {} errors {} lag p99 {}",
+        s.second + 1,
+        s.throughput_rps,
+        ms(s.p50_us),
+        ms(s.p99_us),
+        s.errors,
+        ms(s.lag_p99_us)
+    )
 }
 
 fn human_line(r: &LoadReport) -> String {
@@ -257,10 +339,62 @@ fn human_line(r: &LoadReport) -> String {
     )
 }
 
-pub fn run(a: LoadArgs) -> Result<(), CliError> {
+/// The memcached workload of the command line, or `None` for HTTP; options of the other
+/// protocol are refused, not ignored.
+fn memcached_workload(a: &LoadArgs) -> Result<Option<McWorkload>, CliError> {
+    let given = |name: &str, is: bool| is.then(|| name.to_string());
+    let mc_options = [
+        given("mc-command", a.mc_command.is_some()),
+        given("multi-get", a.multi_get.is_some()),
+        given("ratio", a.ratio.is_some()),
+        given("key-pattern", a.key_pattern.is_some()),
+        given("key-prefix", a.key_prefix.is_some()),
+        given("key-min", a.key_min.is_some()),
+        given("key-max", a.key_max.is_some()),
+        given("key-median", a.key_median.is_some()),
+        given("key-stddev", a.key_stddev.is_some()),
+        given("data-size", a.data_size.is_some()),
+        given("verify", a.verify),
+    ];
+    if a.protocol == ProtocolArg::Http {
+        if let Some(o) = mc_options.into_iter().flatten().next() {
+            return Err(CliError::usage(format!("invalid --{o}: given (allowed: only with --protocol memcached)")));
+        }
+        return Ok(None);
+    }
+    for (o, is) in [("path", a.path.is_some()), ("host", a.host.is_some())] {
+        if is {
+            return Err(CliError::usage(format!("invalid --{o}: given (allowed: only with --protocol http)")));
+        }
+    }
+    let w = McWorkload::new(
+        match a.mc_command {
+            None | Some(McCommandArg::Get) => Retrieval::Get,
+            Some(McCommandArg::Gets) => Retrieval::Gets,
+        },
+        a.multi_get.unwrap_or(1),
+        a.ratio.unwrap_or(Ratio { sets: 1, gets: 10 }),
+        a.key_pattern.unwrap_or_else(|| "R:R".parse().expect("valid")),
+        a.key_prefix.clone().unwrap_or_else(|| DEFAULT_KEY_PREFIX.into()),
+        a.key_min.unwrap_or(0),
+        a.key_max.unwrap_or(DEFAULT_KEY_MAX),
+        a.key_median,
+        a.key_stddev,
+        a.data_size.unwrap_or(ValueSize::Fixed(32)),
+        a.verify,
+    )
+    .map_err(usage_error)?;
+    Ok(Some(w))
+}
+
+/// The library's raw parameters from the command line (validated later by `LoadConfig`).
+pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
     let mut p = LoadParams::new(resolve(&a.target)?);
-    p.host = Some(a.host.unwrap_or_else(|| a.target.clone()));
-    p.path = a.path;
+    p.memcached = memcached_workload(a)?;
+    if p.memcached.is_none() {
+        p.host = Some(a.host.clone().unwrap_or_else(|| a.target.clone()));
+        p.path = a.path.clone().unwrap_or_else(|| "/".into());
+    }
     p.model = match a.model {
         ModelArg::Closed => Model::Closed,
         ModelArg::Open => Model::Open,
@@ -288,7 +422,23 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     p.cpus = a.cpus.clone();
     p.request_timeout = a.timeout;
     p.connect_timeout = a.connect_timeout;
-    let cfg = LoadConfig::new(p).map_err(usage_error)?;
+    if let Some(r) = &a.records {
+        check_directory("records", r)?;
+    }
+    p.records = a.records.clone();
+    if a.pipeline != 1 {
+        return Err(CliError::usage(format!(
+            "invalid --pipeline: {} (allowed: 1; pipelining is not supported yet)",
+            a.pipeline
+        )));
+    }
+    p.keep_alive = !a.no_keep_alive;
+    p.requests_per_connection = a.requests_per_connection;
+    Ok(p)
+}
+
+pub fn run(a: LoadArgs) -> Result<(), CliError> {
+    let cfg = LoadConfig::new(params_of(&a)?).map_err(usage_error)?;
     let hdr_log = a.hdr_log.unwrap_or_else(|| default_hdr_log(&a.json));
     check_directory("json", &a.json)?;
     check_directory("hdr-log", &hdr_log)?;
@@ -308,19 +458,47 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     })
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
 
-    let report = run_load_with(&cfg, &stop, &mut print_phase).map_err(|e| CliError::runtime(e.to_string()))?;
+    let open = cfg.pacing().arrivals().is_some();
+    let mut live = |s: &LiveSecond| {
+        if !a.quiet {
+            eprintln!("{}", live_line(s, open));
+        }
+    };
+    let report =
+        run_load_live(&cfg, &stop, &mut print_phase, &mut live).map_err(|e| CliError::runtime(e.to_string()))?;
     write_atomically(&hdr_log, &report.interval_log)?;
     let summary = report.summary(Some(&log_reference(&a.json, &hdr_log)));
     let mut json = serde_json::to_vec_pretty(&summary).expect("the summary is serialisable");
     json.push(b'\n');
     write_atomically(&a.json, &json)?;
     eprintln!("{}", human_line(&report));
+    if let Some(e) = &report.records_error {
+        return Err(CliError::runtime(e.clone()));
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_line_shows_offered_only_with_a_schedule() {
+        let s = LiveSecond {
+            second: 2,
+            offered_rps: 1000.0,
+            throughput_rps: 998.0,
+            p50_us: Some(120.0),
+            p99_us: Some(450.6),
+            errors: 1,
+            lag_p99_us: None,
+        };
+        assert_eq!(
+            live_line(&s, true),
+            "[   3s] offered 1000/s achieved 998/s p50 0.120ms p99 0.451ms errors 1 lag p99 -"
+        );
+        assert!(!live_line(&s, false).contains("offered"));
+    }
 
     #[test]
     fn default_log_sits_beside_the_summary() {

@@ -4,6 +4,8 @@
 
 mod args;
 mod load_cmd;
+mod records_cmd;
+mod search_cmd;
 mod serve_cmd;
 mod signals;
 
@@ -16,6 +18,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// List the registered server architectures (name and one-line description).
@@ -28,6 +32,11 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Drive load against a target and write a JSON summary and an HDR interval log.
     Load(load_cmd::LoadArgs),
+    /// Work with raw per-request records (`load --records`): export to JMeter's JTL CSV.
+    #[command(subcommand)]
+    Records(records_cmd::RecordsCommand),
+    /// Find the highest open-model rate meeting a latency objective (bisection over runs).
+    SearchRate(search_cmd::SearchArgs),
 }
 
 fn main() {
@@ -39,6 +48,8 @@ fn main() {
         }
         Command::Serve(a) => serve_cmd::run(a),
         Command::Load(a) => load_cmd::run(a),
+        Command::Records(c) => records_cmd::run(c),
+        Command::SearchRate(a) => search_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("archlab-engine: error: {e}");

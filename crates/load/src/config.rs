@@ -7,6 +7,7 @@
 //! experiment spec or a command line can point at the offending option.
 
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
+use crate::memcached::McWorkload;
 use archlab_netio::CpuList;
 use std::fmt;
 use std::net::SocketAddr;
@@ -171,6 +172,16 @@ pub struct LoadParams {
     pub request_timeout: Duration,
     /// A connection not established within this is counted as a `connect` error.
     pub connect_timeout: Duration,
+    /// Speak the memcached text protocol with this workload instead of HTTP.
+    pub memcached: Option<McWorkload>,
+    /// Stream one raw record per request of the window to this file (see `records.rs`).
+    pub records: Option<std::path::PathBuf>,
+    /// HTTP: ask for persistent connections (`false`: `Connection: close`, one request per
+    /// connection, like `ab` without `-k`).
+    pub keep_alive: bool,
+    /// Close a connection after this many responses and open a new one (memtier's
+    /// `--reconnect-interval`; JMeter's connection reset per iteration when 1).
+    pub requests_per_connection: Option<u32>,
 }
 
 /// Spacing of arrivals as given in raw input.
@@ -214,6 +225,10 @@ impl LoadParams {
             cpus: None,
             request_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
+            memcached: None,
+            records: None,
+            keep_alive: true,
+            requests_per_connection: None,
         }
     }
 }
@@ -249,6 +264,10 @@ pub struct LoadConfig {
     cpus: Option<CpuList>,
     request_timeout: Duration,
     connect_timeout: Duration,
+    memcached: Option<McWorkload>,
+    records: Option<std::path::PathBuf>,
+    keep_alive: bool,
+    requests_per_connection: Option<u32>,
 }
 
 fn refuse(parameter: &'static str, allowed: impl Into<String>, received: impl fmt::Debug) -> ConfigError {
@@ -393,11 +412,12 @@ impl LoadConfig {
         }
         let random = pacing.think().is_random()
             || matches!(pacing.arrivals(), Some(Arrivals::Poisson { .. }))
-            || matches!(pacing, Pacing::PartlyOpen { length: SessionLength::Geometric { .. }, .. });
+            || matches!(pacing, Pacing::PartlyOpen { length: SessionLength::Geometric { .. }, .. })
+            || p.memcached.as_ref().is_some_and(McWorkload::is_random);
         if let (false, Some(seed)) = (random, p.seed) {
             return Err(refuse(
                 "seed",
-                "only when something is random (Poisson arrivals, a random think time or session length)",
+                "only when something is random (Poisson arrivals, a random think time or session length, random or gaussian memcached keys, random value sizes)",
                 seed,
             ));
         }
@@ -412,6 +432,19 @@ impl LoadConfig {
                 "a request target starting with '/' without spaces or control characters",
                 &p.path,
             ));
+        }
+        if p.memcached.is_some() && !p.keep_alive {
+            return Err(refuse("keep_alive", "true with memcached (use requests_per_connection)", false));
+        }
+        match (p.keep_alive, p.requests_per_connection) {
+            (_, Some(0)) => return Err(refuse("requests_per_connection", "an integer >= 1", 0)),
+            (false, Some(n)) if n != 1 => {
+                return Err(refuse("requests_per_connection", "1 (or nothing) without keep-alive", n))
+            }
+            _ => {}
+        }
+        if let (Some(_), Some(host)) = (&p.memcached, &p.host) {
+            return Err(refuse("host", "only with HTTP (this run speaks memcached)", host));
         }
         let host = p.host.unwrap_or_else(|| p.target.to_string());
         if !is_header_safe(&host) {
@@ -430,6 +463,10 @@ impl LoadConfig {
             cpus: p.cpus,
             request_timeout: p.request_timeout,
             connect_timeout: p.connect_timeout,
+            memcached: p.memcached,
+            records: p.records,
+            keep_alive: p.keep_alive,
+            requests_per_connection: if p.keep_alive { p.requests_per_connection } else { Some(1) },
         })
     }
 
@@ -441,6 +478,30 @@ impl LoadConfig {
     }
     pub fn path(&self) -> &str {
         &self.path
+    }
+    /// HTTP requests ask for persistent connections.
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+    /// Responses after which a connection is closed and reopened (`None`: never).
+    pub fn requests_per_connection(&self) -> Option<u32> {
+        self.requests_per_connection
+    }
+    /// Where raw per-request records go, if anywhere.
+    pub fn records(&self) -> Option<&std::path::Path> {
+        self.records.as_deref()
+    }
+    /// What the run loads, as written in a records file: `GET http://HOST/PATH` or
+    /// `memcached ADDR`.
+    pub fn label(&self) -> String {
+        match &self.memcached {
+            Some(_) => format!("memcached {}", self.target),
+            None => format!("GET http://{}{}", self.host, self.path),
+        }
+    }
+    /// The memcached workload, or `None` for HTTP.
+    pub fn memcached(&self) -> Option<&McWorkload> {
+        self.memcached.as_ref()
     }
     pub fn pacing(&self) -> &Pacing {
         &self.pacing

@@ -2,7 +2,7 @@
 //! (N users looping request -> response -> think time), open (planned send times from a
 //! constant or Poisson schedule, seeded, sharded over threads, each request taking a free
 //! connection or opening one up to a cap) and partly-open (Poisson sessions of several
-//! requests with think times) — over keep-alive HTTP/1.1 connections on T pinned epoll
+//! requests with think times) — over keep-alive HTTP/1.1 or memcached text-protocol connections on T pinned epoll
 //! threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
 //! and sent times, so both the response time (coordinated omission corrected) and the
 //! service time are kept, with the schedule lag and the late and never-started arrivals. A
@@ -20,18 +20,27 @@ mod control;
 mod dist;
 mod engine;
 mod error;
+mod memcached;
+mod records;
 mod report;
 mod response;
+mod search;
 mod stats;
 mod timer;
 
+pub use archlab_wire::memcached::Retrieval;
 pub use config::{ArrivalKind, ConfigError, LoadConfig, LoadParams, Model, Pacing, SessionConnection, DEFAULT_SEED};
 pub use control::{Phase, StopHandle};
 pub use dist::{parse_duration, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
-pub use engine::{run_load, run_load_with};
+pub use engine::{run_load, run_load_live, run_load_with};
 pub use error::LoadError;
-pub use report::{
-    CountedLatency, Errors, Generator, LoadReport, PacingSummary, Sessions, Summary, ThreadCpu, TimelineEntry,
-    WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
+pub use memcached::{
+    KeyPattern, KeyPatterns, McCounts, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
+pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
+pub use report::{
+    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, Sessions, Summary, ThreadCpu,
+    TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
+};
+pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
 pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};

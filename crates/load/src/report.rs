@@ -15,8 +15,10 @@
 
 use crate::config::{LoadConfig, Pacing};
 use crate::dist::{SessionLength, ThinkTime};
+use crate::memcached::McCounts;
 use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
+use archlab_wire::memcached::Retrieval;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -93,6 +95,10 @@ pub struct LoadReport {
     pub sessions_in_progress_at_end: u64,
     /// The first error message seen for each class that has one.
     pub error_examples: BTreeMap<ErrorClass, String>,
+    /// Raw records written to the records file (0 without one).
+    pub records_written: u64,
+    /// Why writing raw records stopped, if it did (the file then ends early).
+    pub records_error: Option<String>,
 }
 
 impl LoadReport {
@@ -117,6 +123,8 @@ impl LoadReport {
             in_flight_at_end: 0,
             sessions_in_progress_at_end: 0,
             error_examples: BTreeMap::new(),
+            records_written: 0,
+            records_error: None,
         }
     }
 
@@ -228,6 +236,22 @@ impl LoadReport {
                 summary: LatencySummaryUs::of(&self.latency_non2xx),
             },
             flow,
+            protocol: if c.memcached().is_some() { "memcached" } else { "http" },
+            memcached: c.memcached().map(|w| MemcachedSummary {
+                retrieval: match w.retrieval {
+                    Retrieval::Get => "get",
+                    Retrieval::Gets => "gets",
+                },
+                multi_get: w.multi_get,
+                ratio: w.ratio.to_string(),
+                key_pattern: w.keys.to_string(),
+                key_prefix: w.key_prefix.clone(),
+                key_min: w.key_min,
+                key_max: w.key_max,
+                value_size: w.value_size.to_string(),
+                verify: w.verify,
+                counts: self.totals.memcached,
+            }),
             sessions: matches!(pacing, Pacing::PartlyOpen { .. }).then(|| Sessions {
                 started: flow.sessions_started,
                 completed: flow.sessions_completed,
@@ -322,12 +346,50 @@ pub struct Summary {
     pub latency_non2xx_us: CountedLatency,
     pub flow: FlowCounts,
     pub sessions: Option<Sessions>,
+    /// "http" or "memcached" (added within version 2; absent means "http").
+    pub protocol: &'static str,
+    /// memcached runs only: the workload and its command, hit and miss counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memcached: Option<MemcachedSummary>,
     pub errors: Errors,
     pub error_examples: BTreeMap<&'static str, String>,
     pub status_codes: BTreeMap<String, u64>,
     pub timeline: Vec<TimelineEntry>,
     pub warmup: WarmupCounts,
     pub hdr_log: Option<String>,
+}
+
+/// One second of the window as shown live (`archlab-engine load` prints one line per second
+/// on stderr): offered (arrivals) vs achieved rate, headline latency, errors, schedule lag.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LiveSecond {
+    pub second: u32,
+    /// Arrivals taken up per second (0 for the closed model, which has no schedule).
+    pub offered_rps: f64,
+    pub throughput_rps: f64,
+    /// `None` when nothing completed in the second.
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub errors: u64,
+    /// `None` when nothing was sent in the second.
+    pub lag_p99_us: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemcachedSummary {
+    /// "get" or "gets".
+    pub retrieval: &'static str,
+    pub multi_get: u32,
+    /// memtier notation: "1:10", "R:R", "32" or "uniform:MIN-MAX".
+    pub ratio: String,
+    pub key_pattern: String,
+    pub key_prefix: String,
+    pub key_min: u64,
+    pub key_max: u64,
+    pub value_size: String,
+    pub verify: bool,
+    #[serde(flatten)]
+    pub counts: McCounts,
 }
 
 #[derive(Clone, Debug, Serialize)]

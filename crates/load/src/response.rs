@@ -5,8 +5,11 @@
 //! so that steady state allocates nothing.
 //!
 //! Exactly one request is in flight per connection, so any byte after the end of the response
-//! is a protocol violation, not the start of the next response.
+//! is a protocol violation, not the start of the next response. [`Codec`] puts this reader and
+//! the memcached client (`memcached.rs`) behind one interface for the connection engine.
 
+use crate::memcached::McClient;
+use crate::stats::ErrorClass;
 use archlab_wire::http::{parse_response_head, ResponseError};
 
 /// A head that has not ended after this many bytes is refused (servers use 8-64 KiB limits).
@@ -18,9 +21,44 @@ pub(crate) enum Progress {
     /// The response is not complete yet.
     More,
     /// The response ended exactly at the end of the piece.
-    Done { status: u16, keep_alive: bool },
+    Done { outcome: Outcome, keep_alive: bool },
     /// The bytes are not a response the generator can frame.
     Invalid(&'static str),
+}
+
+/// How a complete response ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
+    Status(u16),
+    /// A protocol without status codes answered as asked.
+    Ok,
+    /// A complete reply that is an error of this class; the connection stays usable.
+    Failed(ErrorClass),
+}
+
+/// The protocol of one connection: writes its requests and frames its responses. HTTP sends
+/// the one request built for the whole run; memcached builds each request.
+pub(crate) enum Codec {
+    Http(ResponseReader),
+    Memcached(Box<McClient>),
+}
+
+impl Codec {
+    #[inline]
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+        match self {
+            Codec::Http(r) => r.feed(data),
+            Codec::Memcached(m) => m.feed(data),
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        match self {
+            Codec::Http(r) => r.reset(),
+            Codec::Memcached(m) => m.reset(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +108,7 @@ impl ResponseReader {
             self.body_left = Some(left - body_bytes);
             return Progress::More;
         }
-        let done = Progress::Done { status: self.status, keep_alive: self.keep_alive };
+        let done = Progress::Done { outcome: Outcome::Status(self.status), keep_alive: self.keep_alive };
         self.reset();
         if body_bytes > left {
             return Progress::Invalid("bytes after the end of the response (only one request was in flight)");
@@ -115,7 +153,7 @@ mod tests {
     #[test]
     fn whole_response_in_one_piece() {
         let mut r = ResponseReader::default();
-        assert_eq!(r.feed(RESPONSE), Progress::Done { status: 200, keep_alive: true });
+        assert_eq!(r.feed(RESPONSE), Progress::Done { outcome: Outcome::Status(200), keep_alive: true });
         assert!(!r.is_partial());
     }
 
@@ -125,7 +163,11 @@ mod tests {
             let mut r = ResponseReader::default();
             assert_eq!(r.feed(&RESPONSE[..cut]), Progress::More, "cut {cut}");
             assert!(r.is_partial());
-            assert_eq!(r.feed(&RESPONSE[cut..]), Progress::Done { status: 200, keep_alive: true }, "cut {cut}");
+            assert_eq!(
+                r.feed(&RESPONSE[cut..]),
+                Progress::Done { outcome: Outcome::Status(200), keep_alive: true },
+                "cut {cut}"
+            );
         }
         // Byte by byte.
         let mut r = ResponseReader::default();
@@ -133,7 +175,10 @@ mod tests {
         for b in init {
             assert_eq!(r.feed(std::slice::from_ref(b)), Progress::More);
         }
-        assert_eq!(r.feed(std::slice::from_ref(last)), Progress::Done { status: 200, keep_alive: true });
+        assert_eq!(
+            r.feed(std::slice::from_ref(last)),
+            Progress::Done { outcome: Outcome::Status(200), keep_alive: true }
+        );
     }
 
     #[test]
@@ -145,7 +190,7 @@ mod tests {
         for chunk in body.chunks(30_000) {
             let p = r.feed(chunk);
             if p != Progress::More {
-                assert_eq!(p, Progress::Done { status: 503, keep_alive: false });
+                assert_eq!(p, Progress::Done { outcome: Outcome::Status(503), keep_alive: false });
             }
         }
         assert!(r.head.capacity() < 1024, "the body must not be buffered");

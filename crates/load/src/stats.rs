@@ -2,6 +2,8 @@
 //! code and errors by class. One [`Tally`] per phase (warm-up, measurement window) per thread,
 //! summed after the run; counting is an array increment, never a map insertion.
 
+use crate::memcached::McCounts;
+use crate::response::Outcome;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -26,10 +28,18 @@ pub enum ErrorClass {
     Parse,
     Status4xx,
     Status5xx,
+    /// memcached `ERROR`: the server did not know the command (seed 002 §1.2).
+    McError,
+    /// memcached `CLIENT_ERROR <msg>`: the server found the request malformed.
+    McClientError,
+    /// memcached `SERVER_ERROR <msg>`: the server failed (out of memory, value too large).
+    McServerError,
+    /// A value read back is not the one written for its key, or multi-get order was broken.
+    McVerify,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 8] = [
+    pub const ALL: [ErrorClass; CLASSES] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
         ErrorClass::Read,
@@ -38,6 +48,10 @@ impl ErrorClass {
         ErrorClass::Parse,
         ErrorClass::Status4xx,
         ErrorClass::Status5xx,
+        ErrorClass::McError,
+        ErrorClass::McClientError,
+        ErrorClass::McServerError,
+        ErrorClass::McVerify,
     ];
 
     /// The name used in JSON summaries.
@@ -51,6 +65,10 @@ impl ErrorClass {
             ErrorClass::Parse => "parse",
             ErrorClass::Status4xx => "status_4xx",
             ErrorClass::Status5xx => "status_5xx",
+            ErrorClass::McError => "mc_error",
+            ErrorClass::McClientError => "mc_client_error",
+            ErrorClass::McServerError => "mc_server_error",
+            ErrorClass::McVerify => "mc_verify",
         }
     }
 
@@ -64,9 +82,11 @@ impl ErrorClass {
     }
 }
 
+const CLASSES: usize = 12;
+
 /// Error counts by class; serializes as a JSON object with every class, in declaration order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ErrorCounts([u64; 8]);
+pub struct ErrorCounts([u64; CLASSES]);
 
 impl ErrorCounts {
     pub fn get(&self, class: ErrorClass) -> u64 {
@@ -149,6 +169,8 @@ pub struct Tally {
     pub connections_opened: u64,
     pub errors: ErrorCounts,
     pub flow: FlowCounts,
+    /// memcached commands, hits and misses (zero for HTTP).
+    pub memcached: McCounts,
     status: Box<[u64; STATUS_SLOTS]>,
 }
 
@@ -161,6 +183,7 @@ impl Default for Tally {
             connections_opened: 0,
             errors: ErrorCounts::default(),
             flow: FlowCounts::default(),
+            memcached: McCounts::default(),
             status: Box::new([0; STATUS_SLOTS]),
         }
     }
@@ -181,7 +204,24 @@ impl fmt::Debug for Tally {
 }
 
 impl Tally {
-    /// Count one complete response; returns its error class for non-2xx/3xx statuses.
+    /// Count one complete response; returns its error class, if it is an error.
+    pub(crate) fn outcome(&mut self, outcome: Outcome) -> Option<ErrorClass> {
+        match outcome {
+            Outcome::Status(status) => self.response(status),
+            Outcome::Ok => {
+                self.responses += 1;
+                self.requests += 1;
+                None
+            }
+            Outcome::Failed(class) => {
+                self.responses += 1;
+                self.errors.bump(class);
+                Some(class)
+            }
+        }
+    }
+
+    /// Count one complete HTTP response; returns its error class for 4xx/5xx statuses.
     pub(crate) fn response(&mut self, status: u16) -> Option<ErrorClass> {
         self.responses += 1;
         self.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
@@ -202,6 +242,7 @@ impl Tally {
         self.connections_opened += other.connections_opened;
         self.errors.add(&other.errors);
         self.flow.add(&other.flow);
+        self.memcached.add(&other.memcached);
         for (a, b) in self.status.iter_mut().zip(other.status.iter()) {
             *a += b;
         }
@@ -234,7 +275,7 @@ mod tests {
         let json = serde_json::to_string(&a.errors).unwrap();
         assert_eq!(
             json,
-            r#"{"connect":0,"timeout":1,"read":0,"write":0,"closed":0,"parse":0,"status_4xx":1,"status_5xx":1}"#
+            r#"{"connect":0,"timeout":1,"read":0,"write":0,"closed":0,"parse":0,"status_4xx":1,"status_5xx":1,"mc_error":0,"mc_client_error":0,"mc_server_error":0,"mc_verify":0}"#
         );
     }
 }

@@ -251,8 +251,22 @@ fn json_summary_has_every_field() {
         assert!(v["latency_us"][key].is_f64(), "latency_us.{key}: {}", v["latency_us"]);
     }
     let classes: Vec<&str> = v["errors"]["by_class"].as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(classes.len(), 8);
-    for c in ["connect", "timeout", "read", "write", "closed", "parse", "status_4xx", "status_5xx"] {
+    // The memcached classes are always present (0 for HTTP) so that every summary has one shape.
+    assert_eq!(classes.len(), 12);
+    for c in [
+        "connect",
+        "timeout",
+        "read",
+        "write",
+        "closed",
+        "parse",
+        "status_4xx",
+        "status_5xx",
+        "mc_error",
+        "mc_client_error",
+        "mc_server_error",
+        "mc_verify",
+    ] {
         assert!(classes.contains(&c), "{c}");
     }
     assert_eq!(v["errors"]["total"], 0);
@@ -294,4 +308,25 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
     stop.stop();
     let r = run_load_with(&cfg, &stop, &mut |_| panic!("no phase")).unwrap();
     assert!(r.interrupted && r.totals.requests == 0 && r.window.is_zero());
+}
+
+#[test]
+fn keep_alive_off_and_requests_per_connection_replace_connections() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    // Keep-alive off: every request asks for `Connection: close`, so each one is served on a
+    // connection of its own and none is an error.
+    let mut p = params(server.addr, 2, ms(50), ms(300));
+    p.keep_alive = false;
+    let r = run(p);
+    assert!(r.totals.requests > 10, "{r:?}");
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert!(r.totals.connections_opened + 2 >= r.totals.requests, "{r:?}");
+    // Three requests per connection: about a third as many connections as requests.
+    let mut p = params(server.addr, 2, ms(50), ms(300));
+    p.requests_per_connection = Some(3);
+    let r = run(p);
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    let per_connection = r.totals.requests as f64 / r.totals.connections_opened.max(1) as f64;
+    assert!((per_connection - 3.0).abs() < 0.5, "{per_connection} requests per connection: {r:?}");
 }

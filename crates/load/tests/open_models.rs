@@ -194,3 +194,29 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
     assert_eq!(r.totals.connections_opened, 0);
     assert_eq!(f.sessions_aborted, 0);
 }
+
+#[test]
+fn rate_search_brackets_the_capacity_of_a_server() {
+    use archlab_load::{search_rate, Objective, SearchRange};
+    let _g = serial();
+    // 4 connections to a server that takes 2 ms per request on each: capacity 2000/s.
+    let server = TestServer::start(Behaviour { delay: Duration::from_millis(2), ..Behaviour::default() });
+    let mut base = LoadParams::new(server.addr);
+    base.model = Model::Open;
+    base.rate = Some(1.0);
+    base.connections = 4;
+    base.warmup = Duration::from_millis(100);
+    base.duration = Duration::from_millis(400);
+    let obj = Objective { quantile: 0.99, max_latency: Duration::from_millis(50), max_error_ratio: 0.0 };
+    let range = SearchRange { low: 200.0, high: 8000.0, steps: 8, precision: 0.1 };
+    let mut seen = 0;
+    let r = search_rate(&base, &obj, &range, &mut |_| seen += 1).unwrap();
+    assert_eq!(seen, r.steps.len());
+    let (best, _) = r.best.as_ref().expect("the low end passes");
+    assert!((500.0..=2100.0).contains(best), "best {best}: {:#?}", r.steps);
+    assert!(!r.steps[0].passed, "8000/s is far above capacity");
+    let mut closed = base.clone();
+    closed.model = Model::Closed;
+    closed.rate = None;
+    assert!(search_rate(&closed, &obj, &range, &mut |_| {}).is_err());
+}

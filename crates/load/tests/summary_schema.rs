@@ -4,7 +4,10 @@
 
 mod common;
 
-use archlab_load::{run_load, LoadConfig, LoadParams, Model, SessionLength, JSON_SCHEMA, SCHEMA_VERSION};
+use archlab_load::{
+    run_load, LoadConfig, LoadParams, McWorkload, Model, Ratio, Retrieval, SessionLength, ValueSize, JSON_SCHEMA,
+    SCHEMA_VERSION,
+};
 use common::{Behaviour, TestServer};
 use serde_json::Value;
 use std::time::Duration;
@@ -69,4 +72,35 @@ fn summaries_of_every_model_match_the_published_schema() {
         broken["latency_us"]["p42"] = 1.0.into();
         assert!(schemas.validate(&broken, index).is_err());
     }
+}
+
+#[test]
+fn memcached_summaries_match_the_published_schema() {
+    let Some(server) = archlab_wire::memcached_process::start(&[]) else { return };
+    let (schemas, index) = validator();
+    let mut p = LoadParams::new(server.addr);
+    p.warmup = Duration::from_millis(50);
+    p.duration = Duration::from_millis(300);
+    p.memcached = Some(
+        McWorkload::new(
+            Retrieval::Get,
+            4,
+            Ratio { sets: 1, gets: 10 },
+            "R:R".parse().unwrap(),
+            "s-".into(),
+            0,
+            1000,
+            None,
+            None,
+            ValueSize::Fixed(100),
+            true,
+        )
+        .unwrap(),
+    );
+    let v = summary_of(p);
+    if let Err(e) = schemas.validate(&v, index) {
+        panic!("memcached summary does not match the schema: {e:#}\n{v:#}");
+    }
+    assert_eq!(v["protocol"], "memcached");
+    assert!(v["memcached"]["gets"].as_u64().unwrap() > 0);
 }

@@ -6,57 +6,17 @@
 //! install it.
 
 use archlab_wire::memcached::{parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};
+use archlab_wire::memcached_process::{self, MemcachedProcess};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::time::Duration;
 
-const MEMCACHED: &str = "/usr/bin/memcached";
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start memcached on a free loopback port; `None` when it is not installed (outside CI).
-fn start() -> Option<(Server, TcpStream)> {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        let msg = format!("{MEMCACHED} not found: install the Debian package `memcached` (apt-get install memcached)");
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-        return None;
-    }
-    // A port free a moment ago; memcached cannot report a port it picked itself.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(MEMCACHED)
-        // `-u nobody`: memcached refuses to run as root without it (ignored for other users).
-        .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-m", "64", "-t", "1", "-u", "nobody"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memcached starts");
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                return Some((server, s));
-            }
-            Err(e) if Instant::now() > deadline => {
-                let mut server = server;
-                let _ = server.0.kill();
-                let mut why = String::new();
-                let _ = server.0.stderr.take().map(|mut err| err.read_to_string(&mut why));
-                panic!("memcached did not listen on port {port}: {e}; it said: {why}");
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+/// Start memcached and connect to it; `None` when it is not installed (outside CI).
+fn start() -> Option<(MemcachedProcess, TcpStream)> {
+    let server = memcached_process::start(&[])?;
+    let s = TcpStream::connect(server.addr).expect("memcached accepts");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    Some((server, s))
 }
 
 /// Send `request` and read reply elements until `last` says the reply is complete.

@@ -2,15 +2,27 @@
 //! second, and once every thread has reported a second, appends it to the timeline, the
 //! whole-window histogram and the HDR interval log. Seconds are closed strictly in order; a
 //! thread's last (possibly shorter) second is closed only at the end, when the length of the
-//! window is known.
+//! window is known. Each closed second is also described in a [`LiveSecond`] for the live
+//! line of the command line (offered vs achieved rate, p50/p99, errors, schedule lag).
 
 use super::SECOND_NS;
 use crate::error::LoadError;
-use crate::report::{rate, TimelineEntry};
+use crate::report::{rate, LiveSecond, TimelineEntry};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::interval_log::IntervalLog;
 use std::collections::VecDeque;
 use std::time::Duration;
+
+/// One thread's second, as handed over.
+pub(super) struct Interval {
+    pub(super) histogram: LatencyHistogram,
+    /// Schedule lag (sent - planned) of the requests written in the second.
+    pub(super) lag: LatencyHistogram,
+    pub(super) requests: u64,
+    pub(super) errors: u64,
+    /// Arrivals taken up in the second (open and partly-open models).
+    pub(super) arrivals: u64,
+}
 
 /// Merges the threads' seconds in order: timeline, whole-window histogram, interval log.
 pub(super) struct Aggregator {
@@ -22,13 +34,17 @@ pub(super) struct Aggregator {
     total: LatencyHistogram,
     timeline: Vec<TimelineEntry>,
     log: IntervalLog<Vec<u8>>,
+    /// Seconds closed since the coordinator last took them.
+    live: Vec<LiveSecond>,
 }
 
 #[derive(Default)]
 struct PendingSecond {
     histogram: Option<LatencyHistogram>,
+    lag: Option<LatencyHistogram>,
     requests: u64,
     errors: u64,
+    arrivals: u64,
     reports: usize,
     /// Some thread's last interval: its length is known only at the end.
     last: bool,
@@ -44,17 +60,16 @@ impl Aggregator {
             total: hdr::new_latency_histogram(),
             timeline: Vec::new(),
             log,
+            live: Vec::new(),
         }
     }
 
-    pub(super) fn add(
-        &mut self,
-        index: u32,
-        h: LatencyHistogram,
-        requests: u64,
-        errors: u64,
-        last: bool,
-    ) -> Result<(), LoadError> {
+    /// The seconds closed since the last call.
+    pub(super) fn take_live(&mut self) -> std::vec::Drain<'_, LiveSecond> {
+        self.live.drain(..)
+    }
+
+    pub(super) fn add(&mut self, index: u32, i: Interval, last: bool) -> Result<(), LoadError> {
         let pos = index
             .checked_sub(self.first_pending)
             .ok_or_else(|| LoadError::Internal(format!("second {index} reported after it was closed")))?
@@ -63,12 +78,15 @@ impl Aggregator {
             self.pending.resize_with(pos + 1, PendingSecond::default);
         }
         let p = &mut self.pending[pos];
-        match &mut p.histogram {
-            Some(acc) => hdr::merge(acc, &h),
-            None => p.histogram = Some(h),
+        for (acc, h) in [(&mut p.histogram, i.histogram), (&mut p.lag, i.lag)] {
+            match acc {
+                Some(acc) => hdr::merge(acc, &h),
+                None => *acc = Some(h),
+            }
         }
-        p.requests += requests;
-        p.errors += errors;
+        p.requests += i.requests;
+        p.errors += i.errors;
+        p.arrivals += i.arrivals;
         p.reports += 1;
         p.last |= last;
         // Whole seconds that every thread has reported can be closed now.
@@ -92,6 +110,16 @@ impl Aggregator {
             throughput_rps: rate(p.requests, length_s),
             p99_us: hdr::quantile_us(&h, 0.99),
             errors: p.errors,
+        });
+        let lag = p.lag.unwrap_or_else(hdr::new_latency_histogram);
+        self.live.push(LiveSecond {
+            second: index,
+            offered_rps: rate(p.arrivals, length_s),
+            throughput_rps: rate(p.requests, length_s),
+            p50_us: hdr::quantile_us(&h, 0.5),
+            p99_us: hdr::quantile_us(&h, 0.99),
+            errors: p.errors,
+            lag_p99_us: hdr::quantile_us(&lag, 0.99),
         });
         self.log
             .append(&h, Duration::from_nanos(u64::from(index) * SECOND_NS), Duration::from_nanos(length_ns))

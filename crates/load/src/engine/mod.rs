@@ -37,7 +37,8 @@
 use crate::config::LoadConfig;
 use crate::control::{Phase, StopHandle};
 use crate::error::LoadError;
-use crate::report::{LoadReport, ThreadCpu};
+use crate::records::RecordsHeader;
+use crate::report::{LiveSecond, LoadReport, ThreadCpu};
 use crate::stats::{ErrorClass, Tally};
 use aggregate::Aggregator;
 use archlab_metrics::clock::{now_ns, ClockAnchor};
@@ -73,13 +74,34 @@ pub fn run_load_with(
     stop: &StopHandle,
     on_phase: &mut dyn FnMut(Phase),
 ) -> Result<LoadReport, LoadError> {
+    run_load_live(cfg, stop, on_phase, &mut |_| {})
+}
+
+/// [`run_load_with`] and a callback given each whole second of the window as it closes
+/// (seconds close once every thread has handed its second over, so about a second late).
+pub fn run_load_live(
+    cfg: &LoadConfig,
+    stop: &StopHandle,
+    on_phase: &mut dyn FnMut(Phase),
+    on_second: &mut dyn FnMut(&LiveSecond),
+) -> Result<LoadReport, LoadError> {
     let mut request = Vec::with_capacity(128 + cfg.path().len() + cfg.host().len());
-    write_request(&mut request, Method::Get, cfg.host(), cfg.path(), true, &[]);
+    write_request(&mut request, Method::Get, cfg.host(), cfg.path(), cfg.keep_alive(), &[]);
     let wakers = (0..cfg.threads())
         .map(|_| Waker::new())
         .collect::<io::Result<Vec<_>>>()
         .map_err(|e| io_error("cannot create an eventfd", e))?;
+    let records = match cfg.records() {
+        None => None,
+        Some(path) => {
+            let fail = |e| io_error(format!("cannot create the records file {}", path.display()), e);
+            std::fs::File::create(path).map_err(fail)?;
+            // Appending: each thread's buffer lands whole, without a lock (records.rs).
+            Some(std::fs::OpenOptions::new().append(true).open(path).map_err(fail)?)
+        }
+    };
     let shared = Shared {
+        records,
         cfg,
         request: &request,
         start: Gate::new(),
@@ -105,7 +127,7 @@ pub fn run_load_with(
             }
         }
         drop(tx);
-        coordinate(&shared, &rx, on_phase)
+        coordinate(&shared, &rx, on_phase, on_second)
     })
 }
 
@@ -156,6 +178,8 @@ struct Shared<'a> {
     abort: AtomicBool,
     /// One per load thread, to cut an epoll wait short.
     wakers: Vec<Waker>,
+    /// The raw records file, opened for appending (header written by the coordinator).
+    records: Option<std::fs::File>,
 }
 
 impl Shared<'_> {
@@ -177,7 +201,7 @@ enum Msg {
     /// The thread tried all its connections once.
     Ready { established: usize, first_error: Option<io::Error> },
     /// One second of the window (`last`: the thread's final, possibly shorter, interval).
-    Interval { index: u32, histogram: LatencyHistogram, requests: u64, errors: u64, last: bool },
+    Interval { index: u32, interval: aggregate::Interval, last: bool },
     /// The thread stopped recording (after its last interval).
     Finished(Result<Box<WorkerSummary>, LoadError>),
     /// The caller asked to stop.
@@ -203,6 +227,8 @@ struct WorkerSummary {
     /// Index of the load thread.
     thread: usize,
     examples: BTreeMap<ErrorClass, String>,
+    records_written: u64,
+    records_error: Option<String>,
 }
 
 fn log_comments(cfg: &LoadConfig) -> [String; 2] {
@@ -232,7 +258,12 @@ fn log_comments(cfg: &LoadConfig) -> [String; 2] {
 }
 
 /// The coordinator: start decision, phase reports, stop handling, merging.
-fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) -> Result<LoadReport, LoadError> {
+fn coordinate(
+    sh: &Shared,
+    rx: &Receiver<Msg>,
+    on_phase: &mut dyn FnMut(Phase),
+    on_second: &mut dyn FnMut(&LiveSecond),
+) -> Result<LoadReport, LoadError> {
     let cfg = sh.cfg;
     let threads = cfg.threads();
 
@@ -284,6 +315,15 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
     let log = IntervalLog::begin(Vec::new(), anchor.wall_of(warmup_end), &comments)
         .map_err(|e| LoadError::Internal(e.to_string()))?;
     let mut agg = Aggregator::new(threads, warmup_end, log);
+    if let Some(mut file) = sh.records.as_ref() {
+        let header = RecordsHeader {
+            connections: cfg.max_connections() as u32,
+            t0_mono_ns: anchor.mono_ns,
+            t0_wall_unix_ns: anchor.wall.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+            label: cfg.label(),
+        };
+        header.write(&mut file).map_err(|e| io_error("cannot write the records file", e))?;
+    }
     sh.start.open(Start::Go { t0_ns: anchor.mono_ns });
 
     // 3. Merge seconds as they come, announce the window, handle a stop, collect the threads.
@@ -300,9 +340,12 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
         }
         let wake_at = if measuring || interrupted { hard_deadline } else { warmup_end };
         match rx.recv_timeout(Duration::from_nanos(wake_at.saturating_sub(now))) {
-            Ok(Msg::Interval { index, histogram, requests, errors, last }) => {
-                if let Err(e) = agg.add(index, histogram, requests, errors, last) {
+            Ok(Msg::Interval { index, interval, last }) => {
+                if let Err(e) = agg.add(index, interval, last) {
                     failure = failure.or(Some(e));
+                }
+                for s in agg.take_live() {
+                    on_second(&s);
                 }
             }
             Ok(Msg::Finished(result)) => {
@@ -366,6 +409,10 @@ fn coordinate(sh: &Shared, rx: &Receiver<Msg>, on_phase: &mut dyn FnMut(Phase)) 
             user_s: s.cpu.user_cpu_s,
             sys_s: s.cpu.system_cpu_s,
         });
+        report.records_written += s.records_written;
+        if report.records_error.is_none() {
+            report.records_error = s.records_error;
+        }
         for (class, message) in s.examples {
             report.error_examples.entry(class).or_insert(message);
         }

@@ -11,8 +11,12 @@
 //! the two differ only by the think timer's wake-up lag); the other one is kept whole-window.
 //! The schedule lag (sent - planned) is recorded when a request is written.
 
+use super::aggregate::Interval;
 use super::{Msg, WorkerSummary, SECOND_NS};
 use crate::config::LoadConfig;
+use crate::memcached::McCounts;
+use crate::records::{Record, RecordSink};
+use crate::response::Outcome;
 use crate::stats::{ErrorClass, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::rusage::{thread_usage, ResourceUsage};
@@ -35,6 +39,8 @@ pub(super) struct Recorder {
     interval: LatencyHistogram,
     sec_requests: u64,
     sec_errors: u64,
+    sec_arrivals: u64,
+    sec_lag: LatencyHistogram,
     warmup: Tally,
     window: Tally,
     non2xx: LatencyHistogram,
@@ -47,10 +53,12 @@ pub(super) struct Recorder {
     cpu_start: ResourceUsage,
     horizon: u64,
     examples: BTreeMap<ErrorClass, String>,
+    /// Raw per-request records, when the run writes them.
+    pub(super) records: Option<RecordSink>,
 }
 
 impl Recorder {
-    pub(super) fn new(tx: Sender<Msg>, cfg: &LoadConfig) -> Self {
+    pub(super) fn new(tx: Sender<Msg>, cfg: &LoadConfig, records: Option<std::fs::File>) -> Self {
         Recorder {
             tx,
             warmup_end: u64::MAX,
@@ -61,6 +69,8 @@ impl Recorder {
             interval: hdr::new_latency_histogram(),
             sec_requests: 0,
             sec_errors: 0,
+            sec_arrivals: 0,
+            sec_lag: hdr::new_latency_histogram(),
             warmup: Tally::default(),
             window: Tally::default(),
             non2xx: hdr::new_latency_histogram(),
@@ -71,10 +81,14 @@ impl Recorder {
             cpu_start: ResourceUsage::default(),
             horizon: 0,
             examples: BTreeMap::new(),
+            records: records.map(|f| RecordSink::new(f, 0)),
         }
     }
 
-    pub(super) fn start(&mut self, warmup_end: u64, end: u64) {
+    pub(super) fn start(&mut self, t0: u64, warmup_end: u64, end: u64) {
+        if let Some(sink) = self.records.as_mut() {
+            sink.t0 = t0;
+        }
         self.warmup_end = warmup_end;
         self.next_roll = warmup_end;
         self.end = end;
@@ -103,12 +117,15 @@ impl Recorder {
     }
 
     fn flush(&mut self, last: bool) {
-        let histogram = std::mem::replace(&mut self.interval, hdr::new_latency_histogram());
-        let (requests, errors) = (self.sec_requests, self.sec_errors);
-        let _ = self.tx.send(Msg::Interval { index: self.flushed, histogram, requests, errors, last });
+        let interval = Interval {
+            histogram: std::mem::replace(&mut self.interval, hdr::new_latency_histogram()),
+            lag: std::mem::replace(&mut self.sec_lag, hdr::new_latency_histogram()),
+            requests: std::mem::take(&mut self.sec_requests),
+            errors: std::mem::take(&mut self.sec_errors),
+            arrivals: std::mem::take(&mut self.sec_arrivals),
+        };
+        let _ = self.tx.send(Msg::Interval { index: self.flushed, interval, last });
         self.flushed += 1;
-        self.sec_requests = 0;
-        self.sec_errors = 0;
     }
 
     fn tally(&mut self, t: u64) -> &mut Tally {
@@ -121,18 +138,23 @@ impl Recorder {
 
     /// A response completed at `t` for the request planned at `planned` and written at `sent`.
     #[inline]
-    pub(super) fn response(&mut self, t: u64, status: u16, planned: u64, sent: u64) {
+    pub(super) fn response(&mut self, t: u64, outcome: Outcome, planned: u64, sent: u64) {
         if t >= self.end {
             return;
         }
         self.advance(t);
-        let class = self.tally(t).response(status);
+        let class = self.tally(t).outcome(outcome);
         if t < self.warmup_end {
             return;
         }
         let (response, service) = (t.saturating_sub(planned), t.saturating_sub(sent));
         let (headline, other) = if self.corrected { (response, service) } else { (service, response) };
-        if (200..300).contains(&status) {
+        let success = match outcome {
+            Outcome::Status(status) => (200..300).contains(&status),
+            Outcome::Ok => true,
+            Outcome::Failed(_) => false,
+        };
+        if success {
             self.sec_requests += 1;
             hdr::record_ns(&mut self.interval, headline);
             hdr::record_ns(&mut self.other, other);
@@ -150,6 +172,7 @@ impl Recorder {
         }
         let lag = t.saturating_sub(planned);
         hdr::record_ns(&mut self.lag, lag);
+        hdr::record_ns(&mut self.sec_lag, lag);
         self.window.flow.sent += 1;
         self.window.flow.sent_late += u64::from(lag > self.late_after_ns);
     }
@@ -158,6 +181,7 @@ impl Recorder {
     pub(super) fn arrival(&mut self, planned: u64, t: u64) {
         if planned >= self.warmup_end && planned < self.end {
             self.window.flow.arrivals += 1;
+            self.sec_arrivals += 1;
             self.window.flow.arrivals_taken_up_late += u64::from(t.saturating_sub(planned) > self.late_after_ns);
         }
     }
@@ -203,6 +227,23 @@ impl Recorder {
         self.examples.entry(class).or_insert_with(|| detail.to_string());
     }
 
+    /// Keep the raw record of a request that ended (completed or failed) at `r.done_ns`.
+    #[inline]
+    pub(super) fn record(&mut self, r: Record) {
+        if let Some(sink) = self.records.as_mut() {
+            if r.done_ns >= self.warmup_end && r.done_ns < self.end {
+                sink.push(r);
+            }
+        }
+    }
+
+    /// memcached counts of a reply completed at `t` (after [`Recorder::response`]).
+    pub(super) fn memcached(&mut self, t: u64, counts: &McCounts) {
+        if t < self.end {
+            self.tally(t).memcached.add(counts);
+        }
+    }
+
     #[inline]
     pub(super) fn bytes(&mut self, t: u64, n: usize) {
         if t < self.end {
@@ -239,6 +280,11 @@ impl Recorder {
             sessions_in_progress: 0,
             thread: 0,
             examples: std::mem::take(&mut self.examples),
+            records_written: self.records.as_ref().map_or(0, |s| s.written),
+            records_error: self.records.as_mut().and_then(|s| {
+                s.flush();
+                s.error.as_ref().map(|e| format!("cannot write the records file: {e}"))
+            }),
         }
     }
 }

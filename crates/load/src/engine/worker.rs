@@ -14,7 +14,9 @@ use super::driver::Driver;
 use super::recorder::Recorder;
 use super::{io_error, Msg, Shared, Start, GRACE};
 use crate::error::LoadError;
-use crate::response::{Progress, ResponseReader};
+use crate::memcached::McClient;
+use crate::records::Record;
+use crate::response::{Codec, Outcome, Progress, ResponseReader};
 use crate::stats::ErrorClass;
 use crate::timer::Timers;
 use archlab_metrics::clock::now_ns;
@@ -91,29 +93,38 @@ pub(super) struct Conn {
     pub(super) planned_ns: u64,
     /// When the request in flight was written.
     sent_ns: u64,
+    /// When the first byte of its response arrived (0: none yet).
+    first_ns: u64,
+    /// Bytes of its response received so far, and of the request.
+    resp_bytes: u32,
+    req_bytes: u32,
+    /// Responses completed on the current socket (for `requests_per_connection`).
+    served: u32,
     /// Partly-open model: requests left in the session bound to this slot (0 = none).
     pub(super) session_left: u32,
     /// Length drawn for that session.
     pub(super) session_len: u32,
-    reader: ResponseReader,
+    codec: Codec,
 }
 
-impl Default for Conn {
-    fn default() -> Self {
+impl Conn {
+    fn new(codec: Codec) -> Self {
         Conn {
             sock: None,
             state: State::Closed,
             epoch: 0,
             planned_ns: 0,
             sent_ns: 0,
+            first_ns: 0,
+            resp_bytes: 0,
+            req_bytes: 0,
+            served: 0,
             session_left: 0,
             session_len: 0,
-            reader: ResponseReader::default(),
+            codec,
         }
     }
-}
 
-impl Conn {
     fn fd(&self) -> i32 {
         self.sock.as_ref().map_or(-1, |s| s.as_raw_fd())
     }
@@ -148,6 +159,8 @@ pub(super) struct Worker<'a> {
     /// Connections this thread opens before the start.
     initial: usize,
     first_connect_error: Option<io::Error>,
+    /// Global number of this thread's first connection slot (records name connections).
+    conn_base: u32,
 }
 
 impl<'a> Worker<'a> {
@@ -157,6 +170,10 @@ impl<'a> Worker<'a> {
             pin_current_thread(&[cpu]).map_err(|e| io_error(format!("cannot pin load thread {i} to CPU {cpu}"), e))?;
         }
         let n = cfg.slots_of_thread(i);
+        let records = match &sh.records {
+            None => None,
+            Some(f) => Some(f.try_clone().map_err(|e| io_error("cannot share the records file", e))?),
+        };
         let setup = |e| io_error(format!("cannot set up load thread {i}"), e);
         let poller = Poller::new(n.min(MAX_EVENTS) + 2).map_err(setup)?;
         let timers = Timers::new(n).map_err(setup)?;
@@ -168,14 +185,22 @@ impl<'a> Worker<'a> {
             waker,
             poller,
             timers,
-            conns: (0..n).map(|_| Conn::default()).collect(),
+            conns: (0..n)
+                .map(|slot| {
+                    Conn::new(match cfg.memcached() {
+                        None => Codec::Http(ResponseReader::default()),
+                        Some(w) => Codec::Memcached(Box::new(McClient::new(w, cfg.seed(), i, slot))),
+                    })
+                })
+                .collect(),
             rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
-            rec: Recorder::new(tx, cfg),
+            rec: Recorder::new(tx, cfg, records),
             driver: Driver::new(cfg, i),
             started: false,
             now: now_ns(),
             initial: cfg.connections_of_thread(i),
             first_connect_error: None,
+            conn_base: (0..i).map(|j| cfg.slots_of_thread(j)).sum::<usize>() as u32,
         })
     }
 
@@ -208,7 +233,7 @@ impl<'a> Worker<'a> {
     fn drive(&mut self, t0_ns: u64) -> Result<(), LoadError> {
         let cfg = self.sh.cfg;
         let warmup_end = t0_ns + cfg.warmup().as_nanos() as u64;
-        self.rec.start(warmup_end, self.sh.end_ns.load(Ordering::SeqCst));
+        self.rec.start(t0_ns, warmup_end, self.sh.end_ns.load(Ordering::SeqCst));
         self.started = true;
         self.now = now_ns();
         self.start_driving(t0_ns, self.initial, self.now);
@@ -315,7 +340,8 @@ impl<'a> Worker<'a> {
         c.sock = None; // closing the fd also removes it from the epoll set
         c.epoch = c.epoch.wrapping_add(1);
         c.state = State::Closed;
-        c.reader.reset();
+        c.served = 0;
+        c.codec.reset();
     }
 
     /// Close and connect again at once (no back-off: the server was reachable).
@@ -330,6 +356,9 @@ impl<'a> Worker<'a> {
     /// whether the slot reconnects at once.
     fn fail(&mut self, idx: usize, class: ErrorClass, now: u64, detail: &dyn Display) {
         self.rec.error(now, class, detail);
+        if self.conns[idx].in_flight() {
+            self.record(idx, now, 0, Some(class));
+        }
         self.close(idx);
         if self.started && self.lost(idx, now) && now < self.rec.end {
             self.connect(idx, now);
@@ -341,22 +370,32 @@ impl<'a> Worker<'a> {
         let c = &mut self.conns[idx];
         c.planned_ns = planned;
         c.sent_ns = now;
+        c.first_ns = 0;
+        c.resp_bytes = 0;
+        c.req_bytes = match &mut c.codec {
+            Codec::Http(_) => self.sh.request.len(),
+            Codec::Memcached(m) => m.next_request().len(),
+        } as u32;
         self.rec.sent(now, planned);
         self.write_from(idx, 0, now);
     }
 
     fn write_from(&mut self, idx: usize, mut sent: usize, now: u64) {
-        let req = self.sh.request;
         let c = &mut self.conns[idx];
+        let req = match &c.codec {
+            Codec::Http(_) => self.sh.request,
+            Codec::Memcached(m) => m.request(),
+        };
+        let (req_ptr, req_len) = (req.as_ptr(), req.len());
         let fd = c.fd();
         let result = loop {
-            // SAFETY: the pointer and length describe the live slice req[sent..].
-            let n = unsafe {
-                libc::send(fd, req[sent..].as_ptr() as *const libc::c_void, req.len() - sent, libc::MSG_NOSIGNAL)
-            };
+            // SAFETY: the request (shared, or the connection's own, which is not rebuilt
+            // while it is being written) is live, and sent <= its length.
+            let n =
+                unsafe { libc::send(fd, req_ptr.add(sent) as *const libc::c_void, req_len - sent, libc::MSG_NOSIGNAL) };
             if n >= 0 {
                 sent += n as usize;
-                if sent == req.len() {
+                if sent == req_len {
                     break Ok(true);
                 }
                 continue;
@@ -400,9 +439,13 @@ impl<'a> Worker<'a> {
             if !in_flight {
                 return self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
             }
-            match c.reader.feed(&self.rbuf[..n]) {
+            if c.first_ns == 0 {
+                c.first_ns = now;
+            }
+            c.resp_bytes = c.resp_bytes.saturating_add(n as u32);
+            match c.codec.feed(&self.rbuf[..n]) {
                 Progress::More => {}
-                Progress::Done { status, keep_alive } => self.complete(idx, now, status, keep_alive),
+                Progress::Done { outcome, keep_alive } => self.complete(idx, now, outcome, keep_alive),
                 Progress::Invalid(why) => self.fail(idx, ErrorClass::Parse, now, &why),
             }
         } else if n == 0 {
@@ -425,18 +468,50 @@ impl<'a> Worker<'a> {
     }
 
     /// The response on `idx` completed at `t`: record it, then think, send or reconnect.
-    fn complete(&mut self, idx: usize, t: u64, status: u16, keep_alive: bool) {
+    fn complete(&mut self, idx: usize, t: u64, outcome: Outcome, keep_alive: bool) {
         if t >= self.rec.end {
             // After the window: the request stays "in flight at the end", like those whose
             // response has not arrived, and nothing more is sent.
             return;
         }
         let c = &mut self.conns[idx];
-        // A response before the whole request was written leaves the stream unusable.
-        let reusable = keep_alive && c.state == State::Awaiting;
+        // A response before the whole request was written leaves the stream unusable; a
+        // connection that served its quota of requests is replaced.
+        c.served += 1;
+        let quota_left = self.sh.cfg.requests_per_connection().is_none_or(|n| c.served < n);
+        let reusable = keep_alive && c.state == State::Awaiting && quota_left;
         c.state = State::Open;
-        self.rec.response(t, status, c.planned_ns, c.sent_ns);
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns);
+        let (status, class) = match outcome {
+            Outcome::Status(s) => (s, ErrorClass::of_status(s)),
+            Outcome::Ok => (0, None),
+            Outcome::Failed(c) => (0, Some(c)),
+        };
+        if let Codec::Memcached(m) = &c.codec {
+            self.rec.memcached(t, &m.last);
+        }
+        self.record(idx, t, status, class);
         self.completed(idx, t, reusable);
+    }
+
+    /// Keep the raw record of the request on `idx`, ended at `t` (when records are on).
+    #[inline]
+    fn record(&mut self, idx: usize, t: u64, status: u16, error: Option<ErrorClass>) {
+        if self.rec.records.is_none() {
+            return;
+        }
+        let c = &self.conns[idx];
+        self.rec.record(Record {
+            planned_ns: c.planned_ns,
+            sent_ns: c.sent_ns,
+            first_byte_ns: (c.first_ns != 0).then_some(c.first_ns),
+            done_ns: t,
+            bytes_received: c.resp_bytes,
+            bytes_sent: c.req_bytes,
+            connection: self.conn_base + idx as u32,
+            status,
+            error,
+        });
     }
 
     fn fire_timers(&mut self) {

@@ -108,6 +108,8 @@ fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool,
             Err(_) => return,
         }
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            // A client that asks for `Connection: close` gets it (keep-alive off).
+            let client_closes = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase().contains("connection: close");
             buf.drain(..end + 4);
             requests += 1;
             if b.hang {
@@ -131,7 +133,7 @@ fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool,
                 return;
             }
             served.fetch_add(1, Ordering::SeqCst);
-            if b.close_after_response {
+            if b.close_after_response || client_closes {
                 return;
             }
         }

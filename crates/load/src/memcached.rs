@@ -1,0 +1,608 @@
+//! The memcached workload of the load generator, memtier-compatible where memtier defines
+//! something (notes/load-generators.md §4.3): what to send on one connection (a deterministic
+//! `set`:`get` cycle, keys from the R/S/G key patterns, multi-get of k keys, value sizes from
+//! a distribution) and how to read the reply (`archlab_wire::memcached::parse_reply`, element
+//! by element), with optional verification of every value read back. It plugs into the one
+//! connection engine through `response::Codec`; the engine never looks at the protocol.
+//!
+//! Values are a pure function of their key index (length drawn from the size distribution by
+//! a keyed hash, bytes from a fixed cycle that contains CR LF), so a `get` can be verified
+//! without remembering what was set, across connections and threads. A reply is complete at
+//! `END` (retrievals), at a storage reply (`set`) or at one of the three error lines of seed
+//! 002 §1.2, which are counted by class (`mc_error`, `mc_client_error`, `mc_server_error`) and
+//! leave the connection usable; a verification failure counts `mc_verify`.
+
+use crate::config::ConfigError;
+use crate::dist::{stream, Rng};
+use crate::response::{Outcome, Progress};
+use crate::stats::ErrorClass;
+use archlab_wire::memcached::{is_valid_key, parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};
+use std::fmt;
+use std::str::FromStr;
+
+/// memtier's defaults: `--key-prefix memtier-`, keys 0..=10 000 000, `--ratio 1:10`.
+pub const DEFAULT_KEY_PREFIX: &str = "memtier-";
+pub const DEFAULT_KEY_MAX: u64 = 10_000_000;
+/// Largest value the generator writes (memcached's default item limit is 1 MiB).
+pub const MAX_VALUE_SIZE: usize = 1 << 20;
+/// Byte cycle of every value: contains CR LF so that framing by length is exercised.
+const VALUE_BYTES: &[u8] = b"0123456789abcdef\r\n";
+
+/// How keys are drawn for one command (memtier `--key-pattern SET:GET`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeyPattern {
+    /// R: uniform over [min, max].
+    Random,
+    /// S: each connection walks min..=max on its own iterator and wraps.
+    Sequential,
+    /// G: normal around `median` with `stddev` (memtier: centre and range/6), clamped.
+    Gaussian,
+}
+
+impl KeyPattern {
+    fn letter(self) -> char {
+        match self {
+            KeyPattern::Random => 'R',
+            KeyPattern::Sequential => 'S',
+            KeyPattern::Gaussian => 'G',
+        }
+    }
+    fn parse(s: &str) -> Result<KeyPattern, String> {
+        match s {
+            "R" => Ok(KeyPattern::Random),
+            "S" => Ok(KeyPattern::Sequential),
+            "G" => Ok(KeyPattern::Gaussian),
+            "P" | "Z" => Err(format!("key pattern {s} is not supported yet (supported: R, S, G)")),
+            _ => Err(format!("unknown key pattern {s:?} (expected R, S or G)")),
+        }
+    }
+}
+
+/// `--key-pattern SET:GET`, e.g. `R:R` (memtier's default) or `S:G`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeyPatterns {
+    pub set: KeyPattern,
+    pub get: KeyPattern,
+}
+
+impl FromStr for KeyPatterns {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = s.split_once(':').ok_or_else(|| format!("expected SET:GET, e.g. R:R, got {s:?}"))?;
+        Ok(KeyPatterns { set: KeyPattern::parse(a)?, get: KeyPattern::parse(b)? })
+    }
+}
+
+impl fmt::Display for KeyPatterns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.set.letter(), self.get.letter())
+    }
+}
+
+/// `--ratio S:G`: a deterministic cycle of S sets then G gets per connection (memtier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ratio {
+    pub sets: u32,
+    pub gets: u32,
+}
+
+impl FromStr for Ratio {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("expected SETS:GETS with integers, not both 0, e.g. 1:10, got {s:?}");
+        let (a, b) = s.split_once(':').ok_or_else(bad)?;
+        let r = Ratio { sets: a.trim().parse().map_err(|_| bad())?, gets: b.trim().parse().map_err(|_| bad())? };
+        if r.sets == 0 && r.gets == 0 {
+            return Err(bad());
+        }
+        Ok(r)
+    }
+}
+
+impl fmt::Display for Ratio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.sets, self.gets)
+    }
+}
+
+/// Size of the value of each key: `32` (fixed) or `uniform:MIN-MAX` (memtier `-d` and
+/// `--data-size-range`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueSize {
+    Fixed(usize),
+    Uniform { min: usize, max: usize },
+}
+
+impl FromStr for ValueSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("expected N or uniform:MIN-MAX (bytes, <= {MAX_VALUE_SIZE}), got {s:?}");
+        let size = |t: &str| t.trim().parse::<usize>().ok().filter(|&n| n <= MAX_VALUE_SIZE).ok_or_else(bad);
+        match s.strip_prefix("uniform:") {
+            Some(range) => {
+                let (a, b) = range.split_once('-').ok_or_else(bad)?;
+                let (min, max) = (size(a)?, size(b)?);
+                if min > max {
+                    return Err(bad());
+                }
+                Ok(ValueSize::Uniform { min, max })
+            }
+            None => Ok(ValueSize::Fixed(size(s)?)),
+        }
+    }
+}
+
+impl fmt::Display for ValueSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueSize::Fixed(n) => write!(f, "{n}"),
+            ValueSize::Uniform { min, max } => write!(f, "uniform:{min}-{max}"),
+        }
+    }
+}
+
+/// The memcached workload, validated by [`McWorkload::new`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct McWorkload {
+    pub retrieval: Retrieval,
+    /// Keys per retrieval request (memtier `--multi-key-get`), at least 1.
+    pub multi_get: u32,
+    pub ratio: Ratio,
+    pub keys: KeyPatterns,
+    pub key_prefix: String,
+    pub key_min: u64,
+    pub key_max: u64,
+    pub key_median: f64,
+    pub key_stddev: f64,
+    pub value_size: ValueSize,
+    /// Check every value read back (length and bytes) and the order of multi-get replies.
+    pub verify: bool,
+}
+
+impl McWorkload {
+    /// memtier's defaults except the key range (`key_max`) and the ratio, which callers give.
+    /// Gaussian median and stddev default to the centre and range/6 (memtier).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        retrieval: Retrieval,
+        multi_get: u32,
+        ratio: Ratio,
+        keys: KeyPatterns,
+        key_prefix: String,
+        key_min: u64,
+        key_max: u64,
+        key_median: Option<f64>,
+        key_stddev: Option<f64>,
+        value_size: ValueSize,
+        verify: bool,
+    ) -> Result<McWorkload, ConfigError> {
+        let err =
+            |parameter, allowed: &str, received: String| ConfigError { parameter, allowed: allowed.into(), received };
+        if !(1..=1000).contains(&multi_get) {
+            return Err(err("multi_get", "an integer in 1..=1000", multi_get.to_string()));
+        }
+        if key_min > key_max {
+            return Err(err("key_max", "an integer >= key_min", format!("{key_max} (key_min {key_min})")));
+        }
+        // The longest key: prefix and 20 digits.
+        let longest = format!("{key_prefix}{}", u64::MAX);
+        if !is_valid_key(longest.as_bytes()) {
+            return Err(err(
+                "key_prefix",
+                "at most 230 bytes without spaces or control characters",
+                format!("{key_prefix:?}"),
+            ));
+        }
+        let range = (key_max - key_min) as f64;
+        let key_median = key_median.unwrap_or(key_min as f64 + range / 2.0);
+        let key_stddev = key_stddev.unwrap_or(range / 6.0);
+        if !key_stddev.is_finite() || key_stddev < 0.0 || !key_median.is_finite() {
+            return Err(err("key_stddev", "a finite number >= 0", key_stddev.to_string()));
+        }
+        Ok(McWorkload {
+            retrieval,
+            multi_get,
+            ratio,
+            keys,
+            key_prefix,
+            key_min,
+            key_max,
+            key_median,
+            key_stddev,
+            value_size,
+            verify,
+        })
+    }
+
+    /// Whether any draw is random (so that a seed means something).
+    pub fn is_random(&self) -> bool {
+        let random = |p| p != KeyPattern::Sequential;
+        (self.ratio.sets > 0 && random(self.keys.set))
+            || (self.ratio.gets > 0 && random(self.keys.get))
+            || matches!(self.value_size, ValueSize::Uniform { .. })
+    }
+
+    /// Length of the value of key `index`: a keyed hash, so every connection agrees.
+    fn value_len(&self, seed: u64, index: u64) -> usize {
+        match self.value_size {
+            ValueSize::Fixed(n) => n,
+            ValueSize::Uniform { min, max } => {
+                let mut state = seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let h = archlab_prng::splitmix64(&mut state);
+                min + (h % (max - min + 1) as u64) as usize
+            }
+        }
+    }
+}
+
+/// Byte `j` of the value of key `index`.
+#[inline]
+fn value_byte(index: u64, j: usize) -> u8 {
+    VALUE_BYTES[((index as usize).wrapping_add(j)) % VALUE_BYTES.len()]
+}
+
+/// Counters of memcached commands, by phase (summed like the other tallies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct McCounts {
+    /// `set` replies received.
+    pub sets: u64,
+    /// Retrieval replies received (one per request, whatever its number of keys).
+    pub gets: u64,
+    /// Keys asked for by those retrievals.
+    pub get_keys: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl McCounts {
+    pub(crate) fn add(&mut self, o: &McCounts) {
+        self.sets += o.sets;
+        self.gets += o.gets;
+        self.get_keys += o.get_keys;
+        self.hits += o.hits;
+        self.misses += o.misses;
+    }
+}
+
+/// What the request in flight expects back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    Nothing,
+    Storage,
+    Values,
+}
+
+/// One connection's memcached client: its command cycle, key iterators and random stream,
+/// the request being sent, and the reply being read.
+pub(crate) struct McClient {
+    w: McWorkload,
+    seed: u64,
+    rng: Rng,
+    /// Position in the set:get cycle: commands (keys for gets) issued in it so far.
+    cycle: u32,
+    next_set: u64,
+    next_get: u64,
+    request: Vec<u8>,
+    /// Key indices of the retrieval in flight, in request order.
+    keys: Vec<u64>,
+    /// Index in `keys` after the last value matched.
+    matched: usize,
+    expect: Expect,
+    /// A value of the reply in flight failed verification.
+    bad_value: Option<&'static str>,
+    /// Bytes of an element split across reads.
+    pending: Vec<u8>,
+    /// Reused for building keys and values, so that steady state allocates nothing.
+    scratch: Vec<u8>,
+    bounds: Vec<std::ops::Range<usize>>,
+    /// Counts of the reply that completed last (read by the engine at completion).
+    pub(crate) last: McCounts,
+}
+
+impl McClient {
+    /// The client of connection `slot` of thread `thread`: its own random stream and its own
+    /// sequential iterators starting at the minimum, like memtier's per-client iterators.
+    pub(crate) fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize) -> McClient {
+        McClient {
+            rng: stream(seed, 0x6d63_0000_0000_0000 | ((thread as u64) << 24) | slot as u64),
+            seed,
+            cycle: 0,
+            next_set: w.key_min,
+            next_get: w.key_min,
+            request: Vec::with_capacity(64),
+            keys: Vec::with_capacity(w.multi_get as usize),
+            matched: 0,
+            expect: Expect::Nothing,
+            bad_value: None,
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            bounds: Vec::new(),
+            last: McCounts::default(),
+            w: w.clone(),
+        }
+    }
+
+    fn draw(&mut self, pattern: KeyPattern, is_set: bool) -> u64 {
+        let (min, max) = (self.w.key_min, self.w.key_max);
+        match pattern {
+            KeyPattern::Random => min + (self.rng.next_u64() % (max - min + 1)),
+            KeyPattern::Sequential => {
+                let it = if is_set { &mut self.next_set } else { &mut self.next_get };
+                let k = *it;
+                *it = if k >= max { min } else { k + 1 };
+                k
+            }
+            KeyPattern::Gaussian => {
+                let x = self.w.key_median + self.w.key_stddev * self.rng.normal();
+                x.round().clamp(min as f64, max as f64) as u64
+            }
+        }
+    }
+
+    fn push_key(out: &mut Vec<u8>, prefix: &str, index: u64) {
+        out.extend_from_slice(prefix.as_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = std::io::Write::write_fmt(out, format_args!("{index}"));
+    }
+
+    /// Build the next request of the cycle; returns its bytes.
+    pub(crate) fn next_request(&mut self) -> &[u8] {
+        let Ratio { sets, gets } = self.w.ratio;
+        if self.cycle >= sets + gets {
+            self.cycle = 0;
+        }
+        self.request.clear();
+        self.keys.clear();
+        self.matched = 0;
+        self.bad_value = None;
+        self.last = McCounts::default();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        if self.cycle < sets {
+            self.cycle += 1;
+            let index = self.draw(self.w.keys.set, true);
+            Self::push_key(&mut scratch, &self.w.key_prefix, index);
+            let key_len = scratch.len();
+            let len = self.w.value_len(self.seed, index);
+            scratch.extend((0..len).map(|j| value_byte(index, j)));
+            write_set(&mut self.request, &scratch[..key_len], 0, 0, &scratch[key_len..], false);
+            self.expect = Expect::Storage;
+        } else {
+            // memtier: a multi-get carries min(k, gets left in the cycle) keys.
+            let n = self.w.multi_get.min(sets + gets - self.cycle);
+            self.cycle += n;
+            self.bounds.clear();
+            for _ in 0..n {
+                let index = self.draw(self.w.keys.get, false);
+                self.keys.push(index);
+                let start = scratch.len();
+                Self::push_key(&mut scratch, &self.w.key_prefix, index);
+                self.bounds.push(start..scratch.len());
+            }
+            write_retrieval(&mut self.request, self.w.retrieval, self.bounds.iter().map(|r| &scratch[r.clone()]));
+            self.expect = Expect::Values;
+        }
+        self.scratch = scratch;
+        &self.request
+    }
+
+    /// The request built last.
+    #[inline]
+    pub(crate) fn request(&self) -> &[u8] {
+        &self.request
+    }
+
+    /// Forget the reply being read (the connection was closed).
+    pub(crate) fn reset(&mut self) {
+        self.pending.clear();
+        self.expect = Expect::Nothing;
+    }
+
+    /// Take the next piece of the reply.
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+        if self.pending.is_empty() {
+            let (progress, used) = self.walk(data);
+            if progress == Progress::More {
+                self.pending.extend_from_slice(&data[used..]);
+            }
+            return progress;
+        }
+        self.pending.extend_from_slice(data);
+        let pending = std::mem::take(&mut self.pending);
+        let (progress, used) = self.walk(&pending);
+        self.pending = pending;
+        if progress == Progress::More {
+            self.pending.drain(..used);
+        } else {
+            self.pending.clear();
+        }
+        progress
+    }
+
+    /// Parse whole elements from `buf`; returns the progress and the bytes consumed.
+    fn walk(&mut self, buf: &[u8]) -> (Progress, usize) {
+        let mut at = 0;
+        loop {
+            let (reply, n) = match parse_reply(&buf[at..]) {
+                Ok(Parse::Complete(r, n)) => (r, n),
+                Ok(Parse::Partial) => return (Progress::More, at),
+                Err(e) => return (Progress::Invalid(e.0), at),
+            };
+            at += n;
+            let done = match self.element(reply) {
+                Ok(None) => continue,
+                Ok(Some(outcome)) => Progress::Done { outcome, keep_alive: true },
+                Err(why) => Progress::Invalid(why),
+            };
+            self.expect = Expect::Nothing;
+            if at != buf.len() && matches!(done, Progress::Done { .. }) {
+                return (Progress::Invalid("bytes after the end of the reply (only one request was in flight)"), at);
+            }
+            return (done, at);
+        }
+    }
+
+    /// One element of the reply: `Ok(Some(_))` when the reply is complete.
+    fn element(&mut self, reply: Reply<'_>) -> Result<Option<Outcome>, &'static str> {
+        let failed = |class| Ok(Some(Outcome::Failed(class)));
+        match (self.expect, reply) {
+            (_, Reply::Error) => failed(ErrorClass::McError),
+            (_, Reply::ClientError(_)) => failed(ErrorClass::McClientError),
+            (_, Reply::ServerError(_)) => failed(ErrorClass::McServerError),
+            (Expect::Storage, Reply::Stored) => {
+                self.last.sets = 1;
+                Ok(Some(Outcome::Ok))
+            }
+            (Expect::Values, Reply::Value { key, data, .. }) => {
+                if self.last.hits as usize >= self.keys.len() {
+                    return Err("more values than keys requested");
+                }
+                self.last.hits += 1;
+                if self.w.verify && self.bad_value.is_none() {
+                    self.bad_value = self.verify(key, data).err();
+                }
+                Ok(None)
+            }
+            (Expect::Values, Reply::End) => {
+                let n = self.keys.len() as u64;
+                self.last.gets = 1;
+                self.last.get_keys = n;
+                self.last.misses = n - self.last.hits;
+                Ok(Some(match self.bad_value {
+                    Some(_) => Outcome::Failed(ErrorClass::McVerify),
+                    None => Outcome::Ok,
+                }))
+            }
+            (Expect::Nothing, _) => Err("reply while no request was in flight"),
+            _ => Err("reply that does not answer the request (e.g. END to a set)"),
+        }
+    }
+
+    /// The value `data` returned for `key` is the one this generator writes for it, and the
+    /// key comes after the previous one in the request (memcached keeps the request's order).
+    fn verify(&mut self, key: &[u8], data: &[u8]) -> Result<(), &'static str> {
+        let digits = key.strip_prefix(self.w.key_prefix.as_bytes()).ok_or("key without the key prefix")?;
+        let index: u64 = std::str::from_utf8(digits).ok().and_then(|d| d.parse().ok()).ok_or("key not generated")?;
+        let pos = self.keys[self.matched..].iter().position(|&k| k == index).ok_or("value out of request order")?;
+        self.matched += pos + 1;
+        if data.len() != self.w.value_len(self.seed, index) {
+            return Err("value of the wrong length");
+        }
+        if !data.iter().enumerate().all(|(j, &b)| b == value_byte(index, j)) {
+            return Err("value with the wrong bytes");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(ratio: &str, multi: u32, keys: &str, size: &str) -> McWorkload {
+        McWorkload::new(
+            Retrieval::Get,
+            multi,
+            ratio.parse().unwrap(),
+            keys.parse().unwrap(),
+            "k-".into(),
+            0,
+            9,
+            None,
+            None,
+            size.parse().unwrap(),
+            true,
+        )
+        .unwrap()
+    }
+
+    fn text(b: &[u8]) -> String {
+        String::from_utf8_lossy(b).into_owned()
+    }
+
+    #[test]
+    fn cycle_ratio_multiget_and_sequential_keys_follow_memtier() {
+        let w = workload("1:4", 3, "S:S", "4");
+        let mut c = McClient::new(&w, 1, 0, 0);
+        let reqs: Vec<String> = (0..6).map(|_| text(c.next_request())).collect();
+        // 1 set, then gets of min(3, gets left) keys: 3 then 1; the cycle restarts.
+        assert_eq!(reqs[0], "set k-0 0 0 4\r\n0123\r\n");
+        assert_eq!(reqs[1], "get k-0 k-1 k-2\r\n");
+        assert_eq!(reqs[2], "get k-3\r\n");
+        assert_eq!(reqs[3], "set k-1 0 0 4\r\n1234\r\n");
+        assert_eq!(reqs[4], "get k-4 k-5 k-6\r\n");
+        assert_eq!(reqs[5], "get k-7\r\n");
+    }
+
+    #[test]
+    fn patterns_and_sizes_parse_and_refuse() {
+        assert_eq!("R:G".parse::<KeyPatterns>().unwrap().to_string(), "R:G");
+        assert!("P:P".parse::<KeyPatterns>().unwrap_err().contains("not supported yet"));
+        assert!("R".parse::<KeyPatterns>().is_err());
+        assert!("0:0".parse::<Ratio>().is_err());
+        assert_eq!("uniform:10-20".parse::<ValueSize>(), Ok(ValueSize::Uniform { min: 10, max: 20 }));
+        assert!("uniform:20-10".parse::<ValueSize>().is_err());
+        assert!("2000000".parse::<ValueSize>().is_err());
+    }
+
+    #[test]
+    fn random_and_gaussian_keys_stay_in_range_and_are_seeded() {
+        let w = workload("0:1", 1, "G:G", "1");
+        let mut a = McClient::new(&w, 7, 0, 0);
+        let mut b = McClient::new(&w, 7, 0, 0);
+        let mut seen = [0u32; 10];
+        for _ in 0..2000 {
+            let k = a.draw(KeyPattern::Gaussian, false);
+            assert_eq!(k, b.draw(KeyPattern::Gaussian, false));
+            seen[k as usize] += 1;
+        }
+        // Centred on 4.5 with stddev 1.5: the middle keys are the most frequent.
+        assert!(seen[4] + seen[5] > seen[0] + seen[9] + seen[1] + seen[8]);
+        for _ in 0..1000 {
+            assert!(a.draw(KeyPattern::Random, true) <= 9);
+        }
+    }
+
+    #[test]
+    fn replies_are_framed_counted_and_verified_in_any_split() {
+        let w = workload("0:3", 3, "S:S", "uniform:0-40");
+        let mut c = McClient::new(&w, 3, 0, 0);
+        assert_eq!(text(c.next_request()), "get k-0 k-1 k-2\r\n");
+        let value = |i: u64| -> Vec<u8> { (0..w.value_len(3, i)).map(|j| value_byte(i, j)).collect() };
+        let mut reply = Vec::new();
+        for i in [0u64, 2] {
+            reply.extend_from_slice(format!("VALUE k-{i} 0 {}\r\n", value(i).len()).as_bytes());
+            reply.extend_from_slice(&value(i));
+            reply.extend_from_slice(b"\r\n");
+        }
+        reply.extend_from_slice(b"END\r\n");
+        for cut in 0..reply.len() {
+            c.reset();
+            c.expect = Expect::Values;
+            c.last = McCounts::default();
+            c.matched = 0;
+            let first = c.feed(&reply[..cut]);
+            assert_eq!(first, Progress::More, "cut {cut}");
+            assert_eq!(c.feed(&reply[cut..]), Progress::Done { outcome: Outcome::Ok, keep_alive: true });
+            assert_eq!((c.last.hits, c.last.misses, c.last.get_keys), (2, 1, 3));
+        }
+        // Out of order, wrong bytes, errors.
+        let mut c2 = McClient::new(&w, 3, 0, 0);
+        c2.next_request();
+        let mut bad = format!("VALUE k-2 0 {}\r\n", value(2).len()).into_bytes();
+        bad.extend_from_slice(&value(2));
+        bad.extend_from_slice(format!("\r\nVALUE k-0 0 {}\r\n", value(0).len()).as_bytes());
+        bad.extend_from_slice(&value(0));
+        bad.extend_from_slice(b"\r\nEND\r\n");
+        assert_eq!(c2.feed(&bad), Progress::Done { outcome: Outcome::Failed(ErrorClass::McVerify), keep_alive: true });
+        c2.next_request();
+        assert_eq!(
+            c2.feed(b"SERVER_ERROR out of memory\r\n"),
+            Progress::Done { outcome: Outcome::Failed(ErrorClass::McServerError), keep_alive: true }
+        );
+        c2.next_request();
+        assert!(matches!(c2.feed(b"END\r\nEND\r\n"), Progress::Invalid(_)));
+        c2.next_request();
+        assert!(matches!(c2.feed(b"STORED\r\n"), Progress::Invalid(_)));
+    }
+}

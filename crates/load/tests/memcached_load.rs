@@ -1,0 +1,140 @@
+//! The memcached driver against a real memcached started by the test (Debian's
+//! `/usr/bin/memcached`, see `archlab_wire::memcached_process`): a closed and an open run on
+//! the same engine with every value verified (values containing CR LF, multi-get order,
+//! misses counted), server errors (`SERVER_ERROR object too large`) counted by class on
+//! connections that stay usable, wrong values caught by verification, and a silent server
+//! counted as timeouts without hanging the run. Skipped without memcached, except under CI.
+
+use archlab_load::{
+    run_load, ErrorClass, KeyPatterns, LoadConfig, LoadParams, LoadReport, McWorkload, Model, Ratio, Retrieval,
+    ValueSize,
+};
+use archlab_wire::memcached_process;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn workload(ratio: &str, multi_get: u32, keys: &str, size: &str, prefix: &str) -> McWorkload {
+    McWorkload::new(
+        Retrieval::Gets,
+        multi_get,
+        ratio.parse::<Ratio>().unwrap(),
+        keys.parse::<KeyPatterns>().unwrap(),
+        prefix.into(),
+        0,
+        99,
+        None,
+        None,
+        size.parse::<ValueSize>().unwrap(),
+        true,
+    )
+    .unwrap()
+}
+
+fn params(addr: SocketAddr, w: McWorkload) -> LoadParams {
+    let mut p = LoadParams::new(addr);
+    p.memcached = Some(w);
+    p.connections = 4;
+    p.warmup = ms(100);
+    p.duration = ms(500);
+    p.request_timeout = ms(500);
+    p
+}
+
+fn run(p: LoadParams) -> LoadReport {
+    run_load(&LoadConfig::new(p).unwrap()).unwrap()
+}
+
+#[test]
+fn closed_and_open_runs_verify_every_value() {
+    let Some(server) = memcached_process::start(&[]) else { return };
+    for model in [Model::Closed, Model::Open] {
+        let mut p = params(server.addr, workload("1:4", 3, "S:G", "uniform:0-100", "v-"));
+        if model == Model::Open {
+            p.model = Model::Open;
+            p.rate = Some(2000.0);
+        }
+        let r = run(p);
+        let (t, mc) = (&r.totals, r.totals.memcached);
+        assert_eq!(t.errors.total(), 0, "{model:?}: {t:?} {:?}", r.error_examples);
+        assert!(t.requests > 200, "{model:?}: {t:?}");
+        assert!(mc.sets > 0 && mc.gets > 0 && mc.hits > 0, "{model:?}: {mc:?}");
+        assert_eq!(mc.sets + mc.gets, t.requests);
+        assert_eq!(mc.hits + mc.misses, mc.get_keys);
+        // A 1:4 cycle with 3-key gets: set, get of 3 keys, get of 1 key; the window may cut
+        // each connection's cycle anywhere.
+        assert!(mc.get_keys.abs_diff(4 * mc.sets) <= 4 * 4 && mc.gets.abs_diff(2 * mc.sets) <= 2 * 4, "{mc:?}");
+        let json = serde_json::to_value(r.summary(None)).unwrap();
+        assert_eq!(json["protocol"], "memcached");
+        assert_eq!(json["memcached"]["key_pattern"], "S:G");
+        assert_eq!(json["errors"]["by_class"]["mc_verify"], 0);
+    }
+}
+
+#[test]
+fn server_errors_are_counted_by_class_and_connections_survive() {
+    // Items above 1 KiB are refused with SERVER_ERROR; values are up to 2 KiB.
+    let Some(server) = memcached_process::start(&["-I", "1024", "-o", "slab_chunk_max=1024"]) else { return };
+    let r = run(params(server.addr, workload("1:1", 1, "R:R", "uniform:0-2000", "e-")));
+    let e = &r.totals.errors;
+    assert!(e.get(ErrorClass::McServerError) > 10, "{:?} {:?}", r.totals, r.error_examples);
+    assert_eq!(e.total(), e.get(ErrorClass::McServerError), "{:?}", r.error_examples);
+    assert!(r.totals.requests > 100);
+    // No connection was lost: only the initial four were opened.
+    assert_eq!(r.totals.connections_opened + r.warmup_totals.connections_opened, 4);
+}
+
+#[test]
+fn wrong_values_fail_verification() {
+    let Some(server) = memcached_process::start(&[]) else { return };
+    // Every key holds a value the generator would not have written.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for k in 0..100 {
+        s.write_all(format!("set w-{k} 0 0 5\r\nwrong\r\n").as_bytes()).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < 100 * b"STORED\r\n".len() {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let r = run(params(server.addr, workload("0:1", 2, "R:R", "32", "w-")));
+    let e = &r.totals.errors;
+    assert!(e.get(ErrorClass::McVerify) > 10, "{:?}", r.totals);
+    assert_eq!(e.total(), e.get(ErrorClass::McVerify));
+    assert_eq!(r.totals.memcached.misses, 0);
+}
+
+#[test]
+fn a_silent_server_counts_timeouts_and_the_run_ends_on_time() {
+    // Accepts and reads, never answers (no memcached needed).
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let keep = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut held = Vec::new();
+        while Instant::now() < deadline && held.len() < 64 {
+            match listener.accept() {
+                Ok((c, _)) => held.push(c),
+                Err(_) => std::thread::sleep(ms(5)),
+            }
+        }
+        held
+    });
+    let mut p = params(addr, workload("1:1", 1, "S:S", "8", "t-"));
+    p.connections = 2;
+    p.request_timeout = ms(100);
+    let started = Instant::now();
+    let r = run(p);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(r.totals.errors.get(ErrorClass::Timeout) >= 2, "{:?}", r.totals);
+    assert_eq!(r.totals.requests, 0);
+    drop(keep);
+}
