@@ -96,6 +96,13 @@ SUMMARY = {
 def test_parse_summary():
     m = parse_summary(SUMMARY)
     assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2})
+    assert m.generator_bound is None  # version 1 has no verdict
+
+
+def test_parse_summary_reads_the_generator_verdict():
+    v2 = {**SUMMARY, "schema_version": 2, "generator": {"bound": True, "bound_reasons": ["load thread 0 was busy 98%"]}}
+    assert parse_summary(v2).generator_bound is True
+    assert parse_summary({**v2, "generator": {"bound": False}}).generator_bound is False
 
 
 @pytest.mark.parametrize(

@@ -263,6 +263,20 @@ def test_table_shows_failures():
     assert "cannot connect: connection refused" in text
 
 
+def test_generator_bound_repetitions_are_flagged():
+    # The load generator's verdict travels per repetition; the table counts them per cell.
+    rows = synthetic_rows()
+    cell = [r for r in rows if (r["architecture"], r["workload"], r["concurrency"], r["status"]) == ("netty", "/echo?size=1024", 128, "ok")]
+    assert len(cell) == 2
+    cell[0]["generator_bound"] = True
+    text = terminal_table(rows, color=False)
+    (line,) = [ln for ln in text.splitlines() if "netty" in ln and "/echo" in ln and " 128 " in ln]
+    assert " 1/2 " in line, line
+    (other,) = [ln for ln in text.splitlines() if "netty" in ln and "/echo" in ln and " 16 " in ln]
+    assert " 1/2 " not in other, other
+    assert "gen-bound: repetitions whose load generator was saturated" in text
+
+
 def test_table_colours_only_on_request():
     assert "\x1b[" in terminal_table(synthetic_rows(), color=True)
 

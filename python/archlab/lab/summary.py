@@ -20,6 +20,10 @@ class SummaryError(ArchlabError):
     """A load summary is missing, unreadable, or of a schema this archlab does not read."""
 
 
+def _bound(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def read_summary(path: Path) -> Measurement:
     try:
         doc = json.loads(path.read_text())
@@ -51,6 +55,7 @@ def parse_summary(doc: dict) -> Measurement:
             mean_us=float(lat["mean"]),
             errors=int(errors.get("total", 0)),
             errors_by_class={str(k): int(v) for k, v in errors.get("by_class", {}).items()},
+            generator_bound=_bound(doc.get("generator", {}).get("bound")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SummaryError(f"load summary lacks or garbles field {e}") from None

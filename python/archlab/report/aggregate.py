@@ -130,6 +130,12 @@ class Cell:
     def throughput(self) -> Interval | None:
         return self.stats.get("throughput_rps")
 
+    @property
+    def generator_bound_repetitions(self) -> int:
+        """Successful repetitions in which the load generator said it was the bottleneck: their
+        throughput is the generator's limit, a lower bound of what the server can do."""
+        return sum(1 for row in self.ok_rows if row.get("generator_bound"))
+
 
 def _settings(row: Row) -> dict[str, object]:
     """Every factor of the row but the repetition: the identity of its cell."""

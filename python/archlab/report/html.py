@@ -188,6 +188,7 @@ def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
         else ""
     )
     failed = len(cell.failures)
+    bound = cell.generator_bound_repetitions
     return (
         f'<tr class="{classes}">'
         f'<td class="num">{cell.concurrency if first_of_group else ""}</td>'
@@ -195,6 +196,7 @@ def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
         + "".join(_interval_td(cell.metric(key), key) for key, _ in _RESULT_COLUMNS)
         + f'<td class="num">{cell.errors}</td>'
         f'<td class="num{" bad" if failed else ""}">{cell.ok_repetitions}/{cell.repetitions}</td>'
+        f'<td class="num{" bad" if bound else ""}">{bound}/{cell.ok_repetitions}</td>'
         "</tr>"
     )
 
@@ -212,6 +214,7 @@ def _results_table(workload: str, groups: Sequence[LoadGroup]) -> str:
         '<div class="table-wrap"><table class="results"><thead><tr>'
         '<th scope="col" class="num">conc</th><th scope="col">architecture</th>'
         f'{head}<th scope="col" class="num">errors</th><th scope="col" class="num">reps ok</th>'
+        '<th scope="col" class="num">generator-<br>bound</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
@@ -224,7 +227,9 @@ def _results(groups: Sequence[LoadGroup]) -> str:
         "<p>Mean over successful repetitions ± half-width of the 95% Student-t confidence "
         "interval (no interval with a single repetition). Latency quantiles come from each "
         "repetition's HDR histogram; CPU time, context switches and syscalls are those of the "
-        "server process, divided by the requests it served.</p>"
+        "server process, divided by the requests it served. <em>Generator-bound</em> counts the "
+        "repetitions in which the load generator's threads were saturated: their throughput is "
+        "the generator's limit, a lower bound of the server's.</p>"
         f"{tables}</section>"
     )
 

@@ -22,7 +22,9 @@ _LEGEND = (
     "throughput: mean ± half-width of the 95% Student-t interval over repetitions; "
     "other columns: means.\n"
     "* best mean throughput for its workload and concurrency, interval clear of the runner-up; "
-    "(*) best mean, lead not established (intervals overlap, or a single repetition)."
+    "(*) best mean, lead not established (intervals overlap, or a single repetition).\n"
+    "gen-bound: repetitions whose load generator was saturated; their throughput is the "
+    "generator's limit, a lower bound of the server's."
 )
 _ERROR_PREVIEW_CHARS = 120
 _PLUS_MINUS = " ± "
@@ -58,6 +60,7 @@ _COLUMNS = (
     _Column("syscalls/req", True, _mean_of("syscalls_per_request")),
     _Column("hand-offs/req", True, _mean_of("handoffs_per_request")),
     _Column("errors", True, lambda c: str(c.errors)),
+    _Column("gen-bound", True, lambda c: format_failed(c.generator_bound_repetitions, c.ok_repetitions)),
     _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
 )
 

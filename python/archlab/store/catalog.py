@@ -59,6 +59,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("recorded_at", "TIMESTAMP"),
     # Added after the first catalogs were written: _MIGRATIONS adds it to those.
     ("handoffs_per_request", "DOUBLE"),
+    ("generator_bound", "BOOLEAN"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
@@ -81,6 +82,7 @@ CREATE TABLE IF NOT EXISTS results (
 # Columns appended to RESULT_COLUMNS since the first release, for catalogs created before.
 _MIGRATIONS = """
 ALTER TABLE results ADD COLUMN IF NOT EXISTS handoffs_per_request DOUBLE;
+ALTER TABLE results ADD COLUMN IF NOT EXISTS generator_bound BOOLEAN;
 """
 
 _LOCK_WAIT_S = 10.0

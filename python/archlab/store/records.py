@@ -26,6 +26,9 @@ class Measurement:
     mean_us: float
     errors: int
     errors_by_class: dict[str, int] = field(default_factory=dict)
+    # The load generator's own verdict that it, not the server, limited the run (its threads
+    # were saturated); None when the summary predates the verdict (schema version 1).
+    generator_bound: bool | None = None
 
 
 @dataclass(frozen=True)
