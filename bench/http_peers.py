@@ -163,20 +163,31 @@ def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float
           f"({verdict} the target >= {target})")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_arguments(description: str) -> argparse.Namespace:
+    """The options every peer benchmark takes (repetitions, duration, connections, CPUs)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (>= 5 for the targets)")
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
-    a = ap.parse_args()
-    for tool in ("wrk", "taskset"):
+    return ap.parse_args()
+
+
+def missing_prerequisite(tools: tuple[str, ...] = ("wrk", "taskset")) -> str | None:
+    """Why the benchmark cannot run (a tool or the engine build missing), or None."""
+    for tool in tools:
         if not shutil.which(tool):
-            print(f"bench: {tool} is missing (make bench installs it)", file=sys.stderr)
-            return 1
+            return f"{tool} is missing (make bench installs it)"
     if not ENGINE.exists():
-        print(f"bench: {ENGINE.relative_to(ROOT)} is missing; run make build", file=sys.stderr)
+        return f"{ENGINE.relative_to(ROOT)} is missing; run make build"
+    return None
+
+
+def main() -> int:
+    a = parse_arguments(__doc__)
+    if why := missing_prerequisite():
+        print(f"bench: {why}", file=sys.stderr)
         return 1
     sc, cc, n, d = a.server_cpu, a.client_cpu, a.connections, a.duration
     print(f"server on CPU {sc}, client on CPU {cc}, {n} connections, {d} s per measurement, "

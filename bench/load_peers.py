@@ -21,9 +21,7 @@ usage: .venv/bin/python bench/load_peers.py [--reps 5] [--duration 5] [--connect
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +30,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_peers import ENGINE, ROOT, archlab_load, compare, free_port, nginx, wrk  # noqa: E402
+from http_peers import (  # noqa: E402
+    ENGINE,
+    archlab_load,
+    compare,
+    free_port,
+    missing_prerequisite,
+    nginx,
+    parse_arguments,
+    wrk,
+)
 
 MEMCACHED = "/usr/bin/memcached"
 
@@ -92,19 +99,9 @@ def archlab_memcached(target: str, cpu: int, connections: int, duration: int) ->
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (>= 5 for the targets)")
-    ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--server-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
-    a = ap.parse_args()
-    for tool in ("wrk", "taskset"):
-        if not shutil.which(tool):
-            print(f"bench: {tool} is missing (make bench installs it)", file=sys.stderr)
-            return 1
-    if not ENGINE.exists():
-        print(f"bench: {ENGINE.relative_to(ROOT)} is missing; run make build", file=sys.stderr)
+    a = parse_arguments(__doc__)
+    if why := missing_prerequisite():
+        print(f"bench: {why}", file=sys.stderr)
         return 1
     sc, cc, n, d = a.server_cpu, a.client_cpu, a.connections, a.duration
     print(f"servers on CPU {sc}, generators on CPU {cc}, {n} connections, {d} s per measurement, "

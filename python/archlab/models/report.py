@@ -14,19 +14,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from archlab.models.errors import ModelError
+from archlab.plotstyle import style
 from archlab.models.fromrun import GroupFit, check_run_laws, fit_run, law_summary
 
-_STYLE = {
-    "font.size": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "#dddddd",
-    "grid.linewidth": 0.6,
-    "legend.frameon": False,
-    "svg.fonttype": "path",
-    "svg.hashsalt": "archlab-models",
-}
+_STYLE = style({"font.size": 9}, salt="archlab-models")
 
 
 def report_section(

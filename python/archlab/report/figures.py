@@ -43,6 +43,7 @@ from matplotlib.ticker import (
 from archlab.report.aggregate import Cell
 from archlab.report.formatting import latency_unit
 from archlab.stats import Interval, median
+from archlab.plotstyle import style
 
 __all__ = ["Figure", "render_figures"]
 
@@ -57,23 +58,17 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 # error bars stay visible instead of being drawn on top of each other.
 _DODGE = 1.05
 
-_STYLE = {
-    "font.size": 10,
-    "axes.titlesize": 10,
-    "axes.titleweight": "bold",
-    "axes.labelsize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "#dddddd",
-    "grid.linewidth": 0.6,
-    "legend.frameon": False,
-    "lines.linewidth": 1.6,
-    "lines.markersize": 5,
-    "errorbar.capsize": 2.5,
-    # Glyphs as paths: the page then looks the same on every machine, with no font to ship.
-    "svg.fonttype": "path",
-}
+_STYLE = style(
+    {
+        "font.size": 10,
+        "axes.titlesize": 10,
+        "axes.titleweight": "bold",
+        "axes.labelsize": 10,
+        "lines.linewidth": 1.6,
+        "lines.markersize": 5,
+        "errorbar.capsize": 2.5,
+    }
+)
 
 
 @dataclass(frozen=True)
