@@ -1,4 +1,4 @@
-"""Published tables of seed 002 (ETH ASL report, /work/shared/seeds/002_fdbf6e518df56465.txt)
+"""Published tables of seed 002 (ETH ASL report, the shared seeds/002_fdbf6e518df56465.txt)
 copied verbatim, as the strings the seed prints, for the queueing tests. Each entry cites the
 table and the lines of the seed file it comes from. Rates are ops/s, times ms.
 

@@ -1,6 +1,6 @@
 """Seed 002 §6 factorial tables copied verbatim (strings as printed) for the factorial tests:
 the y values and effects q of Tables 7, 9, 11, 13, 15, 17, 19 and the allocation of variation
-of Tables 8, 10, ..., 20 (/work/shared/seeds/002_fdbf6e518df56465.txt, lines as cited).
+of Tables 8, 10, ..., 20 (the shared seeds/002_fdbf6e518df56465.txt, lines as cited).
 Rows are in standard order (factor A alternates fastest); factors A servers 2/3, B middlewares
 1/2, C worker threads 8/32 (seed 002 lines 762-766)."""
 

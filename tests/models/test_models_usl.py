@@ -107,7 +107,7 @@ def thesis_lambda(alpha, beta, n_star, peak):
     return peak * (1 + alpha * (n_star - 1) + beta * n_star * (n_star - 1)) / n_star
 
 
-# seed 000 (/work/shared/seeds/000_8c03cabfc4f86b96.txt) Table 7.1, lines 1198-1216, and Table 7.2, lines 1218-1224.
+# seed 000 (the shared seeds/000_8c03cabfc4f86b96.txt) Table 7.1, lines 1198-1216, and Table 7.2, lines 1218-1224.
 SEED000 = {
     "500B": ([17588.2, 19509.07, 19940.62, 19764.01], (7.306e-02, 6.554e-07, 1189, 19921.33)),
     "1KB": ([16667.76, 18175.66, 18235.69, 18255.44], (7.372e-02, 2.413e-06, 620, 18343.21)),
