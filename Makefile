@@ -50,12 +50,22 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-sim ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-load bench-sim bench-latency ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
 	@scripts/bootstrap bench
 	@$(PY) bench/http_peers.py
+
+.PHONY: bench-load
+bench-load: ## archlab-engine load vs wrk (closed, open with records) and on memcached
+	@scripts/bootstrap bench
+	@$(PY) bench/load_peers.py
+
+.PHONY: bench-latency
+bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
+	@scripts/bootstrap bench
+	@$(PY) bench/latency_scale.py
 
 .PHONY: bench-sim
 bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
