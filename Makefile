@@ -50,12 +50,17 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-load bench-sim bench-latency ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
 	@scripts/bootstrap bench
 	@$(PY) bench/http_peers.py
+
+.PHONY: bench-archs
+bench-archs: ## every architecture vs nginx on /echo and /prime at 16 and 256 connections
+	@scripts/bootstrap bench
+	@$(PY) bench/arch_sweep.py
 
 .PHONY: bench-load
 bench-load: ## archlab-engine load vs wrk (closed, open with records) and on memcached

@@ -43,3 +43,18 @@ def test_cli_architecture_typo_exits_2(native, tmp_path):
     assert done.stderr.startswith(
         "archlab: error: factors.architecture[2]: expected one of thread-per-connection, sync, blocking, blocking-ring, "
     )
+
+
+def test_every_run_spec_in_experiments_validates(native):
+    """Each spec for `archlab run` in experiments/ parses against the real registry and workload
+    parser on a two-CPU machine (the smallest this project supports), so a shipped spec never
+    fails at its first line. Simulation specs (experiments/sim, seed000-table8.*) are checked by
+    tests/sim."""
+    from conftest import REPO
+
+    specs = [p for p in sorted((REPO / "experiments").glob("*.toml")) if "[factors]" in p.read_text()]
+    assert len(specs) >= 4, [p.name for p in specs]
+    env = SpecEnvironment(DataPlaneRegistry(), frozenset({0, 1}))
+    for path in specs:
+        exp = parse_spec(path.read_text(), path.name, env)
+        assert exp.cells_planned > 0, path.name
