@@ -7,7 +7,7 @@ comparisons. Formulas are pure functions returning typed results; fitted models 
 estimator style (construct, ``fit``, learned attributes ending in ``_``, ``predict``).
 """
 
-from archlab.models.amva import schweitzer_mva
+from archlab.models.amva import linearizer_mva, schweitzer_mva
 from archlab.models.bottleneck import BottleneckReading, read_time_decomposition, read_utilisations
 from archlab.models.bounds import Bounds, asymptotic_bounds, balanced_job_bounds
 from archlab.models.compare import Comparison, compare, comparison_table
@@ -101,6 +101,7 @@ __all__ = [
     "general_response_time",
     "interactive_response_time",
     "littles_law",
+    "linearizer_mva",
     "schweitzer_mva",
     "utilisation_law",
     "MetricsTable",
