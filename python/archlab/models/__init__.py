@@ -13,7 +13,7 @@ from archlab.models.bounds import Bounds, asymptotic_bounds, balanced_job_bounds
 from archlab.models.compare import Comparison, compare, comparison_table
 from archlab.models.convolution import convolution
 from archlab.models.errors import ModelError, UnidentifiableError, UnstableError
-from archlab.models.factorial import Effect, FactorialDesign, design_from_records, sign_table
+from archlab.models.factorial import Effect, FactorialDesign, ResidualChecks, design_from_records, sign_table
 from archlab.models.fromrun import (
     GroupFit,
     LevelComparison,
@@ -73,6 +73,7 @@ __all__ = [
     "read_utilisations",
     "Effect",
     "FactorialDesign",
+    "ResidualChecks",
     "design_from_records",
     "sign_table",
     "USL",
