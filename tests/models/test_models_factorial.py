@@ -119,3 +119,21 @@ def test_design_from_records_builds_the_cells_in_standard_order():
 def test_wrong_shape_is_refused():
     with pytest.raises(ModelError, match=r"^y: expected finite responses of shape \(2\^3 = 8, r\)"):
         FactorialDesign(["A", "B", "C"]).fit(np.ones((4, 3)))
+
+
+def test_residual_checks_on_additive_and_multiplicative_synthetic_data():
+    # Known truth: y = q0 + q_A x_A + q_B x_B + normal noise (additive, constant spread) passes
+    # every check; y = exp(additive) with multiplicative noise and a range of ~50x is flagged
+    # for a log model (Jain §18.7), and its residual spread grows with the response.
+    rng = np.random.default_rng(18)
+    x_a, x_b = np.array([-1, 1, -1, 1]), np.array([-1, -1, 1, 1])
+    additive = (40 + 5 * x_a + 3 * x_b)[:, None] + rng.normal(0, 1.0, (4, 10))
+    checks = FactorialDesign(["A", "B"]).fit(additive).residual_checks()
+    assert checks.normal and checks.constant_spread and not checks.suggest_log
+    assert checks.normal_plot_correlation > 0.95 and checks.qq_sample.size == 40
+    multiplicative = np.exp((2 + 1.0 * x_a + 1.0 * x_b)[:, None] + rng.normal(0, 0.3, (4, 10)))
+    checks = FactorialDesign(["A", "B"]).fit(multiplicative).residual_checks()
+    assert checks.suggest_log and checks.ratio_max_min > 10
+    assert not checks.constant_spread and checks.spread_correlation > 0
+    with pytest.raises(ModelError, match="^y: expected replications"):
+        FactorialDesign(["A"]).fit([[1.0], [2.0]]).residual_checks()

@@ -80,8 +80,8 @@ def test_mixed_refusals_and_open_only():
     centres = [Centre.queueing("1", (0.25, 0.25))]
     with pytest.raises(ModelError, match="^classes"):
         mixed_network(centres, [1, 1], [0, 3])
-    with pytest.raises(ModelError, match="^m: expected a queueing or delay"):
-        mixed_network([Centre.multiserver("m", (0.1, 0.1), 2)], [1, 0], [0, 1])
+    with pytest.raises(UnstableError, match="^m offered load: expected < 2"):
+        mixed_network([Centre.multiserver("m", (0.5, 0.1), 2)], [4, 0], [0, 1])
     with pytest.raises(UnstableError):
         mixed_network(centres, [4, 0], [0, 1])
     only_open = mixed_network(centres, [1, 2], [0, 0])

@@ -7,13 +7,13 @@ comparisons. Formulas are pure functions returning typed results; fitted models 
 estimator style (construct, ``fit``, learned attributes ending in ``_``, ``predict``).
 """
 
-from archlab.models.amva import schweitzer_mva
+from archlab.models.amva import linearizer_mva, schweitzer_mva
 from archlab.models.bottleneck import BottleneckReading, read_time_decomposition, read_utilisations
 from archlab.models.bounds import Bounds, asymptotic_bounds, balanced_job_bounds
 from archlab.models.compare import Comparison, compare, comparison_table
 from archlab.models.convolution import convolution
 from archlab.models.errors import ModelError, UnidentifiableError, UnstableError
-from archlab.models.factorial import Effect, FactorialDesign, design_from_records, sign_table
+from archlab.models.factorial import Effect, FactorialDesign, ResidualChecks, design_from_records, sign_table
 from archlab.models.fromrun import (
     GroupFit,
     LevelComparison,
@@ -73,6 +73,7 @@ __all__ = [
     "read_utilisations",
     "Effect",
     "FactorialDesign",
+    "ResidualChecks",
     "design_from_records",
     "sign_table",
     "USL",
@@ -101,6 +102,7 @@ __all__ = [
     "general_response_time",
     "interactive_response_time",
     "littles_law",
+    "linearizer_mva",
     "schweitzer_mva",
     "utilisation_law",
     "MetricsTable",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
@@ -36,12 +36,33 @@ class Effect:
         return not (self.lower <= 0.0 <= self.upper)
 
 
+# Above this y_max / y_min the effects are more likely multiplicative than additive (Jain §18.7
+# suggests a log transform when the range covers orders of magnitude).
+MULTIPLICATIVE_RATIO = 10.0
+
+
+@dataclass(frozen=True)
+class ResidualChecks:
+    """Residual diagnostics of a 2^k r design (:meth:`FactorialDesign.residual_checks`)."""
+
+    normal_plot_correlation: float  # of the normal Q-Q plot; near 1 when the residuals are normal
+    normality_p: float  # Shapiro-Wilk p-value
+    spread_correlation: float  # Spearman rho of |residual| with the predicted response
+    spread_p: float
+    ratio_max_min: float  # y_max / y_min
+    normal: bool
+    constant_spread: bool
+    suggest_log: bool  # fit log(y) instead: the effects look multiplicative
+    qq_theoretical: np.ndarray = field(repr=False, compare=False)
+    qq_sample: np.ndarray = field(repr=False, compare=False)
+
+
 class FactorialDesign:
     """2^k r design estimator: ``FactorialDesign(["A", "B", "C"]).fit(y)`` with y of shape
     (2^k, r) in standard order. Learned: ``sign_table_`` (2^k x 2^k, columns ``columns_``:
     I, A, B, C, AB, AC, BC, ABC), ``effects_`` (name -> :class:`Effect`, without I), ``mean_``
     (q_0), ``ssy_``, ``ss0_``, ``sst_``, ``sse_``, ``error_fraction_``, ``se_`` (s_e),
-    ``dof_error_``, ``cell_means_``, ``residuals_``."""
+    ``dof_error_``, ``cell_means_``, ``residuals_``; :meth:`residual_checks` tests the residuals."""
 
     def __init__(self, factors: Sequence[str], confidence: float = 0.90):
         self.factors = factors
@@ -101,6 +122,40 @@ class FactorialDesign:
         for subset, name in zip(_subsets(len(x)), self.columns_[1:]):
             y += self.effects_[name].estimate * math.prod(x[i] for i in subset)
         return y
+
+    def residual_checks(self, alpha: float = 0.05) -> ResidualChecks:
+        """The checks Jain (ch. 18) makes by eye on the residuals of a 2^k r design, as numbers:
+        are they normal (Shapiro-Wilk; the normal-plot correlation for the Q-Q plot), does their
+        spread grow with the predicted response (Spearman correlation of |e| with y-hat), and is
+        y_max / y_min so large that a multiplicative (log) model fits better. Needs r >= 2."""
+        if not hasattr(self, "residuals_"):
+            raise ModelError("design", "a fitted design (call fit first)", "unfitted")
+        alpha = _check.probability("alpha", alpha)
+        cells, r = self.residuals_.shape
+        if r < 2:
+            raise ModelError("y", "replications (r >= 2) for residual checks", f"r = {r}",
+                             "without replications every residual is zero")
+        e = self.residuals_.ravel()
+        fitted = np.repeat(self.cell_means_, r)
+        theoretical, ordered = stats.probplot(e, dist="norm", fit=False)
+        normal_r = float(np.corrcoef(theoretical, ordered)[0, 1]) if np.ptp(e) > 0 else math.nan
+        normal_p = float(stats.shapiro(e).pvalue) if e.size >= 3 and np.ptp(e) > 0 else math.nan
+        trend = stats.spearmanr(fitted, np.abs(e)) if np.ptp(fitted) > 0 and np.ptp(e) > 0 else None
+        y = self.cell_means_[:, None] + self.residuals_
+        ratio = float(y.max() / y.min()) if y.min() > 0 else math.inf
+        spread_grows = trend is not None and trend.statistic > 0 and trend.pvalue < alpha
+        return ResidualChecks(
+            normal_plot_correlation=normal_r,
+            normality_p=normal_p,
+            spread_correlation=float(trend.statistic) if trend is not None else math.nan,
+            spread_p=float(trend.pvalue) if trend is not None else math.nan,
+            ratio_max_min=ratio,
+            normal=not (normal_p < alpha),
+            constant_spread=not spread_grows,
+            suggest_log=bool(y.min() > 0 and (ratio > MULTIPLICATIVE_RATIO or spread_grows)),
+            qq_theoretical=np.asarray(theoretical),
+            qq_sample=np.asarray(ordered),
+        )
 
     def allocation_table(self) -> list[tuple[str, float, float]]:
         """(component, sum of squares, percent of variation) rows as in seed 002 Table 8."""

@@ -6,16 +6,20 @@ time is per job, as for :class:`~archlab.models.network.ClosedNetwork`. The solu
 
 * utilisation U_k = sum_c lambda_c D_kc (of the whole centre; per server U_k / m);
 * residence R_kc = D_kc / (1 - U_k) at a queueing centre, D_kc at a delay centre, and
-  D_kc (1 + C(m, a_k) / (m - a_k)) at an m-server centre with offered load a_k = U_k (Erlang C;
-  exact for one class, and for several when they share one service time, as FCFS product form
-  requires);
+  D_kc E[n_k] / U_k at a load-dependent centre (m servers, or any rate multipliers alpha(n)),
+  E[n_k] from the centre's product-form marginal (:mod:`~archlab.models.openload`); for m
+  servers this is D_kc (1 + C(m, U_k) / (m - U_k)), Erlang C. With several classes it holds
+  when the centre serves them by processor sharing, or FCFS with one shared service time, as
+  product form requires;
 * Q_kc = lambda_c R_kc (Little), R_c = sum_k R_kc.
 
-Mixed networks (open and closed classes; Lazowska §7.4.3): the open classes take U_k^o of each
-centre, so the closed classes see it slowed down: their demands are inflated to
-D_kc / (1 - U_k^o) and the closed model is solved by exact MVA; each open class then finds the
-closed jobs queued, R_ko = D_ko (1 + Q_k^closed) / (1 - U_k^o). As in the exact algorithm, only
-queueing and delay centres are allowed in a mixed network."""
+Mixed networks (open and closed classes; Lazowska §7.4.3 and ch. 8): the open classes take U_k^o
+of each centre and the closed classes see it slowed down. At a queueing centre their demands are
+inflated to D_kc / (1 - U_k^o); at a load-dependent centre they see the effective multipliers
+alpha_eff(k) = h(k - 1)/h(k) of :mod:`~archlab.models.openload`; the closed model is solved by
+exact MVA. Each open class then finds the closed jobs queued: R_ko = D_ko (1 + Q_k^closed) /
+(1 - U_k^o) at a queueing centre, and at a load-dependent centre the mean number of open jobs
+is sum_k P_k^closed(k) E[l | k]."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from archlab.models import _check
 from archlab.models.errors import ModelError, UnstableError
 from archlab.models.mva import exact_mva
 from archlab.models.network import Centre, CentreKind, ClosedNetwork, NetworkSolution
-from archlab.models.queueing import erlang_c
+from archlab.models.openload import open_load, open_marginal
 
 
 def open_network(centres: Sequence[Centre], arrival_rates: float | Sequence[float]) -> NetworkSolution:
@@ -40,20 +44,22 @@ def open_network(centres: Sequence[Centre], arrival_rates: float | Sequence[floa
     offered = d @ lam
     residence = np.empty_like(d)
     util = np.empty(len(centres))
+    marginals = {}
     for k, c in enumerate(centres):
-        servers = c.servers or 1
         if c.kind is CentreKind.DELAY:
             residence[k] = d[k]
             util[k] = math.nan
-            continue
-        if c.kind is CentreKind.LOAD_DEPENDENT and c.servers is None:
-            raise ModelError(f"{c.name}", "a queueing, delay or multiserver centre in an open network", "load_dependent",
-                             "general load-dependent rates have no closed form here")
-        _stable(c.name, offered[k] / servers)
-        wait = erlang_c(servers, offered[k]) / (servers - offered[k]) if servers > 1 else offered[k] / (1.0 - offered[k])
-        residence[k] = d[k] * (1.0 + wait)
-        util[k] = offered[k] / servers
-    return _solution(centres, tuple(0 for _ in lam), lam, residence, util)
+        elif c.kind is CentreKind.QUEUEING:
+            _stable(c.name, offered[k])
+            residence[k] = d[k] / (1.0 - offered[k])
+            util[k] = offered[k]
+        else:
+            p = open_marginal(c, float(offered[k]))
+            marginals[c.name] = p
+            mean_jobs = float(open_load(c, float(offered[k]), 0).open_jobs[0])
+            residence[k] = d[k] * mean_jobs / offered[k] if offered[k] > 0 else d[k]
+            util[k] = offered[k] / c.servers if c.servers else 1.0 - p[0]
+    return _solution(centres, tuple(0 for _ in lam), lam, residence, util, marginals)
 
 
 def mixed_network(
@@ -79,30 +85,41 @@ def mixed_network(
     z = (think_time,) * n_classes if np.isscalar(think_time) else tuple(think_time)
     if len(z) != n_classes:
         raise ModelError("think_time", f"one value per class ({n_classes})", think_time)
-    for c in centres:
-        if c.kind is CentreKind.LOAD_DEPENDENT:
-            raise ModelError(c.name, "a queueing or delay centre in a mixed network", "load-dependent",
-                             "the exact mixed solution holds for load-independent centres only")
     closed = [c for c in range(n_classes) if pops[c] > 0]
     opened = [c for c in range(n_classes) if lam[c] > 0]
     queueing = np.array([c.kind is CentreKind.QUEUEING for c in centres])
-    u_open = np.where(queueing, d[:, opened] @ lam[opened], 0.0)
+    u_open = d[:, opened] @ lam[opened]
     for k, c in enumerate(centres):
-        _stable(c.name, float(u_open[k]))
+        if c.kind is CentreKind.QUEUEING:
+            _stable(c.name, float(u_open[k]))
     if not closed:
         return open_network(centres, lam)
-    stretch = np.where(queueing, 1.0 / (1.0 - u_open), 1.0)
-    inflated = [
-        Centre(c.name, c.kind, tuple(float(d[k, j] * stretch[k]) for j in closed)) for k, c in enumerate(centres)
-    ]
+    total_closed = sum(pops)
+    loads = {k: open_load(c, float(u_open[k]), total_closed)
+             for k, c in enumerate(centres) if c.kind is CentreKind.LOAD_DEPENDENT}
+    stretch = np.where(queueing, 1.0 / (1.0 - np.where(queueing, u_open, 0.0)), 1.0)
+    inflated = []
+    for k, c in enumerate(centres):
+        demands = tuple(float(d[k, j] * stretch[k]) for j in closed)
+        if k in loads:
+            inflated.append(Centre.load_dependent(c.name, demands, loads[k].effective_multipliers))
+        else:
+            inflated.append(Centre(c.name, c.kind, demands))
     sub = exact_mva(ClosedNetwork(inflated, [z[j] for j in closed]), [pops[j] for j in closed])
     q_closed = sub.queue_length.sum(axis=1)
     residence = np.empty_like(d)
     throughput = lam.copy()
     residence[:, closed] = sub.residence_time
     throughput[closed] = sub.throughput
-    residence[:, opened] = d[:, opened] * np.where(queueing, (1.0 + q_closed) / (1.0 - u_open), 1.0)[:, None]
+    open_factor = np.where(queueing, (1.0 + q_closed) / (1.0 - np.where(queueing, u_open, 0.0)), 1.0)
     util = np.where(queueing, d @ throughput, math.nan)
+    for k, load in loads.items():
+        p_closed = sub.marginals[centres[k].name]
+        if u_open[k] > 0:
+            open_factor[k] = float(np.dot(p_closed, load.open_jobs)) / u_open[k]
+        c = centres[k]
+        util[k] = float(d[k] @ throughput) / c.servers if c.servers else 1.0 - p_closed[0] * math.exp(-load.log_h[0])
+    residence[:, opened] = d[:, opened] * open_factor[:, None]
     return _solution(centres, pops, throughput, residence, util)
 
 
@@ -125,7 +142,7 @@ def _stable(name: str, rho: float) -> None:
 
 
 def _solution(centres: Sequence[Centre], pops: tuple[int, ...], throughput: np.ndarray, residence: np.ndarray,
-              util: np.ndarray) -> NetworkSolution:
+              util: np.ndarray, marginals: dict[str, np.ndarray] | None = None) -> NetworkSolution:
     return NetworkSolution(
         centre_names=tuple(c.name for c in centres),
         population=pops,
@@ -134,4 +151,6 @@ def _solution(centres: Sequence[Centre], pops: tuple[int, ...], throughput: np.n
         residence_time=residence,
         queue_length=residence * throughput,
         utilisation=util,
+        marginals=marginals or {},
+        probability_error=max((abs(p.sum() - 1.0) for p in (marginals or {}).values()), default=0.0),
     )
