@@ -58,7 +58,7 @@ bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
 	@$(PY) bench/http_peers.py
 
 .PHONY: bench-load
-bench-load: ## archlab-engine load vs wrk (closed, open with records) and on memcached
+bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcslap; added latency
 	@scripts/bootstrap bench
 	@$(PY) bench/load_peers.py
 
