@@ -63,7 +63,7 @@ bench-archs: ## every architecture vs nginx on /echo and /prime at 16 and 256 co
 	@$(PY) bench/arch_sweep.py
 
 .PHONY: bench-load
-bench-load: ## archlab-engine load vs wrk (closed, open with records) and on memcached
+bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcslap; added latency
 	@scripts/bootstrap bench
 	@$(PY) bench/load_peers.py
 

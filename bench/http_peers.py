@@ -163,14 +163,17 @@ def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float
           f"({verdict} the target >= {target})")
 
 
-def parse_arguments(description: str) -> argparse.Namespace:
-    """The options every peer benchmark takes (repetitions, duration, connections, CPUs)."""
+def parse_arguments(description: str, extra=None) -> argparse.Namespace:
+    """The options every peer benchmark takes (repetitions, duration, connections, CPUs);
+    ``extra(parser)`` adds a benchmark's own."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (>= 5 for the targets)")
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    if extra is not None:
+        extra(ap)
     return ap.parse_args()
 
 
@@ -178,6 +181,8 @@ def missing_prerequisite(tools: tuple[str, ...] = ("wrk", "taskset")) -> str | N
     """Why the benchmark cannot run (a tool or the engine build missing), or None."""
     for tool in tools:
         if not shutil.which(tool):
+            if tool == "memcslap":
+                return "memcslap is missing (Debian package libmemcached-tools; make bench installs it)"
             return f"{tool} is missing (make bench installs it)"
     if not ENGINE.exists():
         return f"{ENGINE.relative_to(ROOT)} is missing; run make build"

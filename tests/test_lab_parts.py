@@ -95,8 +95,27 @@ SUMMARY = {
 
 def test_parse_summary():
     m = parse_summary(SUMMARY)
-    assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2})
+    assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2}, load_model="closed")
     assert m.generator_bound is None  # version 1 has no verdict
+    assert m.offered_rps is None and m.service_p99_us is None  # nor the open models' fields
+
+
+def test_parse_open_summary_reports_response_time_and_keeps_service_time():
+    """An open-model summary: the latency columns are the response time (from the planned send),
+    the service time and the schedule's figures are kept beside them."""
+    response = {"min": 60, "mean": 150, "stdev": 20, "p50": 140, "p90": 190, "p99": 400, "p99.9": 900, "max": 1200}
+    service = {"min": 40, "mean": 90, "stdev": 10, "p50": 85, "p90": 110, "p99": 210, "p99.9": 450, "max": 700}
+    doc = {
+        **SUMMARY, "schema_version": 2, "model": "open", "latency_basis": "planned", "offered_rps": 1000.5,
+        "latency_us": response, "response_time_us": response, "service_time_us": service,
+        "schedule_lag_us": {**service, "p99": 33}, "flow": {"sent_late": 4, "never_started": 1},
+        "generator": {"bound": False},
+    }  # fmt: skip
+    m = parse_summary(doc)
+    assert (m.load_model, m.offered_rps, m.generator_bound) == ("open", 1000.5, False)
+    assert (m.p50_us, m.p99_us, m.p999_us, m.max_us) == (140, 400, 900, 1200)
+    assert (m.service_p50_us, m.service_p99_us, m.service_p999_us) == (85, 210, 450)
+    assert (m.schedule_lag_p99_us, m.sent_late, m.never_started) == (33, 4, 1)
 
 
 def test_parse_summary_reads_the_generator_verdict():

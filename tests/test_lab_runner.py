@@ -81,8 +81,8 @@ class UnreachableTargetEngine(Engine):
 
     closed_port: int = 0
 
-    def load_argv(self, target, cell, experiment, json_path, hdr_path):
-        return super().load_argv(f"127.0.0.1:{self.closed_port}", cell, experiment, json_path, hdr_path)
+    def load_argv(self, target, cell, experiment, json_path, hdr_path, **options):
+        return super().load_argv(f"127.0.0.1:{self.closed_port}", cell, experiment, json_path, hdr_path, **options)
 
 
 def _closed_port() -> int:

@@ -456,3 +456,36 @@ def test_chromium_screenshot_is_not_blank(report_with_timeline, tmp_path):
         histogram = grey.histogram()
     inked = sum(histogram[:200]) / sum(histogram)
     assert inked > 0.01, f"only {inked:.2%} of the screenshot is drawn"
+
+
+def _open_rows() -> list[dict]:
+    """The synthetic rows as an open-model run: concurrency becomes a planned rate (req/s)."""
+    rows = []
+    for row in synthetic_rows():
+        rate = 1000.0 * row["concurrency"]
+        rows.append({
+            **row, "concurrency": None, "rate_rps": rate, "load_model": "open",
+            "factors": {**row["factors"], "rate": rate}, "offered_rps": rate + 1.0,
+            "service_p99_us": row.get("p99_us") and row["p99_us"] / 2,
+        })  # fmt: skip
+    for row in rows:
+        del row["factors"]["concurrency"]
+    return rows
+
+
+def test_open_model_rows_group_by_rate_and_show_the_offered_rate(tmp_path):
+    rows = _open_rows()
+    groups = group_by_load(aggregate(rows))
+    assert [(g.workload, g.level.kind, g.level.value, g.concurrency) for g in groups] == [
+        (w, "rate", 1000.0 * c, None) for w in WORKLOADS for c in CONCURRENCIES
+    ]
+    text = terminal_table(rows, color=False)
+    header = text.splitlines()[0].split()
+    assert header[:4] == ["architecture", "workload", "rate", "offered/s"] and "svc" in header and "conc" not in header
+    # netty, echo at 16,000 req/s: offered 16,001 in both repetitions; service p99 = p99 / 2.
+    line = next(line for line in text.splitlines() if "netty" in line and "/echo" in line and "16,000/s" in line)
+    assert "16,001" in line
+    assert "response times from the planned send time" in text
+    html = write_html({**MANIFEST, "load_model": "open"}, rows, tmp_path / "report.html").read_text()
+    assert "workload \\ offered rate (req/s)" in html and "offered<br><small>req/s" in html
+    assert "Throughput vs offered rate" in html and "rate=128,000/s" in html

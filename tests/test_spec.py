@@ -111,7 +111,7 @@ ERRORS = [
     ),
     pytest.param(
         {"factors": 'architecture = ["netty"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]\nthreeds = [2]'},
-        "factors.threeds: expected a key one of architecture, workload, concurrency, threads, loops, think_time, got 'threeds'",
+        "factors.threeds: expected a key one of architecture, workload, concurrency, rate, session_rate, threads, loops, think_time, got 'threeds'",
         id="unknown-factor",
     ),
     pytest.param(
@@ -130,8 +130,7 @@ ERRORS = [
         "factors.concurrency[1]: expected levels that differ from each other, got 4 (it is the same level as factors.concurrency[0])",
         id="duplicate-level",
     ),
-    pytest.param({"load": 'model = "open"'}, "load.model: expected 'closed', got 'open' (the open and partly-open models are not available yet)", id="open-model"),
-    pytest.param({"load": 'model = "closd"'}, "load.model: expected 'closed', got 'closd'", id="model-typo"),
+    pytest.param({"load": 'model = "closd"'}, "load.model: expected one of 'closed', 'open', 'partly-open', got 'closd'", id="model-typo"),
     pytest.param({"load": 'timeout = "0s"'}, "load.timeout: expected a duration > 0s, got '0s'", id="timeout-zero"),
     pytest.param(
         {"server": "threads = 4", "factors": 'architecture = ["blocking", "single-thread"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]'},

@@ -22,7 +22,10 @@ BRIEF_COLUMNS = (
     "duration_s requests throughput_rps p50_us p90_us p99_us p999_us max_us mean_us errors errors_by_class cpu_user_s "
     "cpu_sys_s cpu_us_per_request voluntary_cs_per_request involuntary_cs_per_request read_syscalls_per_request "
     "write_syscalls_per_request peak_rss_kib server_threads summary_path hdr_log_path recorded_at "
-    "handoffs_per_request generator_bound"
+    "handoffs_per_request generator_bound "
+    # The open and partly-open models.
+    "load_model rate_rps session_rate offered_rps service_p50_us service_p99_us service_p999_us schedule_lag_p99_us "
+    "sent_late never_started"
 ).split()
 
 

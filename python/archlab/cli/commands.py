@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from archlab.errors import Interrupted, SpecError
+from archlab.errors import Interrupted, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
 from archlab.store import RunHandle, Store
@@ -103,6 +103,38 @@ def runs(args: argparse.Namespace) -> int:
     ]
     _print_columns(header, table)
     return 0
+
+
+def records_export(args: argparse.Namespace) -> int:
+    from archlab.lab import rawrecords  # lazy: NumPy and DuckDB are needed by this verb only
+    from archlab.lab.engine import Engine
+
+    source = Path(args.source)
+    if source.is_file():
+        jobs = [(source, Path(args.output) if args.output else _with_suffix(source, rawrecords.SUFFIXES[args.format]))]
+    else:
+        if args.output:
+            raise SpecError("--output", "no --output with a run id (each repetition's export goes beside its records)", args.output)
+        store = Store(args.store)
+        store.read_manifest(args.source)  # a clear error for an unknown run id
+        found = sorted(store.run_dir(args.source).glob("cells/*/rep-*/records.bin"))
+        if not found:
+            raise StoreError(f"run {args.source} kept no raw records (set `records = true` in the spec's [load] section)")
+        jobs = [(f, f.with_name("records" + rawrecords.SUFFIXES[args.format])) for f in found]
+    engine = Engine.locate().path if args.format == "jtl" else None
+    for path, out in jobs:
+        records = rawrecords.RecordsFile.open(path)
+        if engine is None:
+            rows = rawrecords.export_parquet(records, out)
+        else:
+            rows = rawrecords.export_jtl(engine, records, out)
+        print(f"{out}\t{rows} rows")
+    return 0
+
+
+def _with_suffix(path: Path, suffix: str) -> Path:
+    """``records.bin`` -> ``records.parquet``: the file's stem with the format's suffix."""
+    return path.with_name(path.name.removesuffix(path.suffix) + suffix)
 
 
 def architectures(_args: argparse.Namespace) -> int:

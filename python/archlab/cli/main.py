@@ -13,6 +13,10 @@ from archlab import __version__
 from archlab.cli import commands
 from archlab.errors import ArchlabError, Interrupted, InvalidValue
 
+# The export formats of `archlab records export` (archlab.lab.rawrecords.FORMATS; spelled here
+# so the parser does not import NumPy).
+FORMATS = ("parquet", "jtl")
+
 _DESCRIPTION = """\
 archlab: a performance lab for server architectures. It starts real servers and a real load
 generator on loopback, pinned to CPUs, measures throughput, latency quantiles and what each
@@ -96,6 +100,33 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="list the runs in the store", description="List the runs in the store, newest first.")
     store_option(p)
     p.set_defaults(func=commands.runs)
+
+    p = sub.add_parser(
+        "records",
+        help="export raw per-request records (a run's, or one file) to Parquet or JMeter's JTL CSV",
+        description="Work with the raw per-request records the load generator keeps when a spec sets\n"
+        "`records = true` in [load] (or `archlab-engine load --records FILE` wrote them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    records_sub = p.add_subparsers(dest="records_command", metavar="COMMAND", required=True)
+    p = records_sub.add_parser(
+        "export",
+        help="convert records to Parquet or JTL CSV",
+        description="Convert records to Parquet (columns planned_ns, sent_ns, first_byte_ns, done_ns: ns since the\n"
+        "run's start; status, bytes_received, bytes_sent, connection, error_class) or to JMeter's JTL CSV.\n"
+        "Given a run id, every repetition's records.bin gets a records.parquet (or records.jtl.csv)\n"
+        "beside it; given a file, the output goes to --output (default: the file's name with the\n"
+        "format's suffix). The file is read in chunks, so memory stays flat however large it is.",
+        epilog="examples:\n"
+        "  archlab records export 20261122-013000-open-tail-latency-3fa2c1\n"
+        "  archlab records export records.bin --format jtl --output run.jtl.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", metavar="RUN_OR_FILE", help="a run id (as `archlab runs` lists them) or a records file")
+    p.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default: parquet)")
+    p.add_argument("--output", metavar="PATH", help="output file, for a records file only")
+    store_option(p)
+    p.set_defaults(func=commands.records_export)
 
     p = sub.add_parser(
         "architectures",

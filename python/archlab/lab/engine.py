@@ -22,6 +22,9 @@ from archlab.spec.units import engine_duration
 
 ENGINE_ENV = "ARCHLAB_ENGINE"
 BINARY = "archlab-engine"
+# Seed of the open models' schedules when the spec names none (the engine's own default, made
+# explicit so the seed of every repetition is recorded in its command line and summary).
+DEFAULT_SEED = 24301
 _BUILD_HINT = "run `make build` (or `cargo build --release -p archlab-engine`)"
 
 
@@ -101,21 +104,62 @@ class Engine:
             argv += ["--" + name.replace("_", "-"), str(value)]
         return argv + ["--cpus", placement.server_cpu_list]
 
-    def load_argv(self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path) -> list[str]:
-        return [
+    def load_argv(
+        self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path,
+        records_path: Path | None = None, repetition: int = 1,
+    ) -> list[str]:
+        """The ``load`` command of one cell and repetition. The open models' seed is the spec's
+        seed plus the repetition minus one: every repetition draws its own arrival schedule
+        (repetitions measure the spread), and a rerun draws the same ones."""
+        load = experiment.load
+        argv = [
             str(self.path),
             "load",
             "--target", target,
             "--path", cell.workload,
-            "--connections", str(cell.concurrency),
+        ]  # fmt: skip
+        if load.model == "closed":
+            assert cell.concurrency is not None
+            argv += ["--connections", str(cell.concurrency)]
+        else:
+            argv += [
+                "--model", load.model,
+                "--arrivals", str(load.schedule),
+                "--connections", str(load.connections),
+                "--max-connections", str(load.max_connections),
+            ]  # fmt: skip
+            if load.is_random:
+                argv += ["--seed", str((load.seed if load.seed is not None else DEFAULT_SEED) + repetition - 1)]
+            if load.model == "open":
+                argv += ["--rate", _rate(cell.rate_rps)]
+            else:
+                assert load.requests_per_session is not None
+                argv += [
+                    "--session-rate", _rate(cell.session_rate),
+                    "--requests-per-session", load.requests_per_session.engine_syntax(),
+                    "--session-connection", str(load.session_connection),
+                ]  # fmt: skip
+        argv += [
             "--duration", engine_duration(experiment.duration_s),
             "--warmup", engine_duration(experiment.warmup_s),
-            "--think-time", engine_duration(cell.think_time_s),
-            "--timeout", engine_duration(experiment.load.timeout_s),
+        ]  # fmt: skip
+        if load.model != "open":  # the open model has no think time (the engine refuses it)
+            argv += ["--think-time", engine_duration(cell.think_time_s)]
+        argv += [
+            "--timeout", engine_duration(load.timeout_s),
             "--cpus", experiment.placement.client_cpu_list,
             "--json", str(json_path),
             "--hdr-log", str(hdr_path),
         ]  # fmt: skip
+        if records_path is not None:
+            argv += ["--records", str(records_path)]
+        return argv
+
+
+def _rate(value: float | None) -> str:
+    """A rate as the engine parses it: plain decimal, never an exponent."""
+    assert value is not None and value > 0
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 class DataPlaneRegistry:

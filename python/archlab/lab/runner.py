@@ -52,6 +52,11 @@ class RepFiles:
         return self.directory / "hdr.log"
 
     @property
+    def records(self) -> Path:
+        """Raw per-request records (``load --records``), when the spec keeps them."""
+        return self.directory / "records.bin"
+
+    @property
     def server_stderr(self) -> Path:
         return self.directory / "server.stderr"
 
@@ -118,7 +123,7 @@ def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
 def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
-        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, files, config)
+        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config)
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
@@ -138,7 +143,7 @@ def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell
 
 
 def _measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, files: RepFiles, config: RunnerConfig
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig
 ) -> tuple[Measurement, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
@@ -151,7 +156,8 @@ def _measure(
         try:
             host, port = _listening_address(server, config.ready_timeout_s)
             _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
-            argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log)
+            records = files.records if exp.load.records else None
+            argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
             window = _drive_load(group, argv, server, exp, files, config)
         finally:
             server_exit = group.stop(server)

@@ -3,7 +3,8 @@
 A cell is one combination of every factor except the repetition. For each cell this module
 computes the mean and Student-t confidence interval over its successful repetitions of the
 metrics the report shows (:data:`METRICS`), counts failed repetitions and keeps their errors,
-and ranks the cells that compete for the same load (same workload and concurrency). Every table
+and ranks the cells that compete for the same load (same workload and load level: the closed
+model's concurrency, the open model's arrival rate or the partly-open model's session rate). Every table
 and figure of the report reads these summaries, so the numbers agree everywhere.
 """
 
@@ -21,6 +22,7 @@ from archlab.stats import Interval, mean_confidence_interval
 __all__ = [
     "METRICS",
     "Cell",
+    "LoadLevel",
     "Failure",
     "LoadGroup",
     "Metric",
@@ -86,13 +88,64 @@ METRICS: dict[str, Metric] = {
             _sum_of("read_syscalls_per_request", "write_syscalls_per_request"),
         ),
         Metric("handoffs_per_request", "hand-offs", "per req", _column("handoffs_per_request")),
+        # The open models only: the rate the generator offered, and the service time (from the
+        # actual send) beside the response time (from the planned send) the p-columns show.
+        Metric("offered_rps", "offered", "req/s", _column("offered_rps")),
+        Metric("service_p99_us", "service p99", "µs", _column("service_p99_us"), is_latency=True),
     )
 }
 
 # Columns that name a cell; every other column is a measurement or bookkeeping.
-_IDENTITY = ("architecture", "workload", "concurrency", "threads", "loops", "think_time_s")
+_IDENTITY = ("architecture", "workload", "concurrency", "rate_rps", "session_rate", "threads", "loops", "think_time_s")
 # Factors already shown in their own column or axis, never repeated in a series label.
-_SHOWN_ELSEWHERE = {"architecture", "workload", "concurrency"}
+_SHOWN_ELSEWHERE = {"architecture", "workload", "concurrency", "rate_rps", "session_rate", "rate"}
+
+
+@dataclass(frozen=True, order=True)
+class LoadLevel:
+    """The load a cell faced, as its model sets it: the closed model's users (``concurrency``),
+    the open model's planned arrival rate (``rate``, req/s) or the partly-open model's planned
+    session rate (``session_rate``, sessions/s). Cells compete when their levels are equal."""
+
+    kind: str
+    value: float
+
+    @property
+    def column(self) -> str:
+        """Short heading of a table column of levels of this kind."""
+        return _LEVEL_NAMES[self.kind][0]
+
+    @property
+    def axis(self) -> str:
+        """Axis label of a figure whose x is levels of this kind."""
+        return _LEVEL_NAMES[self.kind][1]
+
+    @property
+    def text(self) -> str:
+        """``16``, ``1,000/s`` or ``2.5/s``."""
+        if self.kind == "concurrency":
+            return str(int(self.value))
+        return f"{self.value:,.0f}/s" if float(self.value).is_integer() else f"{self.value:,g}/s"
+
+    @property
+    def short(self) -> str:
+        """``c=16``, ``rate=1,000/s``, ``sessions=50/s``: a level in a panel title or a sentence."""
+        return {"concurrency": "c=", "rate": "rate=", "session_rate": "sessions="}[self.kind] + self.text
+
+
+_LEVEL_NAMES = {
+    "concurrency": ("conc", "concurrency (connections)"),
+    "rate": ("rate", "offered rate (req/s)"),
+    "session_rate": ("sessions", "session rate (sessions/s)"),
+}
+
+
+def _level(settings: Mapping[str, object]) -> LoadLevel:
+    for kind, key in (("rate", "rate_rps"), ("session_rate", "session_rate")):
+        value = _number(settings.get(key))
+        if value is not None:
+            return LoadLevel(kind, value)
+    return LoadLevel("concurrency", float(str(settings["concurrency"])))
 
 
 @dataclass(frozen=True)
@@ -107,7 +160,10 @@ class Cell:
 
     architecture: str
     workload: str
-    concurrency: int
+    #: Users of the closed model; None for the open models (see ``level``).
+    concurrency: int | None
+    #: The load the cell faced, whatever the model.
+    level: LoadLevel
     #: The architecture plus whichever settings tell it apart from other cells of the same
     #: architecture under the same load (e.g. ``blocking (threads=8)``); legend and table name.
     label: str
@@ -183,7 +239,7 @@ def _distinguishing_settings(groups: Mapping[str, list[Row]]) -> list[str]:
     by_load: dict[tuple, list[dict[str, object]]] = defaultdict(list)
     for rows in groups.values():
         s = _settings(rows[0])
-        by_load[(s["architecture"], s["workload"], s["concurrency"])].append(s)
+        by_load[(s["architecture"], s["workload"], _level(s))].append(s)
     names: set[str] = set()
     for cells in by_load.values():
         every_name = set().union(*(c.keys() for c in cells)) - _SHOWN_ELSEWHERE
@@ -213,7 +269,8 @@ def aggregate(rows: Iterable[Row]) -> list[Cell]:
             Cell(
                 architecture=str(settings["architecture"]),
                 workload=str(settings["workload"]),
-                concurrency=int(str(settings["concurrency"])),
+                concurrency=int(str(settings["concurrency"])) if settings.get("concurrency") is not None else None,
+                level=_level(settings),
                 label=_label(settings, names),
                 settings=settings,
                 repetitions=len(group),
@@ -223,7 +280,7 @@ def aggregate(rows: Iterable[Row]) -> list[Cell]:
                 ok_rows=ok_rows,
             )
         )
-    cells.sort(key=lambda c: (c.workload, c.concurrency, c.label))
+    cells.sort(key=lambda c: (c.workload, c.level, c.label))
     return cells
 
 
@@ -246,8 +303,13 @@ class LoadGroup:
     """The cells that faced the same load, best mean throughput first, cells without data last."""
 
     workload: str
-    concurrency: int
+    level: LoadLevel
     cells: tuple[Cell, ...]
+
+    @property
+    def concurrency(self) -> int | None:
+        """The closed model's users; None for the open models' groups."""
+        return int(self.level.value) if self.level.kind == "concurrency" else None
 
     @property
     def winner(self) -> Winner | None:
@@ -268,11 +330,11 @@ def _throughput_desc(cell: Cell) -> tuple[int, float, str]:
 
 
 def group_by_load(cells: Iterable[Cell]) -> list[LoadGroup]:
-    """Cells grouped by (workload, concurrency), groups in that order, cells best first."""
-    groups: dict[tuple[str, int], list[Cell]] = defaultdict(list)
+    """Cells grouped by (workload, load level), groups in that order, cells best first."""
+    groups: dict[tuple[str, LoadLevel], list[Cell]] = defaultdict(list)
     for cell in cells:
-        groups[(cell.workload, cell.concurrency)].append(cell)
+        groups[(cell.workload, cell.level)].append(cell)
     return [
-        LoadGroup(workload, concurrency, tuple(sorted(members, key=_throughput_desc)))
-        for (workload, concurrency), members in sorted(groups.items())
+        LoadGroup(workload, level, tuple(sorted(members, key=_throughput_desc)))
+        for (workload, level), members in sorted(groups.items())
     ]

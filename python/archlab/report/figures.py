@@ -40,7 +40,7 @@ from matplotlib.ticker import (
     ScalarFormatter,
 )
 
-from archlab.report.aggregate import Cell
+from archlab.report.aggregate import Cell, LoadLevel
 from archlab.report.formatting import latency_unit
 from archlab.stats import Interval, median
 from archlab.plotstyle import style
@@ -102,11 +102,11 @@ def _workloads(cells: Iterable[Cell]) -> list[str]:
 
 
 def _series(cells: Iterable[Cell], workload: str, metric: str) -> list[_Series]:
-    by_label: dict[str, list[tuple[int, Interval]]] = {}
+    by_label: dict[str, list[tuple[float, Interval]]] = {}
     for cell in cells:
         interval = cell.metric(metric)
         if cell.workload == workload and interval is not None:
-            by_label.setdefault(cell.label, []).append((cell.concurrency, interval))
+            by_label.setdefault(cell.label, []).append((cell.level.value, interval))
     series = []
     for label, points in sorted(by_label.items()):
         points.sort(key=lambda point: point[0])
@@ -144,14 +144,20 @@ def _hide_unused(axes: list[list[Axes]], used: int) -> None:
         ax.set_visible(False)
 
 
-def _concurrency_axis(ax: Axes, levels: Sequence[float]) -> None:
+def _level_axis_label(cells: Sequence[Cell]) -> str:
+    """The x label of the figures: what the load levels of these cells are."""
+    kinds = {c.level.kind for c in cells}
+    return cells[0].level.axis if len(kinds) == 1 and cells else "load level"
+
+
+def _concurrency_axis(ax: Axes, levels: Sequence[float], label: str = "concurrency (connections)") -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(levels))))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
     if levels:
         ax.set_xlim(min(levels) / 1.5, max(levels) * 1.5)
-    ax.set_xlabel("concurrency (connections)")
+    ax.set_xlabel(label)
 
 
 def _log_y_limits(series: Sequence[_Series]) -> tuple[float, float] | None:
@@ -254,7 +260,7 @@ def _per_workload_figure(
     for index, (workload, ax) in enumerate(zip(workloads, flat)):
         series = _series(cells, workload, metric)
         _draw_series(ax, series, looks, f"data-{key}-{index}", log_y(series))
-        _concurrency_axis(ax, [x for s in series for x in s.x])
+        _concurrency_axis(ax, [x for s in series for x in s.x], _level_axis_label(cells))
         ax.set_title(workload)
         ax.set_ylabel(ylabel)
     _hide_unused(axes, len(workloads))
@@ -274,7 +280,7 @@ def _latency_figure(cells: Sequence[Cell]) -> _MplFigure:
             ax = axes[row][col]
             series = _series(cells, workload, metric)
             _draw_series(ax, series, looks, f"data-latency-{row}-{col}", log_y=True)
-            _concurrency_axis(ax, [x for s in series for x in s.x])
+            _concurrency_axis(ax, [x for s in series for x in s.x], _level_axis_label(cells))
             ax.set_title(f"{workload} · {name}")
             ax.set_ylabel(f"{name} latency")
             ax.yaxis.set_major_formatter(_LatencyTicks(labelOnlyBase=False))
@@ -339,13 +345,13 @@ def _read_timeline(run_dir: Path, row: Mapping[str, object]) -> list[tuple[float
     return points or None
 
 
-def _timelines(cells: Sequence[Cell], run_dir: Path) -> dict[tuple[str, int, str], list]:
+def _timelines(cells: Sequence[Cell], run_dir: Path) -> dict[tuple[str, LoadLevel, str], list]:
     found = {}
     for cell in cells:
         row = _representative(cell)
         points = _read_timeline(run_dir, row) if row else None
         if points:
-            found[(cell.workload, cell.concurrency, cell.label)] = points
+            found[(cell.workload, cell.level, cell.label)] = points
     return found
 
 
@@ -367,7 +373,7 @@ def _timeline_figure(cells: Sequence[Cell], run_dir: Path) -> _MplFigure | None:
                     look = looks[label]
                     (line,) = ax.plot(xs, ys, color=look.color, marker=look.marker, markersize=3)
                     line.set_gid(f"data-timeline-{row}-{col}-{index}")
-            ax.set_title(f"{workload} · c={level}")
+            ax.set_title(f"{workload} · {level.short}")
             ax.set_xlabel("time in the measurement window (s)")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel("req/s")
@@ -429,9 +435,13 @@ _LATENCY_CAPTION = (
     "log scale. Error bars: 95% Student-t interval; a bar that runs off the bottom of a panel "
     "has a lower bound at or below zero."
 )
+_OPEN_LATENCY_NOTE = (
+    " Open models: response time from each request's planned send time (coordinated omission "
+    "corrected)."
+)
 _TIMELINE_TITLE = "Throughput during one repetition"
 _TIMELINE_CAPTION = (
-    "Requests completed per second at concurrency c, in the repetition closest to each cell's "
+    "Requests completed per second at each load level, in the repetition closest to each cell's "
     "median throughput; a steady line means the measurement window saw a steady state."
 )
 
@@ -452,8 +462,11 @@ def render_figures(cells: Sequence[Cell], run_dir: Path | None = None) -> list[F
             if fig is not None:
                 figures.append(Figure(key, title, caption, _to_svg(fig, salt=key)))
 
-        add(_THROUGHPUT.key, _THROUGHPUT.title, _THROUGHPUT.caption, _THROUGHPUT.draw(measured))
-        add("latency", _LATENCY_TITLE, _LATENCY_CAPTION, _latency_figure(measured))
+        # "vs concurrency", or "vs offered rate" / "vs session rate" for the open models.
+        versus = _level_axis_label(measured).split(" (")[0]
+        latency_caption = _LATENCY_CAPTION if versus == "concurrency" else _LATENCY_CAPTION + _OPEN_LATENCY_NOTE
+        add(_THROUGHPUT.key, _THROUGHPUT.title.replace("concurrency", versus), _THROUGHPUT.caption, _THROUGHPUT.draw(measured))
+        add("latency", _LATENCY_TITLE.replace("concurrency", versus), latency_caption, _latency_figure(measured))
         for spec in (_CPU, _CONTEXT_SWITCHES):
             add(spec.key, spec.title, spec.caption, spec.draw(measured))
         if run_dir is not None:

@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 import archlab
-from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
+from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, aggregate, group_by_load
 from archlab.report.figures import Figure, render_figures
 from archlab.report.formatting import MISSING, format_interval, interval_text
 from archlab.report.provenance import Provenance, provenance
@@ -108,11 +108,20 @@ def _winner_html(group: LoadGroup | None) -> str:
     )
 
 
+def _level_axis(levels: Sequence[LoadLevel]) -> str:
+    """What the load levels are, for a heading: "concurrency", "offered rate (req/s)"..."""
+    kinds = {level.kind for level in levels}
+    if kinds == {"concurrency"}:
+        return "concurrency"
+    return levels[0].axis if len(kinds) == 1 else "load level"
+
+
 def _glance(groups: Sequence[LoadGroup]) -> str:
     workloads = sorted({g.workload for g in groups})
-    levels = sorted({g.concurrency for g in groups})
-    by_load = {(g.workload, g.concurrency): g for g in groups}
-    head = "".join(f'<th scope="col" class="num">{level}</th>' for level in levels)
+    levels = sorted({g.level for g in groups})
+    by_load = {(g.workload, g.level): g for g in groups}
+    head = "".join(f'<th scope="col" class="num">{_e(level.text)}</th>' for level in levels)
+    axis = _level_axis(levels)
     body = "".join(
         f'<tr><th scope="row"><code>{_e(w)}</code></th>'
         + "".join(_winner_html(by_load.get((w, level))) for level in levels)
@@ -121,11 +130,11 @@ def _glance(groups: Sequence[LoadGroup]) -> str:
     )
     return (
         '<section id="glance"><h2>At a glance</h2>'
-        "<p>Highest mean throughput for each workload and concurrency. "
+        f"<p>Highest mean throughput for each workload and {_e(axis)}. "
         f"{_MARK_SYMBOL[Win.CLEAR]} its 95% interval is clear of the runner-up's; "
         f"{_MARK_SYMBOL[Win.TIED]} the lead is not established: the intervals overlap, or "
         "there is a single repetition and so no interval.</p>"
-        f'<table class="glance"><thead><tr><th scope="col">workload \\ concurrency</th>{head}'
+        f'<table class="glance"><thead><tr><th scope="col">workload \\ {_e(axis)}</th>{head}'
         f"</tr></thead><tbody>{body}</tbody></table></section>"
     )
 
@@ -163,6 +172,18 @@ _RESULT_COLUMNS = (
     ("syscalls_per_request", "read+write<br><small>per req</small>"),
     ("handoffs_per_request", "hand-offs<br><small>per req</small>"),
 )
+# Added after throughput when the cells were driven by an open model: the rate offered, and the
+# service time (from the actual send) beside the response times of the p-columns.
+_OPEN_COLUMNS = (
+    ("offered_rps", "offered<br><small>req/s</small>"),
+    ("service_p99_us", "service p99<br><small>from send</small>"),
+)
+
+
+def _columns_for(groups: Sequence[LoadGroup]) -> tuple[tuple[str, str], ...]:
+    if all(g.level.kind == "concurrency" for g in groups):
+        return _RESULT_COLUMNS
+    return (_RESULT_COLUMNS[0], *_OPEN_COLUMNS, *_RESULT_COLUMNS[1:])
 
 
 def _interval_td(interval: Interval | None, key: str) -> str:
@@ -176,7 +197,7 @@ def _interval_td(interval: Interval | None, key: str) -> str:
     return f'<td class="num">{_e(mean)}{half}</td>'
 
 
-def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
+def _result_row(cell: Cell, mark: Win | None, first_of_group: bool, columns: Sequence[tuple[str, str]]) -> str:
     classes = " ".join(
         name
         for name, applies in (("group-start", first_of_group), ("failed", not cell.stats))
@@ -191,9 +212,9 @@ def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
     bound = cell.generator_bound_repetitions
     return (
         f'<tr class="{classes}">'
-        f'<td class="num">{cell.concurrency if first_of_group else ""}</td>'
+        f'<td class="num">{_e(cell.level.text) if first_of_group else ""}</td>'
         f'<th scope="row">{mark_html}{_e(cell.label)}</th>'
-        + "".join(_interval_td(cell.metric(key), key) for key, _ in _RESULT_COLUMNS)
+        + "".join(_interval_td(cell.metric(key), key) for key, _ in columns)
         + f'<td class="num">{cell.errors}</td>'
         f'<td class="num{" bad" if failed else ""}">{cell.ok_repetitions}/{cell.repetitions}</td>'
         f'<td class="num{" bad" if bound else ""}">{bound}/{cell.ok_repetitions}</td>'
@@ -202,17 +223,21 @@ def _result_row(cell: Cell, mark: Win | None, first_of_group: bool) -> str:
 
 
 def _results_table(workload: str, groups: Sequence[LoadGroup]) -> str:
-    head = "".join(f'<th scope="col" class="num">{h}</th>' for _, h in _RESULT_COLUMNS)
+    columns = _columns_for(groups)
+    head = "".join(f'<th scope="col" class="num">{h}</th>' for _, h in columns)
+    level_head = {"concurrency": "conc", "rate": "rate<br><small>req/s</small>", "session_rate": "sessions<br><small>per s</small>"}
+    kinds = {g.level.kind for g in groups}
+    level_th = level_head[next(iter(kinds))] if len(kinds) == 1 else "load"
     rows = []
     for group in groups:
         winner = group.winner
         for index, cell in enumerate(group.cells):
             mark = winner.win if winner and winner.cell is cell else None
-            rows.append(_result_row(cell, mark, index == 0))
+            rows.append(_result_row(cell, mark, index == 0, columns))
     return (
         f"<h3><code>{_e(workload)}</code></h3>"
         '<div class="table-wrap"><table class="results"><thead><tr>'
-        '<th scope="col" class="num">conc</th><th scope="col">architecture</th>'
+        f'<th scope="col" class="num">{level_th}</th><th scope="col">architecture</th>'
         f'{head}<th scope="col" class="num">errors</th><th scope="col" class="num">reps ok</th>'
         '<th scope="col" class="num">generator-<br>bound</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -229,7 +254,11 @@ def _results(groups: Sequence[LoadGroup]) -> str:
         "repetition's HDR histogram; CPU time, context switches and syscalls are those of the "
         "server process, divided by the requests it served. <em>Generator-bound</em> counts the "
         "repetitions in which the load generator's threads were saturated: their throughput is "
-        "the generator's limit, a lower bound of the server's.</p>"
+        "the generator's limit, a lower bound of the server's. For the open and partly-open "
+        "models the latency quantiles are response times measured from each request's planned "
+        "send time (coordinated omission corrected), <em>offered</em> is the arrivals (sessions "
+        "for partly-open) the generator planned per second, and <em>service p99</em> is measured "
+        "from the actual send.</p>"
         f"{tables}</section>"
     )
 
@@ -252,7 +281,7 @@ def _failures(cells: Sequence[Cell]) -> str:
     else:
         items = "".join(
             f'<li><p class="where">{_e(c.label)} · <code>{_e(c.workload)}</code> · '
-            f"concurrency {c.concurrency} · repetition {_e(f.repetition)}</p>"
+            f"{_e(c.level.short)} · repetition {_e(f.repetition)}</p>"
             f"<pre>{_e(_error_tail(f.error))}</pre></li>"
             for c, f in failed
         )

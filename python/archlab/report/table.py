@@ -1,6 +1,7 @@
 """The results table printed in the terminal after a run and by ``archlab report``.
 
-One line per cell, grouped by workload and concurrency and sorted by mean throughput within
+One line per cell, grouped by workload and load level (concurrency, or the open models'
+planned rate) and sorted by mean throughput within
 each group, so the architectures that faced the same load sit next to each other and the best
 is on top, marked. Plain text with aligned columns and no dependency; ANSI colour only when the
 output is a terminal, so piping the table into a file or a bug report stays clean.
@@ -21,7 +22,7 @@ _MARKS = {Win.CLEAR: "*", Win.TIED: "(*)"}
 _LEGEND = (
     "throughput: mean ± half-width of the 95% Student-t interval over repetitions; "
     "other columns: means.\n"
-    "* best mean throughput for its workload and concurrency, interval clear of the runner-up; "
+    "* best mean throughput for its workload and load level, interval clear of the runner-up; "
     "(*) best mean, lead not established (intervals overlap, or a single repetition).\n"
     "gen-bound: repetitions whose load generator was saturated; their throughput is the "
     "generator's limit, a lower bound of the server's."
@@ -46,7 +47,7 @@ def _mean_of(key: str) -> Callable[[Cell], str]:
 _COLUMNS = (
     _Column("architecture", False, lambda c: c.label),
     _Column("workload", False, lambda c: c.workload),
-    _Column("conc", True, lambda c: str(c.concurrency)),
+    _Column("conc", True, lambda c: c.level.text),
     _Column(
         "throughput req/s",
         True,
@@ -55,6 +56,7 @@ _COLUMNS = (
     _Column("p50", True, _mean_of("p50_us")),
     _Column("p99", True, _mean_of("p99_us")),
     _Column("p99.9", True, _mean_of("p999_us")),
+    _Column("svc p99", True, _mean_of("service_p99_us")),
     _Column("CPU µs/req", True, _mean_of("cpu_us_per_request")),
     _Column("ctx-sw/req", True, _mean_of("cs_per_request")),
     _Column("syscalls/req", True, _mean_of("syscalls_per_request")),
@@ -63,6 +65,39 @@ _COLUMNS = (
     _Column("gen-bound", True, lambda c: format_failed(c.generator_bound_repetitions, c.ok_repetitions)),
     _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
 )
+# Shown only when a cell was driven by an open model: what the generator offered, and the
+# service time beside the response time (the open models' p-columns start at the planned send).
+_OPEN_ONLY = ("svc p99",)
+_OFFERED = _Column("offered/s", True, _mean_of("offered_rps"))
+_OPEN_LEGEND = (
+    "\nopen models: p50/p99/p99.9 are response times from the planned send time (coordinated "
+    "omission corrected); svc p99: service time from the actual send; offered/s: arrivals "
+    "(sessions for partly-open) planned per second."
+)
+
+
+def _columns(cells: Sequence[Cell]) -> tuple[_Column, ...]:
+    """The columns for these cells: the level column named after its kind, and the open-model
+    columns only when some cell is open."""
+    kinds = {c.level.kind for c in cells}
+    is_open = bool(kinds - {"concurrency"})
+    columns = []
+    for column in _COLUMNS:
+        if column.header in _OPEN_ONLY and not is_open:
+            continue
+        if column.header == "conc":
+            heading = next(iter(kinds)) if len(kinds) == 1 else "level"
+            column = _Column(
+                {"concurrency": "conc", "rate": "rate", "session_rate": "sessions", "level": "level"}[heading],
+                True,
+                column.text if len(kinds) == 1 else (lambda c: c.level.short),
+            )
+            columns.append(column)
+            if is_open:
+                columns.append(_OFFERED)
+            continue
+        columns.append(column)
+    return tuple(columns)
 
 
 def _mark(group: LoadGroup, cell: Cell) -> str:
@@ -107,7 +142,7 @@ def _failure_lines(cells: Sequence[Cell]) -> list[str]:
             if len(first_line) > _ERROR_PREVIEW_CHARS:
                 first_line = first_line[: _ERROR_PREVIEW_CHARS - 1] + "…"
             lines.append(
-                f"  {cell.label} {cell.workload} conc={cell.concurrency} "
+                f"  {cell.label} {cell.workload} {cell.level.short.replace('c=', 'conc=')} "
                 f"rep {failure.repetition}: {first_line}"
             )
     return ["failed repetitions:", *lines] if lines else []
@@ -122,26 +157,26 @@ class _Line:
     colour: str | None
 
 
-def _cell_lines(groups: Sequence[LoadGroup], color: bool) -> list[_Line | None]:
+def _cell_lines(groups: Sequence[LoadGroup], columns: Sequence[_Column], color: bool) -> list[_Line | None]:
     lines: list[_Line | None] = []
     for index, group in enumerate(groups):
         if index and group.workload != groups[index - 1].workload:
             lines.append(None)  # a blank line between workloads
         for cell in group.cells:
             mark = _mark(group, cell)
-            texts = [column.text(cell) for column in _COLUMNS]
+            texts = [column.text(cell) for column in columns]
             lines.append(_Line(mark, texts, _row_colour(cell, mark, color)))
     return lines
 
 
-def _column_widths(lines: Sequence[_Line]) -> list[int]:
+def _column_widths(lines: Sequence[_Line], columns: Sequence[_Column]) -> list[int]:
     """Align the ± of every column in place, then measure each column."""
-    for i in range(len(_COLUMNS)):
+    for i in range(len(columns)):
         for line, text in zip(lines, _align_on_plus_minus([line.texts[i] for line in lines])):
             line.texts[i] = text
     return [
         max(len(column.header), *(len(line.texts[i]) for line in lines))
-        for i, column in enumerate(_COLUMNS)
+        for i, column in enumerate(columns)
     ]
 
 
@@ -155,17 +190,18 @@ def terminal_table(rows: Iterable[Mapping[str, object]], color: bool | None = No
     groups = group_by_load(aggregate(rows))
     if not groups:
         return "no results"
-    lines = _cell_lines(groups, color)
-    widths = _column_widths([line for line in lines if line is not None])
+    columns = _columns([cell for group in groups for cell in group.cells])
+    lines = _cell_lines(groups, columns, color)
+    widths = _column_widths([line for line in lines if line is not None], columns)
     mark_width = max(len(m) for m in _MARKS.values())
 
     def render(mark: str, texts: list[str]) -> str:
-        padded = [_pad(t, w, c.right_aligned) for t, w, c in zip(texts, widths, _COLUMNS)]
+        padded = [_pad(t, w, c.right_aligned) for t, w, c in zip(texts, widths, columns)]
         return (mark.ljust(mark_width) + " " + "  ".join(padded)).rstrip()
 
-    out = [_paint(render("", [column.header for column in _COLUMNS]), _BOLD if color else None)]
+    out = [_paint(render("", [column.header for column in columns]), _BOLD if color else None)]
     out += [_paint(render(line.mark, line.texts), line.colour) if line else "" for line in lines]
-    out += ["", _LEGEND]
+    out += ["", _LEGEND + (_OPEN_LEGEND if _OFFERED in columns else "")]
     failures = _failure_lines([cell for group in groups for cell in group.cells])
     if failures:
         out += ["", *failures]

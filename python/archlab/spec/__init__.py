@@ -6,9 +6,13 @@ registry and this machine's CPUs. Every error is a :class:`~archlab.errors.SpecE
 field, the allowed values and the value received. The spec's vocabulary:
 
 ``[experiment]`` name, description, repetitions (>= 1, default 1), warmup (default "1s"), duration
-(default "3s"); ``[factors]`` architecture, workload, concurrency (required), threads, loops,
+(default "3s"); ``[factors]`` architecture, workload (required), the load level of the model
+(concurrency for "closed", rate for "open", session_rate for "partly-open"), threads, loops,
 think_time (optional), each a non-empty list, crossed in a full factorial design; ``[server]``
-threads, loops fixed for every cell; ``[load]`` model ("closed"), think_time, timeout;
+threads, loops fixed for every cell; ``[load]`` model ("closed", "open" or "partly-open"),
+timeout, records, and each model's own keys: think_time (closed, partly-open); schedule,
+connections, max_connections, seed (open, partly-open); requests_per_session,
+session_connection (partly-open). A key of another model is refused;
 ``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the others).
 """
 

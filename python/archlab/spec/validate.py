@@ -7,6 +7,7 @@ received; the first failure stops validation, in the order the spec reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from dataclasses import dataclass
@@ -14,15 +15,23 @@ from typing import Mapping
 
 from archlab.errors import SpecError
 from archlab.spec.model import (
+    FACTOR_MODELS,
     FACTOR_NAMES,
+    LEVEL_FACTOR,
+    LOAD_KEY_MODELS,
+    LOAD_MODELS,
     REQUIRED_FACTORS,
+    SCHEDULES,
+    SESSION_CONNECTIONS,
     Experiment,
     Factor,
     Level,
+    LoadModel,
     LoadSettings,
     Placement,
     SERVER_OPTION_NAMES,
     ServerOptions,
+    SessionRequests,
     slug,
 )
 from archlab.spec.raw import RawSpec
@@ -31,8 +40,12 @@ from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
 _WORKLOAD_EXAMPLES = "a workload target such as '/prime?n=27059', '/sort?n=100000' or '/echo?size=1024'"
-# Load models the engine will offer; only "closed" exists so far.
-_FUTURE_LOAD_MODELS = ("open", "partly-open")
+# What each model's load-level factor means, for error messages.
+_LEVEL_MEANING = {
+    "concurrency": "the closed model's users (connections)",
+    "rate": "the open model's arrival rates in req/s",
+    "session_rate": "the partly-open model's session arrival rates in sessions/s",
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
     server = _server(raw.section("server"))
     load = _load(raw.section("load"))
-    factors = _factors(raw.section("factors"), env.registry)
+    factors = _factors(raw.section("factors"), env.registry, load.model)
     _check_not_fixed_and_varied(factors, raw)
     _check_option_applicability(factors, server, env.registry)
     placement = _placement(raw.section("placement"), env.cpus)
@@ -132,22 +145,107 @@ def _server(t: Mapping[str, object]) -> ServerOptions:
     )
 
 
+def _models_text(models: tuple[str, ...]) -> str:
+    names = [f"'{m}'" for m in models]
+    return (" and ".join(names) if len(names) <= 2 else ", ".join(names)) + (" model" if len(names) == 1 else " models")
+
+
 def _load(t: Mapping[str, object]) -> LoadSettings:
     model = t.get("model", "closed")
-    if model != "closed":
-        hint = "the open and partly-open models are not available yet" if model in _FUTURE_LOAD_MODELS else ""
-        raise SpecError("load.model", "'closed'", model, hint=hint)
-    return LoadSettings(
-        model="closed",
-        think_time_s=parse_duration(t.get("think_time", 0), "load.think_time"),
-        timeout_s=parse_duration(t.get("timeout", "5s"), "load.timeout", strict=True),
+    if model not in LOAD_MODELS:
+        raise SpecError("load.model", "one of " + ", ".join(f"'{m}'" for m in LOAD_MODELS), model)
+    for key, value in t.items():
+        if model not in LOAD_KEY_MODELS[key]:
+            raise SpecError(
+                f"load.{key}",
+                f"no {key} for the '{model}' model",
+                value,
+                hint=f"{key} applies to the {_models_text(LOAD_KEY_MODELS[key])}",
+            )
+    think_time_s = parse_duration(t.get("think_time", 0), "load.think_time")
+    timeout_s = parse_duration(t.get("timeout", "5s"), "load.timeout", strict=True)
+    records = t.get("records", False)
+    if not isinstance(records, bool):
+        raise SpecError("load.records", "true or false", records)
+    if model == "closed":
+        return LoadSettings(model="closed", think_time_s=think_time_s, timeout_s=timeout_s, records=records)
+    schedule = t.get("schedule", "poisson")
+    if schedule not in SCHEDULES:
+        raise SpecError("load.schedule", "one of " + ", ".join(f"'{s}'" for s in SCHEDULES), schedule)
+    connections = _int(t.get("connections", 16), "load.connections", 1)
+    max_connections = _int(t.get("max_connections", connections), "load.max_connections", 1)
+    if max_connections < connections:
+        raise SpecError(
+            "load.max_connections",
+            f"an integer >= load.connections ({connections})",
+            max_connections,
+            hint="the cap counts the connections opened before the start too",
+        )
+    seed = _int(t["seed"], "load.seed", 0) if "seed" in t else None
+    settings = LoadSettings(
+        model=model,  # type: ignore[arg-type]
+        think_time_s=think_time_s,
+        timeout_s=timeout_s,
+        schedule=schedule,  # type: ignore[arg-type]
+        connections=connections,
+        max_connections=max_connections,
+        seed=seed,
+        records=records,
     )
+    if model == "partly-open":
+        session_connection = t.get("session_connection", "new")
+        if session_connection not in SESSION_CONNECTIONS:
+            raise SpecError("load.session_connection", "one of " + ", ".join(f"'{c}'" for c in SESSION_CONNECTIONS), session_connection)
+        settings = dataclasses.replace(
+            settings,
+            requests_per_session=_session_requests(t.get("requests_per_session", "geometric:5")),
+            session_connection=session_connection,  # type: ignore[arg-type]
+        )
+    if seed is not None and not settings.is_random:
+        raise SpecError(
+            "load.seed",
+            "no seed when nothing is random",
+            seed,
+            hint="a seed applies to schedule = 'poisson' or geometric requests_per_session",
+        )
+    return settings
 
 
-def _factors(t: Mapping[str, object], registry: Registry) -> tuple[Factor, ...]:
-    for name in REQUIRED_FACTORS:
+_SESSION_SYNTAX = "an integer >= 1 (fixed), 'fixed:N' or 'geometric:MEAN' with MEAN >= 1"
+
+
+def _session_requests(value: object) -> SessionRequests:
+    field = "load.requests_per_session"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise SpecError(field, _SESSION_SYNTAX, value)
+        return SessionRequests("fixed", float(value))
+    if not isinstance(value, str):
+        raise SpecError(field, _SESSION_SYNTAX, value)
+    kind, _, number = value.partition(":")
+    try:
+        mean = float(number)
+    except ValueError:
+        raise SpecError(field, _SESSION_SYNTAX, value) from None
+    if kind == "fixed" and mean.is_integer() and mean >= 1:
+        return SessionRequests("fixed", mean)
+    if kind == "geometric" and 1 <= mean < float("inf"):
+        return SessionRequests("geometric", mean)
+    raise SpecError(field, _SESSION_SYNTAX, value)
+
+
+def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel) -> tuple[Factor, ...]:
+    level = LEVEL_FACTOR[model]
+    for name, models in FACTOR_MODELS.items():
+        if name in t and model not in models:
+            hint = f"{name} applies to the {_models_text(models)}"
+            if name in _LEVEL_MEANING:
+                hint += f"; the '{model}' model sets its load with factors.{level} ({_LEVEL_MEANING[level]})"
+            raise SpecError(f"factors.{name}", f"no {name} levels for the '{model}' model", t[name], hint=hint)
+    for name in (*REQUIRED_FACTORS, level):
         if name not in t:
-            raise SpecError(f"factors.{name}", "a non-empty list of levels", "nothing")
+            allowed = "a non-empty list of levels" + (f" ({_LEVEL_MEANING[name]})" if name == level and model != "closed" else "")
+            raise SpecError(f"factors.{name}", allowed, "nothing")
     factors = []
     for name in FACTOR_NAMES:  # canonical order, whatever order the TOML uses
         if name not in t:
@@ -188,10 +286,22 @@ def _think_time_level(value: object, field: str, _registry: Registry) -> float:
     return parse_duration(value, field)
 
 
+def _rate_level(value: object, field: str, _registry: Registry) -> float:
+    """A rate per second, > 0 and finite (an int or a float in TOML)."""
+    allowed = "a number > 0 per second"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(field, allowed, value)
+    if not 0 < float(value) < float("inf"):
+        raise SpecError(field, allowed, value)
+    return float(value)
+
+
 _LEVEL_CHECKS = {
     "architecture": _architecture_level,
     "workload": _workload_level,
     "concurrency": _positive_level,
+    "rate": _rate_level,
+    "session_rate": _rate_level,
     "threads": _positive_level,
     "loops": _positive_level,
     "think_time": _think_time_level,

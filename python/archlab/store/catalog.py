@@ -60,6 +60,17 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     # Added after the first catalogs were written: _MIGRATIONS adds it to those.
     ("handoffs_per_request", "DOUBLE"),
     ("generator_bound", "BOOLEAN"),
+    # The open and partly-open models (NULL for closed-model rows and older catalogs).
+    ("load_model", "VARCHAR"),
+    ("rate_rps", "DOUBLE"),  # planned arrival rate of the cell, open model (req/s)
+    ("session_rate", "DOUBLE"),  # planned session rate of the cell, partly-open model (sessions/s)
+    ("offered_rps", "DOUBLE"),  # arrivals per second the generator planned in the window
+    ("service_p50_us", "DOUBLE"),
+    ("service_p99_us", "DOUBLE"),
+    ("service_p999_us", "DOUBLE"),
+    ("schedule_lag_p99_us", "DOUBLE"),
+    ("sent_late", "BIGINT"),
+    ("never_started", "BIGINT"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
@@ -83,7 +94,10 @@ CREATE TABLE IF NOT EXISTS results (
 _MIGRATIONS = """
 ALTER TABLE results ADD COLUMN IF NOT EXISTS handoffs_per_request DOUBLE;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS generator_bound BOOLEAN;
-"""
+""" + "".join(
+    f"ALTER TABLE results ADD COLUMN IF NOT EXISTS {name} {sqltype};\n"
+    for name, sqltype in RESULT_COLUMNS[RESULT_COLUMNS.index(("load_model", "VARCHAR")) :]
+)
 
 _LOCK_WAIT_S = 10.0
 

@@ -13,7 +13,10 @@ CellStatus = Literal["ok", "failed"]
 
 @dataclass(frozen=True)
 class Measurement:
-    """The load generator's summary of the measurement window (closed model)."""
+    """The load generator's summary of the measurement window. The latency quantiles
+    (``p50_us`` ...) are the engine's reported latency: service time (from the actual send) for
+    the closed model, response time from the planned send time for the open and partly-open
+    models (coordinated omission corrected); ``service_*`` are always from the actual send."""
 
     duration_s: float
     requests: int
@@ -29,6 +32,19 @@ class Measurement:
     # The load generator's own verdict that it, not the server, limited the run (its threads
     # were saturated); None when the summary predates the verdict (schema version 1).
     generator_bound: bool | None = None
+    # Which model drove the run; None for a summary of schema version 1 (closed only).
+    load_model: str | None = None
+    # Open models: arrivals planned per second of the window (requests for open, sessions for
+    # partly-open), as the engine counted them; None for the closed model.
+    offered_rps: float | None = None
+    # Service time (from the actual send), kept beside the response time of the open models.
+    service_p50_us: float | None = None
+    service_p99_us: float | None = None
+    service_p999_us: float | None = None
+    # Open models: how late the generator sent (sent - planned), and what it failed to send in time.
+    schedule_lag_p99_us: float | None = None
+    sent_late: int | None = None
+    never_started: int | None = None
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,9 @@ class Store:
         self.catalog.set_status(run_id, "running", None)
         return RunHandle(self, run_id, experiment, lock)
 
-    def record(self, run_id: str, cell: Cell, repetition: int, record: CellRecord) -> None:
+    def record(self, run_id: str, cell: Cell, repetition: int, record: CellRecord, load_model: str | None = None) -> None:
         """Insert the catalog row of one cell and repetition (its files must be complete)."""
-        self.catalog.insert_result(_result_row(run_id, cell, repetition, record))
+        self.catalog.insert_result(_result_row(run_id, cell, repetition, record, load_model))
 
     def set_status(self, run_id: str, status: str) -> None:
         finished = None if status == "running" else utc_now()
@@ -180,7 +180,7 @@ class RunHandle:
         return os.path.relpath(path, self.store.root)
 
     def record(self, cell: Cell, repetition: int, record: CellRecord) -> None:
-        self.store.record(self.run_id, cell, repetition, record)
+        self.store.record(self.run_id, cell, repetition, record, self.experiment.load.model)
 
     def set_status(self, status: str) -> None:
         self.store.set_status(self.run_id, status)
@@ -199,7 +199,7 @@ def _lock_run(directory: Path, run_id: str) -> int:
     return fd
 
 
-def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord) -> dict:
+def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord, load_model: str | None = None) -> dict:
     m, c = record.measurement, record.cost
     row = {
         "run_id": run_id,
@@ -211,6 +211,8 @@ def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord) ->
         "threads": cell.threads,
         "loops": cell.loops,
         "think_time_s": cell.think_time_s,
+        "rate_rps": cell.rate_rps,
+        "session_rate": cell.session_rate,
         "factors": cell.factor_levels(),
         "status": record.status,
         "error": record.error,
@@ -222,6 +224,8 @@ def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord) ->
         row.update(vars(m))
     if c is not None:
         row.update(vars(c))
+    # The spec's model names a failed row's load too (a summary of version 1 names none).
+    row["load_model"] = row.get("load_model") or load_model
     return row
 
 

@@ -1,0 +1,129 @@
+"""One short real run of each load model through the runner, on loopback against the
+single-thread server with a tiny response, and the raw records of the open run exported to
+Parquet and JTL. Light loads (a few hundred requests per second, about 1 % of what the server
+serves) keep the generator and the server far from saturation, so the checks are of consistency,
+not of speed: the stored row is the summary's, the achieved rate is close to the offered rate,
+the counts add up, and every request's times are in order."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import run_cli, spec_text
+
+from archlab.lab.rawrecords import RecordsFile
+from archlab.lab.session import run_spec
+from archlab.store import Store
+
+SHORT = 'name = "models"\nrepetitions = 1\nwarmup = "200ms"\nduration = "1s"'
+FACTORS = 'architecture = ["single-thread"]\nworkload = ["/echo?size=16"]\n'
+# Relative distance allowed between what was offered and what completed in a 1 s window: a
+# request planned in the window but done after it (or planned in the warm-up and done in it)
+# moves at most the few requests in flight at its edges, far below this.
+RATE_TOLERANCE = 0.10
+
+
+def run_one(tmp_path: Path, load: str, factors: str) -> tuple[dict, dict, dict]:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=SHORT, factors=FACTORS + factors, load=load))
+    store = Store(tmp_path / "runs")
+    handle = run_spec(spec, store, stream=io.StringIO())
+    manifest, rows = store.load_run(handle.run_id)
+    assert manifest["status"] == "complete" and len(rows) == 1
+    (row,) = rows
+    assert row["status"] == "ok", row["error"]
+    summary = json.loads(Path(row["summary_path"]).read_text())
+    return manifest, row, summary
+
+
+def check_row_is_the_summary(row: dict, summary: dict) -> None:
+    assert row["load_model"] == summary["model"]
+    assert row["requests"] == summary["requests"] and row["throughput_rps"] == summary["throughput_rps"]
+    # The reported latency: service time for the closed model, response time from the planned
+    # send time for the open models.
+    reported = "service_time_us" if summary["model"] == "closed" else "response_time_us"
+    assert summary["latency_basis"] == ("sent" if summary["model"] == "closed" else "planned")
+    assert row["p99_us"] == summary[reported]["p99"] and row["service_p99_us"] == summary["service_time_us"]["p99"]
+    assert row["errors"] == summary["errors"]["total"] == sum(row["errors_by_class"].values()) == 0
+    assert sum(summary["status_codes"].values()) == summary["requests"]
+
+
+def test_closed_model_run(engine_path, tmp_path):
+    manifest, row, summary = run_one(tmp_path, 'model = "closed"\nthink_time = "1ms"', "concurrency = [2]")
+    check_row_is_the_summary(row, summary)
+    assert manifest["load_model"] == "closed" and row["concurrency"] == 2 and row["rate_rps"] is None
+    assert row["offered_rps"] is None and row["schedule_lag_p99_us"] is None
+    # The closed model's latency is its service time.
+    assert row["p50_us"] == row["service_p50_us"]
+    # Two users, each waiting 1 ms between requests: at most 2 / 1 ms = 2000 req/s.
+    assert 0 < row["throughput_rps"] <= 2000
+
+
+def test_open_model_run_and_records(engine_path, tmp_path):
+    load = 'model = "open"\nschedule = "constant"\nconnections = 4\nmax_connections = 16\nrecords = true'
+    manifest, row, summary = run_one(tmp_path, load, "rate = [500]")
+    check_row_is_the_summary(row, summary)
+    assert manifest["load_model"] == "open" and row["rate_rps"] == 500 and row["concurrency"] is None
+    assert summary["pacing"]["arrivals"] == "constant" and summary["coordinated_omission_corrected"] is True
+    # A constant schedule plans exactly rate x window arrivals (to one at the edges).
+    assert row["offered_rps"] == pytest.approx(500, abs=2)
+    assert row["throughput_rps"] == pytest.approx(row["offered_rps"], rel=RATE_TOLERANCE)
+    flow = summary["flow"]
+    assert flow["arrivals"] == flow["sent"] + flow["never_started"]
+    assert row["never_started"] == flow["never_started"] and row["sent_late"] == flow["sent_late"]
+    # Every request's service time is part of its response time, so each quantile is too.
+    assert 0 < row["service_p50_us"] <= row["p50_us"] and row["service_p99_us"] <= row["p99_us"]
+
+    # Raw records: one per request of the window, exported to Parquet and read back.
+    records = Path(row["summary_path"]).with_name("records.bin")
+    assert RecordsFile.open(records).count == row["requests"]
+    store = str(tmp_path / "runs")
+    done = run_cli("records", "export", manifest["run_id"], "--store", store)
+    assert done.returncode == 0, done.stderr
+    parquet = records.with_name("records.parquet")
+    assert done.stdout.strip() == f"{parquet}\t{row['requests']} rows"
+    con = duckdb.connect()
+    count, ordered, ok = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE planned_ns <= sent_ns AND sent_ns <= first_byte_ns AND first_byte_ns <= done_ns), "
+        "count(*) FILTER (WHERE error_class IS NULL AND status = 200) FROM read_parquet(?)",
+        [str(parquet)],
+    ).fetchone()
+    assert count == row["requests"] and ordered == count and ok == count
+    # The response time of the records gives the summary's median to the histogram's precision
+    # (3 significant digits).
+    median_us = con.execute("SELECT quantile_disc((done_ns - planned_ns) / 1000.0, 0.5) FROM read_parquet(?)", [str(parquet)]).fetchone()[0]
+    assert median_us == pytest.approx(row["p50_us"], rel=0.01)
+
+    # The JTL export of the same file, row by row: same order, same status, connection, bytes,
+    # and JTL's elapsed (whole ms from the send) from the Parquet times.
+    done = run_cli("records", "export", manifest["run_id"], "--store", store, "--format", "jtl")
+    assert done.returncode == 0, done.stderr
+    with records.with_name("records.jtl.csv").open(newline="") as f:
+        jtl = list(csv.DictReader(f))
+    rows = con.execute(
+        "SELECT status, connection, bytes_received, bytes_sent, (done_ns - sent_ns) // 1000000 FROM read_parquet(?)", [str(parquet)]
+    ).fetchall()
+    assert len(jtl) == len(rows) == count
+    for j, (status, connection, received, sent, elapsed_ms) in zip(jtl, rows):
+        assert (j["responseCode"], j["threadName"], j["bytes"], j["sentBytes"], j["elapsed"]) == (
+            str(status), f"conn-{connection}", str(received), str(sent), str(elapsed_ms)
+        )
+
+
+def test_partly_open_model_run(engine_path, tmp_path):
+    load = 'model = "partly-open"\nschedule = "constant"\nrequests_per_session = 3\nthink_time = "1ms"\nsession_connection = "new"\nmax_connections = 32'
+    manifest, row, summary = run_one(tmp_path, load, "session_rate = [100]")
+    check_row_is_the_summary(row, summary)
+    assert manifest["load_model"] == "partly-open" and row["session_rate"] == 100
+    sessions = summary["sessions"]
+    # Fixed sessions of 3 requests: every completed session made exactly 3.
+    assert sessions["mean_requests_per_completed_session"] == 3
+    assert row["offered_rps"] == pytest.approx(100, abs=2)  # sessions planned per second
+    # Each session makes 3 requests in about 3 ms, so the window completes about 3 x 100 req/s.
+    assert row["throughput_rps"] == pytest.approx(3 * row["offered_rps"], rel=RATE_TOLERANCE)
+    assert sessions["aborted"] == 0 and summary["connections_opened"] >= sessions["started"]
