@@ -3,7 +3,7 @@ starts as an unprivileged user, fills table ``emp`` deterministically and leaves
 ``archlab-engine serve --db`` answers every id with the row PostgreSQL itself returns (several
 architectures, and a short bounded load run without errors); an exhausted pool answers 503 after
 its wait instead of hanging; a connection killed by the database is reopened; and a spec with
-``/db`` runs through the orchestrator, which stops PostgreSQL afterwards. PostgreSQL missing is
+``/db`` runs through the orchestrator, which stops PostgreSQL afterwards, also on Ctrl-C. PostgreSQL missing is
 a failure in CI (``CI`` set), a skip elsewhere, as for the engine."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import glob
 import http.client
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import processes_with_token, spec_text
+from conftest import processes_with_token, spec_text, start_cli
 from test_lab_runner import wait_no_engine
 
 from archlab.lab.engine import Engine
@@ -199,6 +200,31 @@ def test_db_spec_runs_and_stops_postgres(engine_path, bindir, tmp_path, token):
         assert r["status"] == "ok", r["error"]
         assert r["requests"] > 0
     assert "ready to accept connections" in (handle.directory / "postgres.stderr").read_text()
+    assert wait_no_engine(token) == []
+    assert _no_postgres_left(token) == []
+    assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before
+
+
+def test_ctrl_c_mid_run_stops_postgres_and_removes_its_directory(engine_path, bindir, tmp_path, token):
+    before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
+    path = tmp_path / "spec.toml"
+    factors = 'architecture = ["single-thread", "blocking"]\nworkload = ["/db?id=1"]\nconcurrency = [1, 2]'
+    path.write_text(spec_text(experiment='name = "dbint"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"', factors=factors))
+    cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
+    lines = []
+    try:
+        while not any(line.startswith("[1/4]") for line in lines):
+            line = cli.stderr.readline()
+            assert line, f"orchestrator ended early: {''.join(lines)}"
+            lines.append(line)
+        # PostgreSQL is up (the first cell finished against it); interrupt the second cell.
+        assert [p for p in processes_with_token(token) if "postgres" in p[1]]
+        cli.send_signal(signal.SIGINT)
+        _, rest = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, "".join(lines) + rest
     assert wait_no_engine(token) == []
     assert _no_postgres_left(token) == []
     assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before

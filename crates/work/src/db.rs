@@ -6,8 +6,8 @@
 //! postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME`, opened at start-up (see
 //! [`crate::pool`]: reused, reopened after a failure, a lease waits at most `--db-wait-ms` and
 //! then the request answers 503). Each connection prepares the statement [`QUERY`] once; a
-//! request then sends one Bind (the id as a binary int4, no SQL text, no formatting) + Execute
-//! + Sync, and blocks in `read` on the calling thread until PostgreSQL answers: blocking I/O
+//! request then sends one Bind (the id as a binary int4, no SQL text, no formatting), Execute
+//! and Sync, and blocks in `read` on the calling thread until PostgreSQL answers: blocking I/O
 //! with a real server's latency, like `/call`, so a single event loop stalls while it waits.
 //! The body is the row as JSON, `{"id":N,"firstName":"..."}` (seed 003 answers with the
 //! record), so a client can check it against the table; an id with no row is a 404.
@@ -96,10 +96,12 @@ impl DbConfig {
         };
         let user = decode(user).filter(|u| !u.is_empty()).ok_or_else(|| bad("USER is empty or badly %-escaped"))?;
         let (hostport, dbname) = rest.split_once('/').ok_or_else(|| bad("/DBNAME is missing"))?;
-        let dbname = decode(dbname).filter(|d| !d.is_empty()).ok_or_else(|| bad("DBNAME is empty or badly %-escaped"))?;
+        let dbname =
+            decode(dbname).filter(|d| !d.is_empty()).ok_or_else(|| bad("DBNAME is empty or badly %-escaped"))?;
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
             let (h, p) = v6.split_once(']').ok_or_else(|| bad("unclosed [ in the host"))?;
-            (h, p.strip_prefix(':').map(Some).unwrap_or(if p.is_empty() { None } else { Some(p) }))
+            // After `]`: nothing, or `:PORT` (anything else fails as a bad PORT below).
+            (h, if p.is_empty() { None } else { Some(p.strip_prefix(':').unwrap_or(p)) })
         } else {
             match hostport.rsplit_once(':') {
                 Some((h, p)) => (h, Some(p)),
@@ -185,13 +187,17 @@ impl DbPool {
             let conn = match lease.conn.as_mut() {
                 Some(c) => c,
                 None => lease.conn.insert(
-                    Connection::open(&self.config).map_err(|e| unavailable(format!("cannot connect to {}: {e}", self.config)))?,
+                    Connection::open(&self.config)
+                        .map_err(|e| unavailable(format!("cannot connect to {}: {e}", self.config)))?,
                 ),
             };
             match conn.lookup(id, out) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {
-                    return Err(WorkError::NotFound { workload: "/db", reason: format!("no row with id {id} in table emp") })
+                    return Err(WorkError::NotFound {
+                        workload: "/db",
+                        reason: format!("no row with id {id} in table emp"),
+                    })
                 }
                 Err(QueryError::Server(msg)) => {
                     out.truncate(start);
@@ -257,7 +263,8 @@ impl Connection {
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
         let mut c = Connection { stream, rbuf: BytesMut::with_capacity(8192), wbuf: BytesMut::with_capacity(256) };
-        let params = [("user", config.user.as_str()), ("database", config.dbname.as_str()), ("application_name", "archlab")];
+        let params =
+            [("user", config.user.as_str()), ("database", config.dbname.as_str()), ("application_name", "archlab")];
         frontend::startup_message(params, &mut c.wbuf)?;
         c.send()?;
         c.authenticate(config)?;
@@ -296,7 +303,9 @@ impl Connection {
                         scram |= m == sasl::SCRAM_SHA_256;
                     }
                     if !scram {
-                        return Err(protocol("the server offers no SASL mechanism this client has (SCRAM-SHA-256)".into()));
+                        return Err(protocol(
+                            "the server offers no SASL mechanism this client has (SCRAM-SHA-256)".into(),
+                        ));
                     }
                     let mut exchange = sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
                     frontend::sasl_initial_response(sasl::SCRAM_SHA_256, exchange.message(), &mut self.wbuf)?;
@@ -315,7 +324,12 @@ impl Connection {
                     continue;
                 }
                 Message::ErrorResponse(e) => return Err(protocol(describe(&e))),
-                _ => return Err(protocol("unsupported authentication request (this client speaks cleartext, MD5 and SCRAM-SHA-256)".into())),
+                _ => {
+                    return Err(protocol(
+                        "unsupported authentication request (this client speaks cleartext, MD5 and SCRAM-SHA-256)"
+                            .into(),
+                    ))
+                }
             }
             self.send()?;
         }
@@ -334,11 +348,16 @@ impl Connection {
             }
             let mut chunk = [0u8; 8192];
             let n = match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the database closed the connection")),
+                Ok(0) => {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the database closed the connection"))
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, format!("no answer within {} s", IO_TIMEOUT.as_secs())))
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no answer within {} s", IO_TIMEOUT.as_secs()),
+                    ))
                 }
                 Err(e) => return Err(e),
             };

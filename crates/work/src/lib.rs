@@ -27,10 +27,10 @@ mod call;
 mod db;
 mod echo;
 mod file;
+mod pool;
 mod prime;
 mod query;
 pub mod response;
-mod pool;
 mod sort;
 
 pub use call::{Context, DELAY_MAX_MS};
