@@ -11,6 +11,7 @@ use archlab_netio::socket::listen;
 use archlab_netio::CpuList;
 use archlab_server::options::OptionName;
 use archlab_server::{registry, Dispatch, ServerOptions, WaitStrategy, REGISTRY};
+use archlab_work::{DbConfig, DbPool, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
 
 use clap::Args;
 use std::io::Write;
@@ -82,6 +83,20 @@ pub struct ServeArgs {
     /// answers `/delay?ms=M`), as HOST:PORT.
     #[arg(long, value_parser = parse_downstream)]
     downstream: Option<SocketAddr>,
+    /// PostgreSQL database of `/db?id=N`, as postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME
+    /// (HOST an IP address or localhost); its table `emp(id, first_name)` is looked up by id.
+    #[arg(long, value_parser = parse_db)]
+    db: Option<DbConfig>,
+    /// Connections of the `/db` pool, opened at start-up and shared by every thread [default: 10]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=DB_POOL_MAX as u64), requires = "db")]
+    db_pool: Option<u64>,
+    /// How long a `/db` request waits for a free connection before answering 503, in ms [default: 1000]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=DB_WAIT_MAX_MS), requires = "db")]
+    db_wait_ms: Option<u64>,
+}
+
+fn parse_db(s: &str) -> Result<DbConfig, String> {
+    DbConfig::parse(s)
 }
 
 fn parse_downstream(s: &str) -> Result<SocketAddr, String> {
@@ -150,6 +165,17 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         ..Default::default()
     };
     options.limits.max_body_bytes = a.max_body_bytes;
+    // A bad architecture or option is refused before any database connection is opened.
+    registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
+    // The /db pool's connections are opened before the server listens: a server that printed
+    // `listening` answers /db without a handshake, and a wrong --db fails here, clearly.
+    if let Some(config) = a.db {
+        let size = a.db_pool.map_or(DB_POOL_DEFAULT, |n| n as usize);
+        let wait = std::time::Duration::from_millis(a.db_wait_ms.unwrap_or(DB_WAIT_DEFAULT_MS));
+        let pool = DbPool::open(config, size, wait)
+            .map_err(|e| CliError::runtime(format!("cannot open the /db connection pool: {e}")))?;
+        options.db = Some(std::sync::Arc::new(pool));
+    }
     let server = registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
     // The /file workload's file is made before the first request, not during it.
     archlab_server::prepare_file().map_err(CliError::runtime)?;

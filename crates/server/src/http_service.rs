@@ -25,7 +25,7 @@ pub enum Flow {
 }
 
 /// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
-/// (`/call`'s downstream connection): one per thread (or per connection).
+/// (`/call`'s downstream connection, `/db`'s shared pool): one per thread (or per connection).
 #[derive(Default)]
 pub struct Scratch {
     body: Vec<u8>,
@@ -35,9 +35,10 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Scratch for a thread of a server built from `options` (its `--downstream`).
+    /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`).
     pub fn new(options: &ServerOptions) -> Scratch {
-        Scratch { body: Vec::new(), work: Context::new(options.downstream), class: String::new() }
+        let work = Context::new(options.downstream).with_db(options.db.clone());
+        Scratch { body: Vec::new(), work, class: String::new() }
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -117,7 +118,7 @@ fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch
             body.extend_from_slice(e.to_string().as_bytes());
             body.push(b'\n');
             match e {
-                WorkError::UnknownPath { .. } => Status::NotFound,
+                WorkError::UnknownPath { .. } | WorkError::NotFound { .. } => Status::NotFound,
                 WorkError::BadParameter { .. } => Status::BadRequest,
                 WorkError::Unavailable { .. } => Status::ServiceUnavailable,
             }

@@ -153,6 +153,9 @@ pub struct ServerOptions {
     /// The downstream HTTP service of `/call?ms=` (`--downstream HOST:PORT`); without it
     /// `/call` answers 503.
     pub downstream: Option<std::net::SocketAddr>,
+    /// The connection pool of `/db?id=` (`--db URL`), shared by every thread of the process;
+    /// without it `/db` answers 503.
+    pub db: Option<std::sync::Arc<archlab_work::DbPool>>,
 }
 
 impl Default for ServerOptions {
@@ -176,6 +179,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             nodelay: true,
             downstream: None,
+            db: None,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest `/call?ms=` and `/delay?ms=`: one minute.
@@ -20,16 +21,28 @@ pub const DELAY_MAX_MS: u64 = 60_000;
 /// Largest downstream response accepted (its body is `/delay`'s short text).
 const MAX_RESPONSE: usize = 64 * 1024;
 
-/// Per-thread resources of the workloads: where `/call` goes, and the open connection.
+/// Per-thread resources of the workloads: where `/call` goes, and the open connection; the
+/// process's database pool of `/db` (shared by every thread).
 #[derive(Debug, Default)]
 pub struct Context {
     downstream: Option<SocketAddr>,
     conn: Option<TcpStream>,
+    db: Option<Arc<crate::DbPool>>,
 }
 
 impl Context {
     pub fn new(downstream: Option<SocketAddr>) -> Context {
-        Context { downstream, conn: None }
+        Context { downstream, conn: None, db: None }
+    }
+
+    /// The same context with `/db`'s pool.
+    pub fn with_db(mut self, db: Option<Arc<crate::DbPool>>) -> Context {
+        self.db = db;
+        self
+    }
+
+    pub fn db(&self) -> Option<&crate::DbPool> {
+        self.db.as_deref()
     }
 
     pub fn downstream(&self) -> Option<SocketAddr> {

@@ -9,27 +9,35 @@
 //! back), `/response?size=N` is seed 001's response of N bytes whose computation grows with N
 //! (one insertion sort of 100 integers per started 100 bytes), `/file?size=N` reads N bytes of
 //! a file through the page cache, `/call?ms=M` blocks on a downstream HTTP service that answers
-//! after M ms, and `/delay?ms=M` is that downstream's side (sleep M ms). Selection ([`Workload::from_target`]) is strict and allocation-free on success:
+//! after M ms, `/delay?ms=M` is that downstream's side (sleep M ms), and `/db?id=N` looks one
+//! row up in PostgreSQL over the process's connection pool. Selection ([`Workload::from_target`]) is strict and allocation-free on success:
 //! unknown paths, missing, malformed, out-of-range, repeated or unknown parameters are errors
 //! that name the parameter, the allowed values and the value received, because a silently
 //! ignored typo would make a whole experiment measure the wrong thing. Execution
 //! ([`Workload::execute`]) runs on the calling thread with that thread's [`Context`] (the
-//! downstream address and connection of `/call`) and appends the response body; the body
-//! always depends on the full computation so the compiler cannot skip it. Only `/file` and
-//! `/call` can fail at run time (the file cannot be created, the downstream is absent or
-//! broken); the server answers those with 503.
+//! downstream address and connection of `/call`, the database pool of `/db`) and appends the
+//! response body; the body always depends on the full computation so the compiler cannot skip
+//! it. Only `/file`, `/call` and `/db` can fail at run time (the file cannot be created, the
+//! downstream or database is absent, broken or busy); the server answers those with 503, and a
+//! `/db` id without a row with 404.
 
 use std::fmt;
 
 mod call;
+mod db;
 mod echo;
 mod file;
+mod pool;
 mod prime;
 mod query;
 pub mod response;
 mod sort;
 
 pub use call::{Context, DELAY_MAX_MS};
+pub use db::{
+    DbConfig, DbPool, DB_MAX_ID, DB_POOL_DEFAULT, DB_POOL_MAX, DB_URL_FORM, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS,
+    QUERY as DB_QUERY,
+};
 pub use file::{prepare as prepare_file, FILE_MAX_SIZE};
 pub use query::{ECHO_MAX_SIZE, PRIME_MAX_N, RESPONSE_MAX_SIZE, SORT_MAX_N};
 
@@ -52,6 +60,8 @@ pub enum Workload {
     Call { ms: u64 },
     /// `/delay?ms=M`: sleep M ms on the calling thread (the downstream service's workload).
     Delay { ms: u64 },
+    /// `/db?id=N`: the row with id N of table `emp`, through the process's connection pool.
+    Db { id: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +70,10 @@ pub enum WorkError {
     UnknownPath { path: String },
     /// A parameter is missing, malformed or out of range -> 400.
     BadParameter { name: &'static str, value: String, allowed: &'static str },
-    /// A resource the workload needs failed at run time (file, downstream) -> 503.
+    /// A resource the workload needs failed at run time (file, downstream, database) -> 503.
     Unavailable { workload: &'static str, reason: String },
+    /// The request names something that does not exist (a `/db` id without a row) -> 404.
+    NotFound { workload: &'static str, reason: String },
 }
 
 impl fmt::Display for WorkError {
@@ -70,13 +82,14 @@ impl fmt::Display for WorkError {
             WorkError::UnknownPath { path } => {
                 write!(
                     f,
-                    "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=, /response?size=, /file?size=, /call?ms=, /delay?ms=)"
+                    "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=, /response?size=, /file?size=, /call?ms=, /delay?ms=, /db?id=)"
                 )
             }
             WorkError::BadParameter { name, value, allowed } => {
                 write!(f, "parameter {name}: got {value:?}, allowed {allowed}")
             }
             WorkError::Unavailable { workload, reason } => write!(f, "{workload} unavailable: {reason}"),
+            WorkError::NotFound { workload, reason } => write!(f, "{workload}: {reason}"),
         }
     }
 }
@@ -102,6 +115,8 @@ impl Workload {
             "/file" => Ok(Workload::File { size: query::single(query, &query::FILE_SIZE)? as usize }),
             "/call" => Ok(Workload::Call { ms: query::single(query, &query::CALL_MS)? }),
             "/delay" => Ok(Workload::Delay { ms: query::single(query, &query::DELAY_MS)? }),
+            // The cast cannot truncate: the maximum is i32::MAX.
+            "/db" => Ok(Workload::Db { id: query::single(query, &query::DB_ID)? as u32 }),
             _ => Err(WorkError::UnknownPath { path: path.to_owned() }),
         }
     }
@@ -113,7 +128,8 @@ impl Workload {
     /// `n=N min=A median=B max=C checksum=0x...`; Echo
     /// writes the request body if there is one, else `size` bytes of `abc...zabc...`; Response
     /// writes `size` lower-case letters; File writes `size` bytes of `abc...`; Call writes the
-    /// downstream's body; Delay writes `slept M ms`. On an error `out` is left as it was.
+    /// downstream's body; Delay writes `slept M ms`; Db writes the row as
+    /// `{"id":N,"firstName":"..."}`. On an error `out` is left as it was.
     pub fn execute(&self, ctx: &mut Context, request_body: &[u8], out: &mut Vec<u8>) -> Result<(), WorkError> {
         match *self {
             Workload::Prime { n } => {
@@ -134,6 +150,15 @@ impl Workload {
                 })?
             }
             Workload::Delay { ms } => call::delay(ms, out),
+            Workload::Db { id } => match ctx.db() {
+                Some(pool) => pool.lookup(id, out)?,
+                None => {
+                    return Err(WorkError::Unavailable {
+                        workload: "/db",
+                        reason: "no database (start the server with --db postgresql://USER@HOST:PORT/DBNAME)".into(),
+                    })
+                }
+            },
         }
         Ok(())
     }
@@ -151,6 +176,7 @@ impl fmt::Display for Workload {
             Workload::File { size } => write!(f, "/file?size={size}"),
             Workload::Call { ms } => write!(f, "/call?ms={ms}"),
             Workload::Delay { ms } => write!(f, "/delay?ms={ms}"),
+            Workload::Db { id } => write!(f, "/db?id={id}"),
         }
     }
 }
@@ -194,6 +220,8 @@ mod tests {
             Workload::File { size: 1 },
             Workload::Call { ms: 60_000 },
             Workload::Delay { ms: 0 },
+            Workload::Db { id: 1 },
+            Workload::Db { id: i32::MAX as u32 },
         ] {
             let target = w.to_string();
             let (path, query) = target.split_once('?').unwrap();
@@ -224,6 +252,25 @@ mod tests {
     }
 
     #[test]
+    fn db_without_a_database_is_unavailable_and_leaves_out_alone() {
+        let mut out = b">".to_vec();
+        let e = Workload::Db { id: 1 }.execute(&mut Context::default(), b"", &mut out).unwrap_err();
+        assert!(matches!(e, WorkError::Unavailable { workload: "/db", .. }), "{e}");
+        assert!(e.to_string().contains("--db postgresql://"), "{e}");
+        assert_eq!(out, b">");
+    }
+
+    #[test]
+    fn db_ids_are_postgres_integers() {
+        assert_eq!(Workload::from_target("/db", "id=42"), Ok(Workload::Db { id: 42 }));
+        let e = Workload::from_target("/db", "id=0").unwrap_err().to_string();
+        assert_eq!(e, "parameter id: got \"0\", allowed an integer in 1..=2147483647 (a row id)");
+        assert!(Workload::from_target("/db", "id=2147483648").is_err());
+        let e = Workload::from_target("/db", "rows=5").unwrap_err().to_string();
+        assert_eq!(e, "parameter query: got \"rows=5\", allowed only the key id (/db?id=N)");
+    }
+
+    #[test]
     fn new_workloads_refuse_bad_parameters() {
         let e = Workload::from_target("/call", "ms=60001").unwrap_err().to_string();
         assert_eq!(e, "parameter ms: got \"60001\", allowed an integer in 0..=60000 (milliseconds)");
@@ -242,6 +289,7 @@ mod tests {
                 (0..=RESPONSE_MAX_SIZE as usize).prop_map(|size| Workload::Response { size }),
                 (0..=FILE_MAX_SIZE as usize).prop_map(|size| Workload::File { size }),
                 (0..=DELAY_MAX_MS).prop_map(|ms| Workload::Call { ms }),
+                (1..=DB_MAX_ID as u32).prop_map(|id| Workload::Db { id }),
             ]
         ) {
             let target = w.to_string();
@@ -252,7 +300,7 @@ mod tests {
         #[test]
         fn arbitrary_targets_never_panic(path in "\\PC{0,12}", query in "[a-z0-9=&%+-]{0,24}|\\PC{0,24}") {
             let _ = Workload::from_target(&path, &query);
-            for p in ["/prime", "/sort", "/echo", "/response", "/file", "/call", "/delay"] {
+            for p in ["/prime", "/sort", "/echo", "/response", "/file", "/call", "/delay", "/db"] {
                 if let Err(WorkError::BadParameter { value, .. }) = Workload::from_target(p, &query) {
                     // The value reported is what was received (or the whole query, or "(missing)").
                     proptest::prop_assert!(query.contains(value.as_str()) || value == "(missing)");

@@ -98,6 +98,15 @@ pub(crate) const DELAY_MS: Param = Param {
     allowed_keys: "only the key ms (/delay?ms=M)",
 };
 
+pub(crate) const DB_ID: Param = Param {
+    name: "id",
+    min: 1,
+    max: crate::db::DB_MAX_ID,
+    allowed: "an integer in 1..=2147483647 (a row id)",
+    allowed_once: "id exactly once, an integer in 1..=2147483647 (a row id)",
+    allowed_keys: "only the key id (/db?id=N)",
+};
+
 /// Decimal digits only (no sign, no spaces, no hex); `None` when malformed or over u64.
 fn parse_decimal(s: &str) -> Option<u64> {
     if s.is_empty() {
@@ -148,7 +157,7 @@ mod tests {
 
     #[test]
     fn allowed_texts_match_ranges() {
-        for p in [&PRIME_N, &SORT_N, &ECHO_SIZE, &RESPONSE_SIZE, &FILE_SIZE, &CALL_MS, &DELAY_MS] {
+        for p in [&PRIME_N, &SORT_N, &ECHO_SIZE, &RESPONSE_SIZE, &FILE_SIZE, &CALL_MS, &DELAY_MS, &DB_ID] {
             let range = format!("{}..={}", p.min, p.max);
             assert!(p.allowed.contains(&range), "{}", p.allowed);
             assert!(p.allowed_once.contains(&range) && p.allowed_once.starts_with(p.name), "{}", p.allowed_once);

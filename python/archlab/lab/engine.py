@@ -91,11 +91,14 @@ class Engine:
             raise ProcessFailed(f"{BINARY} architectures --json", f"printed invalid JSON ({e})") from None
         return tuple(ArchitectureInfo.from_mapping(item) for item in items)
 
-    def serve_argv(self, cell: Cell, placement: Placement, downstream: str | None = None) -> list[str]:
-        """``downstream``: HOST:PORT of the service ``/call`` calls (see :mod:`archlab.lab.services`)."""
+    def serve_argv(self, cell: Cell, placement: Placement, downstream: str | None = None, db: str | None = None) -> list[str]:
+        """``downstream``: HOST:PORT of the service ``/call`` calls; ``db``: the
+        ``postgresql://`` URL of ``/db``'s database (see :mod:`archlab.lab.services`)."""
         argv = [str(self.path), "serve", "--arch", cell.architecture, "--host", "127.0.0.1", "--port", "0"]
         if downstream is not None:
             argv += ["--downstream", downstream]
+        if db is not None:
+            argv += ["--db", db]
         if cell.threads is not None:
             argv += ["--threads", str(cell.threads)]
         if cell.loops is not None:

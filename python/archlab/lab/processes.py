@@ -5,7 +5,9 @@ its whole process group, then SIGKILL after a grace period. While the group is o
 SIGINT and SIGTERM into :class:`~archlab.errors.Interrupted`, so ``finally`` blocks run; its
 :meth:`ProcessGroup.critical` sections (stopping children, committing a catalog row) defer the
 signal until they finish. Children also get ``PR_SET_PDEATHSIG`` = SIGKILL, which covers the one
-case no Python code can handle: the orchestrator itself being killed with SIGKILL."""
+case no Python code can handle: the orchestrator itself being killed with SIGKILL. A child can
+run as another user (:class:`RunAs`: PostgreSQL refuses to run as root); the death signal is
+set after the user switch, which would otherwise clear it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -50,6 +53,23 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
+
+
+# subprocess switches user and groups before it calls preexec_fn, so the death signal that
+# preexec_fn sets survives (the kernel clears it when the effective ids change).
+die_with_parent = _die_with_parent
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """An unprivileged user a child runs as (its supplementary groups dropped)."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def popen_kwargs(self) -> dict:
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
 class ManagedProcess:
@@ -188,7 +208,7 @@ class ProcessGroup:
     def processes(self) -> tuple[ManagedProcess, ...]:
         return tuple(self._procs)
 
-    def start(self, name: str, argv: Sequence[str], stderr_path: Path) -> ManagedProcess:
+    def start(self, name: str, argv: Sequence[str], stderr_path: Path, run_as: RunAs | None = None, cwd: Path | None = None) -> ManagedProcess:
         with self.critical():  # a child must never exist without being tracked
             with open(stderr_path, "wb") as stderr:
                 try:
@@ -201,6 +221,8 @@ class ProcessGroup:
                         bufsize=1,
                         start_new_session=True,
                         preexec_fn=_die_with_parent(os.getpid()),
+                        cwd=cwd,
+                        **(run_as.popen_kwargs() if run_as is not None else {}),
                     )
                 except OSError as e:
                     raise ProcessFailed(name, f"cannot start {argv[0]}: {e}") from None

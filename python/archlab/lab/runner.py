@@ -21,7 +21,7 @@ from archlab.lab import probes
 from archlab.lab.engine import Engine
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
-from archlab.lab.services import start_for_cell
+from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
 from archlab.lab.summary import read_summary
 from archlab.spec.model import Cell, Experiment
 from archlab.store.records import CellRecord, Measurement, ServerCost
@@ -95,12 +95,18 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
-                for cell, rep in pending:
-                    progress.cell_started(cell, rep)
-                    record = _run_pair(group, engine, handle, cell, rep, config)
-                    with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
-                        handle.record(cell, rep, record)
-                    progress.cell_finished(cell, rep, record)
+                # The database of /db lives for the whole run (see archlab.lab.services).
+                database = postgres.start(group, handle.directory) if any(needs_postgres(c.workload) for c, _ in pending) else None
+                try:
+                    for cell, rep in pending:
+                        progress.cell_started(cell, rep)
+                        record = _run_pair(group, engine, handle, cell, rep, config, database)
+                        with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
+                            handle.record(cell, rep, record)
+                        progress.cell_finished(cell, rep, record)
+                finally:
+                    if database is not None:
+                        database.stop(group)
                 with group.critical():
                     handle.set_status("complete")
             except Interrupted:
@@ -120,10 +126,12 @@ def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
         handle.set_status(status)
 
 
-def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig) -> CellRecord:
+def _run_pair(
+    group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig, database: Postgres | None = None
+) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
-        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config)
+        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
@@ -143,15 +151,26 @@ def _run_pair(group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell
 
 
 def _measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig
+    group: ProcessGroup,
+    engine: Engine,
+    exp: Experiment,
+    cell: Cell,
+    rep: int,
+    files: RepFiles,
+    config: RunnerConfig,
+    database: Postgres | None = None,
 ) -> tuple[Measurement, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
-        if downstream is None:
-            server_argv = engine.serve_argv(cell, exp.placement)
-        else:
-            server_argv = engine.serve_argv(cell, exp.placement, downstream=downstream.address)
+        services = {}
+        if downstream is not None:
+            services["downstream"] = downstream.address
+        if database is not None and needs_postgres(cell.workload):
+            if database.process.poll() is not None:
+                raise database.process.failure("exited during the run")
+            services["db"] = database.url
+        server_argv = engine.serve_argv(cell, exp.placement, **services)
         server = group.start("server", server_argv, files.server_stderr)
         try:
             host, port = _listening_address(server, config.ready_timeout_s)

@@ -1,0 +1,230 @@
+"""The ``/db?id=N`` workload against a real PostgreSQL that the lab makes on loopback: the service
+starts as an unprivileged user, fills table ``emp`` deterministically and leaves nothing behind;
+``archlab-engine serve --db`` answers every id with the row PostgreSQL itself returns (several
+architectures, and a short bounded load run without errors); an exhausted pool answers 503 after
+its wait instead of hanging; a connection killed by the database is reopened; and a spec with
+``/db`` runs through the orchestrator, which stops PostgreSQL afterwards, also on Ctrl-C. PostgreSQL missing is
+a failure in CI (``CI`` set), a skip elsewhere, as for the engine."""
+
+from __future__ import annotations
+
+import glob
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import processes_with_token, spec_text, start_cli
+from test_lab_runner import wait_no_engine
+
+from archlab.lab.engine import Engine
+from archlab.lab.processes import ProcessGroup
+from archlab.lab.services import needs_postgres, postgres
+from archlab.lab.session import run_spec
+from archlab.lab.summary import read_summary
+from archlab.spec import load_spec
+from archlab.store import Store
+
+ROWS = 500
+
+
+@pytest.fixture(scope="module")
+def bindir() -> Path:
+    try:
+        return postgres.find_bindir()
+    except postgres.PostgresUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required: {e}", pytrace=False)
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def database(bindir, tmp_path, token):
+    with ProcessGroup() as group:
+        db = postgres.start(group, tmp_path, rows=ROWS)
+        try:
+            yield group, db
+        finally:
+            db.stop(group)
+
+
+def _serve(group: ProcessGroup, engine_path: Path, directory: Path, arch: str, url: str, *extra: str) -> tuple[str, int]:
+    argv = [str(engine_path), "serve", "--arch", arch, "--port", "0", "--db", url, *extra]
+    proc = group.start(f"server {arch}", argv, directory / f"{arch}.stderr")
+    host, _, port = proc.expect("listening ", 10.0).split(" ", 1)[1].rpartition(":")
+    return host, int(port)
+
+
+def _get(host: str, port: int, path: str, timeout: float = 15.0) -> tuple[int, str]:
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def _no_postgres_left(token: str, timeout_s: float = 10.0) -> list:
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in processes_with_token(token) if "postgres" in p[1]]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_only_db_needs_postgres():
+    assert needs_postgres("/db?id=1") and needs_postgres("/db")
+    for w in ("/dbx?id=1", "/call?ms=1", "/echo?size=1", "/"):
+        assert not needs_postgres(w), w
+
+
+def test_rows_are_named_deterministically():
+    assert postgres.first_name(42) == "name-00000042"
+    assert postgres.expected_body(7) == '{"id":7,"firstName":"name-00000007"}'
+
+
+def test_serve_argv_passes_the_database_url(tmp_path):
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text(factors='architecture = ["blocking"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]'))
+    exp, _ = load_spec(path)
+    argv = Engine(Path("/bin/engine")).serve_argv(exp.cells()[0], exp.placement, db="postgresql://a:b@127.0.0.1:9/c")
+    assert argv[argv.index("--db") + 1] == "postgresql://a:b@127.0.0.1:9/c"
+
+
+def test_service_is_unprivileged_filled_and_removed(bindir, tmp_path, token):
+    with ProcessGroup() as group:
+        db = postgres.start(group, tmp_path, rows=ROWS)
+        try:
+            owner = os.stat(db.directory).st_uid
+            assert owner != 0 or os.geteuid() != 0  # never root: PostgreSQL refuses it
+            status = Path(f"/proc/{db.process.pid}/status").read_text()
+            uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+            assert uid == owner
+            assert db.psql("SELECT count(*), min(id), max(id) FROM emp").strip() == f"{ROWS}|1|{ROWS}"
+            names = db.psql("SELECT first_name FROM emp WHERE id IN (1, 250, 500) ORDER BY id").split()
+            assert names == [postgres.first_name(i) for i in (1, 250, 500)]
+            # Listening on loopback only.
+            assert db.psql("SHOW listen_addresses").strip() == "127.0.0.1"
+        finally:
+            db.stop(group)
+    assert not db.directory.exists()
+    assert _no_postgres_left(token) == []
+
+
+@pytest.mark.parametrize("arch", ["blocking", "single-thread", "tokio"])
+def test_db_answers_match_the_table(engine_path, database, tmp_path, arch):
+    group, db = database
+    host, port = _serve(group, engine_path, tmp_path, arch, db.url, "--db-pool", "2")
+    for row_id in (1, 17, ROWS):
+        status, body = _get(host, port, f"/db?id={row_id}")
+        assert status == 200, body
+        # What PostgreSQL itself has for the row, read independently through psql.
+        stored = db.psql(f"SELECT id, first_name FROM emp WHERE id = {row_id}").strip()
+        assert json.loads(body) == {"id": int(stored.split("|")[0]), "firstName": stored.split("|")[1]}
+        assert body == postgres.expected_body(row_id)
+    status, body = _get(host, port, f"/db?id={ROWS + 1}")
+    assert (status, body.strip()) == (404, f"/db: no row with id {ROWS + 1} in table emp")
+    status, body = _get(host, port, "/db?id=0")
+    assert status == 400 and "1..=2147483647" in body
+
+
+def test_short_load_run_on_db(engine_path, database, tmp_path):
+    group, db = database
+    host, port = _serve(group, engine_path, tmp_path, "blocking", db.url, "--db-pool", "4")
+    summary = tmp_path / "summary.json"
+    argv = [str(engine_path), "load", "--target", f"{host}:{port}", "--path", "/db?id=123", "--connections", "4",
+            "--warmup", "100ms", "--duration", "400ms", "--timeout", "5s", "--json", str(summary)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    m = read_summary(summary)
+    assert m.requests > 0 and m.errors == 0, m.errors_by_class
+    # Every backend the pool opened is one of the server's (application_name archlab).
+    assert db.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'archlab'").strip() == "4"
+
+
+def test_exhausted_pool_answers_503_instead_of_hanging(engine_path, database, tmp_path):
+    group, db = database
+    host, port = _serve(group, engine_path, tmp_path, "thread-per-connection", db.url, "--db-pool", "1", "--db-wait-ms", "50")
+    # Another session locks the table, so the pool's only connection blocks inside PostgreSQL.
+    argv = [str(db.bindir / "psql"), "-X", "-q", "-A", "-t", "-h", str(db.directory), "-p", str(db.port), "-U", "archlab", "-d", "archlab"]
+    holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **(db.run_as.popen_kwargs() if db.run_as else {}))
+    try:
+        holder.stdin.write("BEGIN; LOCK TABLE emp IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "locked"
+        first: list = []
+        blocked = threading.Thread(target=lambda: first.append(_get(host, port, "/db?id=1")))
+        blocked.start()
+        deadline = time.monotonic() + 10
+        while db.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'archlab' AND wait_event_type = 'Lock'").strip() != "1":
+            assert time.monotonic() < deadline, "the first request never reached the lock"
+            time.sleep(0.02)
+        status, body = _get(host, port, "/db?id=2")
+        assert status == 503
+        assert "no database connection came free within 50 ms (all 1 in use" in body
+        holder.stdin.write("COMMIT;\n")
+        holder.stdin.flush()
+        blocked.join(15)
+        assert first == [(200, postgres.expected_body(1))]
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+
+
+def test_connections_killed_by_the_database_are_reopened(engine_path, database, tmp_path):
+    group, db = database
+    host, port = _serve(group, engine_path, tmp_path, "blocking", db.url, "--db-pool", "2")
+    assert _get(host, port, "/db?id=5") == (200, postgres.expected_body(5))
+    killed = db.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'archlab'")
+    assert killed.strip() == "2"
+    for row_id in (6, 7, 8):
+        assert _get(host, port, f"/db?id={row_id}") == (200, postgres.expected_body(row_id))
+
+
+def test_db_spec_runs_and_stops_postgres(engine_path, bindir, tmp_path, token):
+    before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
+    path = tmp_path / "spec.toml"
+    factors = 'architecture = ["single-thread", "blocking"]\nworkload = ["/db?id=42", "/echo?size=8"]\nconcurrency = [2]'
+    path.write_text(spec_text(experiment='name = "db"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"', factors=factors))
+    store = Store(tmp_path / "runs")
+    handle = run_spec(path, store)
+    manifest, rows = store.load_run(handle.run_id)
+    assert manifest["status"] == "complete"
+    assert len(rows) == 4
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["requests"] > 0
+    assert "ready to accept connections" in (handle.directory / "postgres.stderr").read_text()
+    assert wait_no_engine(token) == []
+    assert _no_postgres_left(token) == []
+    assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before
+
+
+def test_ctrl_c_mid_run_stops_postgres_and_removes_its_directory(engine_path, bindir, tmp_path, token):
+    before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
+    path = tmp_path / "spec.toml"
+    factors = 'architecture = ["single-thread", "blocking"]\nworkload = ["/db?id=1"]\nconcurrency = [1, 2]'
+    path.write_text(spec_text(experiment='name = "dbint"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"', factors=factors))
+    cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
+    lines = []
+    try:
+        while not any(line.startswith("[1/4]") for line in lines):
+            line = cli.stderr.readline()
+            assert line, f"orchestrator ended early: {''.join(lines)}"
+            lines.append(line)
+        # PostgreSQL is up (the first cell finished against it); interrupt the second cell.
+        assert [p for p in processes_with_token(token) if "postgres" in p[1]]
+        cli.send_signal(signal.SIGINT)
+        _, rest = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, "".join(lines) + rest
+    assert wait_no_engine(token) == []
+    assert _no_postgres_left(token) == []
+    assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before
