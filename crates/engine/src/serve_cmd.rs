@@ -31,7 +31,7 @@ pub struct ServeArgs {
     /// Worker pool size (architectures with a pool).
     #[arg(long)]
     threads: Option<usize>,
-    /// Number of event loops (netty).
+    /// Number of event loops (netty, hybrid) or of io_uring rings, one thread each (io-uring).
     #[arg(long)]
     loops: Option<usize>,
     /// Handlers K of a ring, actors of an actor system, threads per SEDA stage (default 4).

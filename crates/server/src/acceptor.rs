@@ -2,7 +2,8 @@
 //!
 //! Blocking front-ends (thread-per-connection, pool, the multi-reactor's boss thread) park a
 //! thread in `accept`; reactors accept non-blockingly when the listener is readable and drain
-//! the backlog. Both set the per-connection socket options (TCP_NODELAY, SO_SNDBUF, SO_RCVBUF)
+//! the backlog; the io_uring proactor has the kernel accept and hands each completion to
+//! [`accepted`] or [`accept_failed`]. All set the per-connection socket options (TCP_NODELAY, SO_SNDBUF, SO_RCVBUF)
 //! in the same place. Transient
 //! accept errors (out of file descriptors, aborted handshakes) must not kill a server under
 //! load, so they are reported once per kind and the loop goes on.
@@ -49,6 +50,23 @@ fn backoff(e: &io::Error) {
     if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
         eprintln!("accept: {e}; retrying");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A connection a completion-based front-end got from the kernel (io_uring's accept): set its
+/// socket options as every accept loop does.
+pub fn accepted(stream: &TcpStream, options: &ServerOptions) {
+    prepare(stream, options);
+}
+
+/// A failed accept completion: Ok after a transient error (reported and backed off as the
+/// accept loops do; the caller accepts again), the error itself when the listener is unusable.
+pub fn accept_failed(e: io::Error) -> io::Result<()> {
+    if transient(&e) {
+        backoff(&e);
+        Ok(())
+    } else {
+        Err(e)
     }
 }
 

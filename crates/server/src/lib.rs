@@ -16,6 +16,8 @@
 //! * [`frontend::hybrid`]: HybridNetty, the multi-reactor with loops that pick a write path
 //!   per request class.
 //! * [`frontend::ncopy`]: N single-thread event loops with SO_REUSEPORT listeners, each pinned.
+//! * [`frontend::uring`]: `io-uring`, a kernel proactor: N threads, one io_uring each, the kernel
+//!   accepts, receives and sends, completions are handled inline.
 //! * [`frontend::work_stealing`]: `tokio`, one task per connection on a work-stealing runtime.
 //! * [`frontend::staged`]: an event loop as poller plus stages fed through hand-offs; one route
 //!   per architecture (async-fix, async-4, NIO-X, NIO2(-X), SEDA-X).

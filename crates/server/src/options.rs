@@ -12,7 +12,7 @@ use std::fmt;
 pub enum OptionName {
     /// Size of a worker pool (blocking pool, reactor workers, NIO2 completion pool).
     Threads,
-    /// Number of event loops (netty).
+    /// Number of event loops (netty, hybrid) or of rings, one thread each (io-uring).
     Loops,
     /// K: handler threads of a ring, actors of an actor system, threads of a SEDA stage.
     Handlers,

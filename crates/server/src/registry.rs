@@ -8,7 +8,7 @@ use crate::conn::WritePolicy;
 use crate::frontend::multi_reactor::{self, LoopWrites, DEFAULT_WRITE_SPIN};
 use crate::frontend::pool::BlockingHandOff;
 use crate::frontend::staged::{Hop, Ops, Staged};
-use crate::frontend::{ncopy, reactor, thread_per_connection, work_stealing};
+use crate::frontend::{ncopy, reactor, thread_per_connection, uring, work_stealing};
 use crate::options::{OptionName, OptionValue, ServerOptions};
 use crate::Server;
 use archlab_handoff::{ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
@@ -65,6 +65,7 @@ const NIO2_RING: &[OptionName] = &[Threads, Handlers, RingSize, Wait, DispatchOp
 const NIO2_ACTOR: &[OptionName] = &[Threads, Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
 const NETTY: &[OptionName] = &[Loops, WriteSpin, SendBuffer, RecvBuffer];
 const NCOPY: &[OptionName] = &[Copies, SendBuffer, RecvBuffer];
+const RINGS: &[OptionName] = &[Loops, SendBuffer, RecvBuffer];
 
 /// The three hand-off mechanisms of seed 000 (§5.2).
 #[derive(Clone, Copy)]
@@ -284,6 +285,12 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(work_stealing::WorkStealing::new(o, o.threads.unwrap_or_else(|| o.cpu_count()))),
     },
     Architecture {
+        name: "io-uring",
+        description: "kernel proactor: N threads (default N = CPUs), one io_uring each, multishot accept on the shared listener, recv/send completions handled inline (0 hand-offs)",
+        accepts: RINGS,
+        build: |o| Box::new(uring::IoUringProactor::new(o, o.loops.unwrap_or_else(|| o.cpu_count()))),
+    },
+    Architecture {
         name: "ncopy",
         description: "N-copy model: N single-thread event loops (default N = CPUs), one SO_REUSEPORT listener each, copy i pinned to CPU i of the list (seed 001 §4)",
         accepts: NCOPY,
@@ -418,6 +425,7 @@ mod tests {
             "ncopy",
             "hybrid",
             "tokio",
+            "io-uring",
         ] {
             assert!(lookup(name).is_some(), "{name}");
         }

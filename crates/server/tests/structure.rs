@@ -1,7 +1,8 @@
 //! Structural invariants the seeds describe, measured with the server's own counters
 //! (`archlab_metrics::counters`): hand-offs per request (seed 001 Table 3: 0 for SingleT-Async,
 //! 2 for sTomcat-Async-Fix, 4 for sTomcat-Async) and write calls per large response (seed 001
-//! §4.1 and §5.1: SingleT-Async write-spins, Netty stops at its spin limit or at `EAGAIN`).
+//! §4.1 and §5.1: SingleT-Async write-spins, Netty stops at its spin limit or at `EAGAIN`; the
+//! io_uring proactor leaves the waiting to the kernel).
 //! The counters are process-wide, so the tests of this file run one at a time (a lock) and this
 //! file is its own test binary (process).
 
@@ -56,6 +57,7 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         ("netty", 0),
         ("ncopy", 0),
         ("tokio", 0),
+        ("io-uring", 0),
         ("async-fix", 2),
         ("async-4", 4),
         ("blocking", 0),
@@ -71,7 +73,8 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         let d = per_request(addr, "/echo?size=100", N);
         assert_eq!(d.handoffs, per * N, "{arch}: {d:?}");
         // Small requests and responses: one read and one write each (readiness front-ends
-        // may add the read that finds the socket drained).
+        // may add the read that finds the socket drained; io-uring counts recv and send
+        // completions, one each).
         assert!(d.write_syscalls == N, "{arch}: {d:?}");
         assert!(d.read_syscalls >= N && d.read_syscalls <= 2 * N, "{arch}: {d:?}");
     }
@@ -116,4 +119,15 @@ fn single_thread_write_spins_while_netty_stops_at_its_spin_limit_and_waits_for_w
     // never more than 16 in a row.
     assert!(netty >= 2, "netty: {netty}");
     assert!(netty < 64 && netty * 4 < single, "netty made {netty} write calls (single-thread {single})");
+}
+
+#[test]
+fn io_uring_sends_wait_in_the_kernel_instead_of_spinning() {
+    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let uring = writes_for_a_large_response("io-uring");
+    eprintln!("send operations for one 100 KiB response: io-uring {uring}");
+    // A send completes once the kernel took some bytes (it waits for writability itself), and
+    // the rest is sent again: a few operations per send buffer's worth, with no spin.
+    assert!(uring >= 2, "io-uring: {uring}");
+    assert!(uring < 64, "io-uring made {uring} send operations");
 }

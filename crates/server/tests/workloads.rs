@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn call_goes_to_the_downstream_and_waits_for_it() {
     let downstream = start("sync", &ServerOptions::default());
-    for arch in ["single-thread", "async-fix", "blocking", "tokio"] {
+    for arch in ["single-thread", "async-fix", "blocking", "tokio", "io-uring"] {
         let addr = start(arch, &ServerOptions { downstream: Some(downstream), ..Default::default() });
         let mut s = connect(addr);
         for _ in 0..3 {

@@ -23,7 +23,7 @@ use std::io;
 use std::net::TcpListener;
 
 /// Netty's `DefaultChannelConfig.writeSpinCount` (every 4.x version; seed 001 §5.1: "16 in
-/// Netty-v4 by default").
+/// Netty-v4 by default"), counted per flush as Netty 4.1.6 does (see `WritePolicy::SpinLimit`).
 pub const DEFAULT_WRITE_SPIN: usize = 16;
 
 /// How the loops write.

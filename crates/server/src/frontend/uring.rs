@@ -1,0 +1,625 @@
+//! `io-uring`: a kernel proactor on io_uring, one ring per thread (thread-per-core).
+//!
+//! Mechanism: N threads (`loops`, default one per CPU), each owning one ring and the
+//! connections it accepted. Every ring keeps one multishot accept on the shared listener, so the
+//! kernel hands each new connection to one ring and no thread ever passes anything to another
+//! (0 hand-offs per request and per connection). The kernel performs the I/O and posts a
+//! completion: per connection at most one `recv` (into the connection's own [`InBuf`]) and one
+//! `send` (from its [`OutBuf`]) are in flight. A completion is handled inline on the ring's
+//! thread through the shared [`serve_buffered`] (parse, run the workload, append responses),
+//! and the operations it queues go to the kernel together with everything else queued in that
+//! turn in one `io_uring_enter`, which also waits for the next completions. A send the kernel
+//! completes short is resubmitted for the rest; the kernel itself waits for writability, so there
+//! is no write-spin. Input completed while a send is in flight waits until the send is done, so
+//! neither buffer moves or changes while the kernel holds it, and no allocation happens per
+//! request. Requests queue in socket buffers and in the completion queue; a thread blocks only
+//! in `io_uring_enter`. Expected bottleneck: the rings' cores, with fewer system calls per
+//! request than epoll + `read` + `write` (one enter covers many operations under load), and
+//! head-of-line blocking behind a CPU-heavy request, as in every inline loop. Every `recv` and
+//! `send` completion counts one socket read or write in `archlab_metrics::counters`, so
+//! structural metrics compare operations across front-ends (the `io_uring_enter` calls that
+//! carry them are not counted). A connection closed after a refused request lingers like
+//! `reactor`'s (`conn::LINGER`); an abandoned connection's operations are cancelled before its
+//! descriptor is closed. If io_uring is unavailable (kernel.io_uring_disabled, seccomp, an old
+//! kernel), `serve` fails with the cause before accepting anything.
+
+use crate::acceptor;
+use crate::conn::{InBuf, OutBuf, LINGER, LINGER_MAX_BYTES};
+use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
+use crate::options::ServerOptions;
+use crate::Server;
+use archlab_metrics::counters;
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+/// Submission queue entries per ring (chosen here: a turn rarely queues more; a fuller queue is
+/// submitted early, see [`Proactor::push`]).
+pub const SQ_ENTRIES: u32 = 1024;
+/// Completion queue entries: room for a recv, a send and a cancel of several thousand
+/// connections per ring (the kernel keeps overflowing completions anyway, IORING_FEAT_NODROP).
+const CQ_ENTRIES: u32 = 16 * 1024;
+/// Completions handled before the operations they queued are submitted: each handled
+/// completion queues at most two entries, so a batch never overfills the submission queue.
+const BATCH: usize = SQ_ENTRIES as usize / 2;
+
+/// What an operation was, in the low bits of its `user_data`; the connection's slot above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Accept = 0,
+    Recv = 1,
+    Send = 2,
+    Cancel = 3,
+}
+
+const OP_BITS: u32 = 2;
+
+fn token(slot: usize, op: Op) -> u64 {
+    ((slot as u64) << OP_BITS) | op as u64
+}
+
+fn decode(user_data: u64) -> (usize, Op) {
+    let op = match user_data & ((1 << OP_BITS) - 1) {
+        0 => Op::Accept,
+        1 => Op::Recv,
+        2 => Op::Send,
+        _ => Op::Cancel,
+    };
+    ((user_data >> OP_BITS) as usize, op)
+}
+
+/// A length the kernel takes (`u32`); a longer buffer is sent or filled in several operations.
+fn len_u32(n: usize) -> u32 {
+    n.min(u32::MAX as usize) as u32
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Open,
+    /// Write side shut down after a refused request: input is discarded until the deadline.
+    Lingering {
+        deadline: Instant,
+        discarded: usize,
+    },
+    /// Abandoned: waiting for its operations (and their cancels) to complete before closing.
+    Closing,
+}
+
+struct Conn {
+    stream: TcpStream,
+    input: InBuf,
+    output: OutBuf,
+    phase: Phase,
+    recv_inflight: bool,
+    send_inflight: bool,
+    cancels_inflight: u8,
+    /// Input completed while a send was in flight: served when the send is done.
+    unserved: bool,
+    /// The request answered last ends the connection (Connection: close, HTTP/1.0, refused).
+    last_response: bool,
+    refused: bool,
+    /// The client closed its side (recv returned 0).
+    peer_closed: bool,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, options: &ServerOptions) -> Conn {
+        Conn {
+            stream,
+            input: InBuf::new(options.limits.max_header_bytes + options.limits.max_body_bytes),
+            output: OutBuf::default(),
+            phase: Phase::Open,
+            recv_inflight: false,
+            send_inflight: false,
+            cancels_inflight: 0,
+            unserved: false,
+            last_response: false,
+            refused: false,
+            peer_closed: false,
+        }
+    }
+
+    fn idle(&self) -> bool {
+        !self.recv_inflight && !self.send_inflight && self.cancels_inflight == 0
+    }
+}
+
+/// Why io_uring cannot be used here, in words naming the cause and the way out.
+pub fn unavailable(e: io::Error) -> io::Error {
+    let cause = match e.raw_os_error() {
+        Some(libc::ENOSYS) => {
+            "this kernel has no io_uring (built without CONFIG_IO_URING, or a seccomp filter hides the system call)"
+                .to_string()
+        }
+        Some(libc::EPERM) => format!(
+            "io_uring is not permitted: kernel.io_uring_disabled is {} (0 allows it, 1 only for the group \
+             kernel.io_uring_group, 2 for nobody), or a seccomp filter (a container's default profile) forbids it",
+            disabled_setting()
+        ),
+        Some(libc::ENOMEM) => {
+            "not enough lockable memory for the rings (raise `ulimit -l`: kernels before 5.12 charge rings to \
+             RLIMIT_MEMLOCK)"
+                .to_string()
+        }
+        Some(libc::EMFILE | libc::ENFILE) => "out of file descriptors".to_string(),
+        _ => "io_uring_setup failed".to_string(),
+    };
+    io::Error::new(
+        e.kind(),
+        format!("io_uring is unavailable: {cause} (io_uring_setup: {e}); serve another architecture, e.g. single-thread or netty"),
+    )
+}
+
+fn disabled_setting() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        Ok(s) => s.trim().to_string(),
+        Err(_) => "not readable".to_string(),
+    }
+}
+
+/// A ring for the calling thread (it must run it: the ring is single-issuer).
+fn new_ring() -> io::Result<IoUring> {
+    // Single issuer + deferred task work (Linux 6.1+): completions are processed when the
+    // thread enters to wait, not by interrupting it, which suits one ring per thread.
+    let fast =
+        IoUring::builder().setup_single_issuer().setup_defer_taskrun().setup_cqsize(CQ_ENTRIES).build(SQ_ENTRIES);
+    let ring = match fast {
+        Ok(ring) => ring,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::builder().setup_cqsize(CQ_ENTRIES).build(SQ_ENTRIES).map_err(unavailable)?
+        }
+        Err(e) => return Err(unavailable(e)),
+    };
+    if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_fast_poll() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "io_uring is too old here: io-uring needs IORING_FEAT_EXT_ARG and IORING_FEAT_FAST_POLL (Linux 5.11+); \
+             serve another architecture, e.g. single-thread or netty",
+        ));
+    }
+    Ok(ring)
+}
+
+/// One ring, its thread's connections and the shared listener.
+struct Proactor {
+    ring: IoUring,
+    listener: Arc<TcpListener>,
+    conns: Vec<Option<Box<Conn>>>,
+    free: Vec<usize>,
+    options: ServerOptions,
+    scratch: Scratch,
+    /// (deadline, slot) of lingering connections, in deadline order (LINGER is constant).
+    lingering: VecDeque<(Instant, usize)>,
+    /// Multishot accept (Linux 5.19+); single accepts re-posted one by one otherwise.
+    multishot_accept: bool,
+    /// Completions copied out of the queue, reused every turn (user_data, result, flags).
+    cqes: Vec<(u64, i32, u32)>,
+}
+
+impl Proactor {
+    fn new(listener: Arc<TcpListener>, options: &ServerOptions) -> io::Result<Proactor> {
+        Ok(Proactor {
+            ring: new_ring()?,
+            listener,
+            conns: Vec::new(),
+            free: Vec::new(),
+            options: options.clone(),
+            scratch: Scratch::new(options),
+            lingering: VecDeque::new(),
+            multishot_accept: true,
+            cqes: Vec::with_capacity(BATCH),
+        })
+    }
+
+    /// Run forever (returns only on a fatal ring or listener error).
+    fn run(mut self) -> io::Result<()> {
+        self.post_accept()?;
+        loop {
+            self.wait()?;
+            self.expire_lingering()?;
+            self.reap()?;
+        }
+    }
+
+    /// Submit everything queued and wait for a completion (or the next lingering deadline).
+    fn wait(&mut self) -> io::Result<()> {
+        let result = match self.lingering.front() {
+            None => self.ring.submit_and_wait(1),
+            Some(&(deadline, _)) => {
+                let left = types::Timespec::from(deadline.saturating_duration_since(Instant::now()));
+                let args = types::SubmitArgs::new().timespec(&left);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match result {
+            Ok(_) => Ok(()),
+            // ETIME: the deadline passed; EBUSY: completions must be reaped before submitting.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Handle every completion, in batches whose operations are submitted in between.
+    fn reap(&mut self) -> io::Result<()> {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        let result = loop {
+            cqes.clear();
+            cqes.extend(self.ring.completion().take(BATCH).map(|c| (c.user_data(), c.result(), c.flags())));
+            if cqes.is_empty() {
+                break Ok(());
+            }
+            if let Err(e) = cqes.iter().try_for_each(|&(data, result, flags)| self.complete(data, result, flags)) {
+                break Err(e);
+            }
+            if cqes.len() < BATCH {
+                break Ok(());
+            }
+            // More completions wait: hand the operations queued so far to the kernel first.
+            if let Err(e) = self.submit() {
+                break Err(e);
+            }
+        };
+        self.cqes = cqes;
+        result
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        match self.ring.submit() {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Queue one operation; a full submission queue is submitted first.
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        for _ in 0..2 {
+            // SAFETY: every buffer an entry points to belongs to a boxed connection that stays in
+            // its slot, untouched, until the entry's completion was handled (`release_if_idle`);
+            // the listener outlives the ring.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit()?;
+        }
+        Err(io::Error::other("io-uring: the submission queue stays full (the kernel takes no more operations)"))
+    }
+
+    fn complete(&mut self, user_data: u64, result: i32, flags: u32) -> io::Result<()> {
+        let (slot, op) = decode(user_data);
+        match op {
+            Op::Accept => self.on_accept(result, flags),
+            Op::Recv => {
+                counters::count_read();
+                self.on_recv(slot, result)
+            }
+            Op::Send => {
+                counters::count_write();
+                self.on_send(slot, result)
+            }
+            Op::Cancel => {
+                if let Some(conn) = self.conn(slot) {
+                    conn.cancels_inflight -= 1;
+                }
+                self.release_if_idle(slot);
+                Ok(())
+            }
+        }
+    }
+
+    fn conn(&mut self, slot: usize) -> Option<&mut Conn> {
+        self.conns.get_mut(slot).and_then(|c| c.as_deref_mut())
+    }
+
+    fn post_accept(&mut self) -> io::Result<()> {
+        let fd = types::Fd(self.listener.as_raw_fd());
+        let entry = if self.multishot_accept {
+            opcode::AcceptMulti::new(fd).flags(libc::SOCK_CLOEXEC).build()
+        } else {
+            opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut()).flags(libc::SOCK_CLOEXEC).build()
+        };
+        self.push(entry.user_data(token(0, Op::Accept)))
+    }
+
+    fn on_accept(&mut self, result: i32, flags: u32) -> io::Result<()> {
+        if result >= 0 {
+            // SAFETY: the kernel gave us this new descriptor; nothing else owns it.
+            let stream = unsafe { TcpStream::from_raw_fd(result) };
+            acceptor::accepted(&stream, &self.options);
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            self.conns[slot] = Some(Box::new(Conn::new(stream, &self.options)));
+            self.post_recv(slot)?;
+        } else if result == -libc::EINVAL && self.multishot_accept {
+            // Kernels before 5.19 refuse multishot accept: accept one connection at a time.
+            self.multishot_accept = false;
+        } else {
+            acceptor::accept_failed(io::Error::from_raw_os_error(-result))?;
+        }
+        if !cqueue::more(flags) {
+            self.post_accept()?;
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self, slot: usize) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let Some(spare) = conn.input.spare() else {
+            // Full at its maximum: no valid request fits (the parser has refused it already).
+            return self.close(slot);
+        };
+        let entry = opcode::Recv::new(fd, spare.as_mut_ptr(), len_u32(spare.len())).build();
+        conn.recv_inflight = true;
+        self.push(entry.user_data(token(slot, Op::Recv)))
+    }
+
+    fn post_send(&mut self, slot: usize) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let unsent = conn.output.unsent();
+        let entry = opcode::Send::new(fd, unsent.as_ptr(), len_u32(unsent.len())).flags(libc::MSG_NOSIGNAL).build();
+        conn.send_inflight = true;
+        self.push(entry.user_data(token(slot, Op::Send)))
+    }
+
+    fn on_recv(&mut self, slot: usize, result: i32) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        conn.recv_inflight = false;
+        match conn.phase {
+            Phase::Closing => {
+                self.release_if_idle(slot);
+                Ok(())
+            }
+            Phase::Lingering { deadline, discarded } => {
+                if result == -libc::EINTR || result == -libc::EAGAIN {
+                    return self.post_recv(slot);
+                }
+                let discarded = discarded + result.max(0) as usize;
+                if result <= 0 || discarded >= LINGER_MAX_BYTES {
+                    return self.close(slot);
+                }
+                conn.phase = Phase::Lingering { deadline, discarded };
+                conn.input.clear();
+                self.post_recv(slot)
+            }
+            Phase::Open if result > 0 => {
+                conn.input.commit(result as usize);
+                if conn.send_inflight {
+                    conn.unserved = true;
+                    Ok(())
+                } else {
+                    self.serve(slot)
+                }
+            }
+            Phase::Open if result == 0 => {
+                conn.peer_closed = true;
+                if conn.send_inflight {
+                    Ok(()) // the response in flight still goes out; closed when it is done
+                } else {
+                    self.close(slot)
+                }
+            }
+            Phase::Open if result == -libc::EINTR || result == -libc::EAGAIN => self.post_recv(slot),
+            Phase::Open => self.close(slot), // reset by the client, or another socket error
+        }
+    }
+
+    fn on_send(&mut self, slot: usize, result: i32) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        conn.send_inflight = false;
+        if conn.phase == Phase::Closing {
+            self.release_if_idle(slot);
+            return Ok(());
+        }
+        if result == -libc::EINTR || result == -libc::EAGAIN {
+            return self.post_send(slot);
+        }
+        if result <= 0 {
+            return self.close(slot); // EPIPE, ECONNRESET; 0 bytes taken of a non-empty buffer
+        }
+        conn.output.advance(result as usize);
+        if conn.output.pending() > 0 {
+            return self.post_send(slot); // short send: the rest
+        }
+        if conn.last_response {
+            return self.finish(slot);
+        }
+        if conn.peer_closed {
+            return self.close(slot);
+        }
+        if std::mem::take(&mut conn.unserved) {
+            return self.serve(slot);
+        }
+        Ok(())
+    }
+
+    /// Answer the complete requests received (no operation of this connection is in flight),
+    /// then send the responses and read on, both at once.
+    fn serve(&mut self, slot: usize) -> io::Result<()> {
+        let Some(Some(conn)) = self.conns.get_mut(slot) else { return Ok(()) };
+        let flow = serve_buffered(
+            &mut conn.input,
+            conn.output.vec(),
+            &self.options.limits,
+            &mut self.scratch,
+            KeepAlive::AsRequested,
+        );
+        if flow != Flow::KeepOpen {
+            conn.last_response = true;
+            conn.refused = flow == Flow::Refused;
+        }
+        let sending = conn.output.pending() > 0;
+        let reading = !conn.last_response && !conn.peer_closed;
+        if sending {
+            self.post_send(slot)?;
+        }
+        if reading {
+            self.post_recv(slot)?;
+        }
+        if !sending && !reading {
+            return self.finish(slot);
+        }
+        Ok(())
+    }
+
+    /// The last response went out: close, or linger after a refused request.
+    fn finish(&mut self, slot: usize) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        if !conn.refused {
+            return self.close(slot);
+        }
+        let _ = conn.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + LINGER;
+        conn.phase = Phase::Lingering { deadline, discarded: 0 };
+        conn.input.clear();
+        self.lingering.push_back((deadline, slot));
+        self.post_recv(slot)
+    }
+
+    /// Abandon a connection: cancel what is in flight, close once nothing is.
+    fn close(&mut self, slot: usize) -> io::Result<()> {
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        if conn.phase == Phase::Closing {
+            return Ok(());
+        }
+        conn.phase = Phase::Closing;
+        let targets = [(conn.recv_inflight, Op::Recv), (conn.send_inflight, Op::Send)];
+        for (inflight, op) in targets {
+            if inflight {
+                if let Some(conn) = self.conn(slot) {
+                    conn.cancels_inflight += 1;
+                }
+                let cancel = opcode::AsyncCancel::new(token(slot, op)).build();
+                self.push(cancel.user_data(token(slot, Op::Cancel)))?;
+            }
+        }
+        self.release_if_idle(slot);
+        Ok(())
+    }
+
+    /// Free a closing connection's slot (closing its descriptor) once the kernel holds nothing of it.
+    fn release_if_idle(&mut self, slot: usize) {
+        if let Some(Some(conn)) = self.conns.get(slot) {
+            if conn.phase == Phase::Closing && conn.idle() {
+                self.conns[slot] = None;
+                self.free.push(slot);
+            }
+        }
+    }
+
+    /// Close lingering connections whose deadline has passed. A slot reused by a newer
+    /// connection is recognised by its different (or absent) deadline.
+    fn expire_lingering(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        while let Some(&(deadline, slot)) = self.lingering.front() {
+            if deadline > now {
+                break;
+            }
+            self.lingering.pop_front();
+            let same = matches!(self.conn(slot), Some(c) if matches!(c.phase, Phase::Lingering { deadline: d, .. } if d == deadline));
+            if same {
+                self.close(slot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `io-uring` architecture: `rings` threads, one ring each, sharing the listener.
+pub struct IoUringProactor {
+    options: ServerOptions,
+    rings: usize,
+}
+
+impl IoUringProactor {
+    pub fn new(options: &ServerOptions, rings: usize) -> Self {
+        IoUringProactor { options: options.clone(), rings: rings.max(1) }
+    }
+
+    /// With more than one CPU given, ring i runs on the i-th CPU of the list (round-robin).
+    fn cpu(&self, i: usize) -> Option<usize> {
+        self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i))
+    }
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        // Best effort: the process is already confined to the list.
+        let _ = archlab_netio::cpus::pin_current_thread(&[cpu]);
+    }
+}
+
+impl Server for IoUringProactor {
+    fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let listener = Arc::new(listener);
+        // Every ring is made on the thread that runs it; none accepts before all exist, so a
+        // ring that cannot be made fails `serve` before any connection is taken.
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        let mut go = Vec::with_capacity(self.rings);
+        for i in 1..self.rings {
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            go.push(go_tx);
+            let (listener, options, ready, cpu) =
+                (listener.clone(), self.options.clone(), ready_tx.clone(), self.cpu(i));
+            std::thread::Builder::new().name(format!("ring-{i}")).spawn(move || {
+                pin(cpu);
+                let proactor = match Proactor::new(listener, &options) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                if go_rx.recv().is_err() {
+                    return; // set-up failed elsewhere: `serve` returned its error
+                }
+                if let Err(e) = proactor.run() {
+                    eprintln!("io-uring: ring {i} failed: {e}");
+                    std::process::exit(1);
+                }
+            })?;
+        }
+        drop(ready_tx);
+        pin(self.cpu(0));
+        let first = Proactor::new(listener, &self.options)?;
+        for _ in 1..self.rings {
+            ready_rx.recv().map_err(|_| io::Error::other("io-uring: a ring thread ended during set-up"))??;
+        }
+        for g in go {
+            let _ = g.send(());
+        }
+        first.run()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        for slot in [0, 1, 7, 1 << 40] {
+            for op in [Op::Accept, Op::Recv, Op::Send, Op::Cancel] {
+                assert_eq!(decode(token(slot, op)), (slot, op));
+            }
+        }
+    }
+
+    #[test]
+    fn unavailable_names_the_cause() {
+        let e = unavailable(io::Error::from_raw_os_error(libc::EPERM));
+        assert!(e.to_string().contains("kernel.io_uring_disabled is"), "{e}");
+        let e = unavailable(io::Error::from_raw_os_error(libc::ENOSYS));
+        assert!(e.to_string().contains("no io_uring"), "{e}");
+        assert!(e.to_string().contains("single-thread"), "{e}");
+    }
+}
