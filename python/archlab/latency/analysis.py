@@ -224,15 +224,18 @@ class LatencyAnalysis:
         """A self-contained HTML page: the table and every figure as an embedded PNG."""
         parts = ["<!doctype html><meta charset='utf-8'><title>latency analysis</title>",
                  f"<pre>{html.escape(self.to_table())}</pre>"]
-        for name, figure in self.figures().items():
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png", dpi=90)
-            encoded = base64.b64encode(buffer.getvalue()).decode()
-            parts.append(f"<figure><img alt='{name}' src='data:image/png;base64,{encoded}'>"
-                         f"<figcaption>{name}</figcaption></figure>")
+        parts.extend(figure_html(name, figure) for name, figure in self.figures().items())
         path = Path(path)
         path.write_text("\n".join(parts), encoding="utf-8")
         return path
+
+
+def figure_html(name: str, figure) -> str:
+    """A matplotlib figure as an HTML <figure> holding an embedded PNG."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    encoded = base64.b64encode(buffer.getvalue()).decode()
+    return f"<figure><img alt='{name}' src='data:image/png;base64,{encoded}'><figcaption>{name}</figcaption></figure>"
 
 
 def _resolution(samples: Samples, resolution: str | float | None) -> str | float | None:
