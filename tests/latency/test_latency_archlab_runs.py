@@ -140,3 +140,18 @@ def test_cli_analyzes_a_run_directory_and_a_summary(stored_run, capsys):
     assert f"n = {summaries[0][1]['requests']:,}" in table and " µs" in table and "e+0" not in table.split("fits")[0]
     with pytest.raises(LatencyError, match="no cell 'nope'"):
         run(parser.parse_args([str(store.run_dir(run_id)), "--cell", "nope"]))
+
+
+def test_cli_reports_every_cell_of_a_run(stored_run, tmp_path, capsys):
+    import argparse
+
+    store, run_id, cell_id, _ = stored_run
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = tmp_path / "run.html"
+    assert run(parser.parse_args([run_id, "--store", str(store.root), "--boot", "50", "--report", str(out)])) == 0
+    err = capsys.readouterr().err
+    assert f"analyze: cell 1/1 {cell_id}" in err and "report: figures 1/1" in err
+    page = out.read_text()
+    assert f"latency analysis of run {run_id}" in page and f"{cell_id} (repetitions 1, 2)" in page
+    assert "<details" in page and "data:image/png;base64" in page

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from archlab.latency.discrete import cell_widths, grid_step, is_tied, jitter
-from archlab.latency.errors import LatencyError
+from archlab.latency.errors import LatencyError, ParameterError, check_choice
 from archlab.latency.fitting import DEFAULT_FAMILIES, FitRanking, rank_fits
 from archlab.latency.gof import GoodnessOfFit, goodness_of_fit
 from archlab.latency.heavy import HeavyTailCheck, heavy_tail_check
@@ -29,7 +31,13 @@ from archlab.latency.masscount import MassCount, mass_count
 from archlab.latency.samples import UNIT_SECONDS, Samples
 from archlab.latency.summary import DEFAULT_PERCENTILES, Summary, summarize
 from archlab.latency.intervals import bootstrap
+from archlab.latency.pot import GPDFit, ThresholdStability, fit_gpd, threshold_stability
+from archlab.latency.stable import StableFit, mcculloch
 from archlab.latency.tails import LLCD, HillEstimator, PowerLawTail, hill, llcd, mean_excess, pareto_tail
+from archlab.latency.zeta import DiscretePowerLaw
+
+POWER_LAW_MODELS = ("auto", "discrete", "continuous")
+POT_EXCEEDANCES = (1e-3, 1e-4, 1e-5)  # extreme quantiles reported by default: p99.9, p99.99, p99.999
 
 
 @dataclass
@@ -40,8 +48,13 @@ class LatencyAnalysis:
     goodness: list[GoodnessOfFit] = field(default_factory=list)
     llcd: LLCD | None = None
     hill: HillEstimator | None = None
-    power_law: PowerLawTail | None = None
+    power_law: PowerLawTail | DiscretePowerLaw | None = None
     power_law_pvalue: float | None = None
+    pot: GPDFit | None = None
+    pot_stability: ThresholdStability | None = None
+    pot_quantiles: list = field(default_factory=list)  # pot.Quantile at POT_EXCEEDANCES below the rate
+    pot_samples: Samples | None = None  # what the GPD was fitted to (jittered when the data are tied)
+    stable: StableFit | None = None
     heavy_tail: HeavyTailCheck | None = None
     mass_count: MassCount | None = None
     notes: list[str] = field(default_factory=list)
@@ -83,9 +96,26 @@ class LatencyAnalysis:
             tail["hill"] = {"alpha": _finite(self.hill.alpha_), "se": _finite(self.hill.alpha_se_), "k": self.hill.k_,
                             "threshold": self.hill.threshold_, "k_method": self.hill.k_method}
         if self.power_law is not None:
-            tail["power_law_csn"] = {"alpha": self.power_law.alpha_, "se": self.power_law.alpha_se_,
-                                     "xmin": self.power_law.xmin_, "n_tail": self.power_law.n_tail_,
-                                     "ks": self.power_law.ks_, "pvalue": self.power_law_pvalue}
+            p = self.power_law
+            discrete = isinstance(p, DiscretePowerLaw)
+            tail["power_law_csn"] = {"model": "discrete (zeta)" if discrete else "continuous (Pareto)",
+                                     "alpha": p.alpha_, "se": _finite(p.alpha_se_),
+                                     "exponent": p.exponent_ if discrete else p.alpha_ + 1,
+                                     "xmin": p.xmin_, "n_tail": p.n_tail_, "ks": p.ks_, "pvalue": self.power_law_pvalue}
+        if self.pot is not None:
+            g = self.pot
+            tail["gpd_pot"] = {"threshold": g.threshold, "n_exceed": g.n_exceed, "exceedance_rate": g.rate,
+                               "sigma": g.sigma, "sigma_se": _finite(g.sigma_se), "xi": g.xi, "xi_se": _finite(g.xi_se),
+                               "tail_index": _finite(g.tail_index), "tail_index_se": _finite(g.tail_index_se),
+                               "loglik": g.loglik,
+                               "threshold_choice": "given" if self.pot_stability is None else "parameter stability",
+                               "quantiles": [{"exceedance": q.exceedance, "percentile": 100 * (1 - q.exceedance),
+                                              "value": q.value, "se": q.se, "low": q.low, "high": q.high,
+                                              "level": q.level, "interval": "delta method"} for q in self.pot_quantiles]}
+        if self.stable is not None:
+            f = self.stable
+            tail["stable"] = {"alpha": f.alpha, "beta": f.beta, "gamma": f.gamma, "delta": f.delta,
+                              "parameterization": "S0", "method": f.method}
         if self.heavy_tail is not None:
             h = self.heavy_tail
             tail["heavy_tail"] = {"index_in_0_2": h.index_in_0_2, "aggregation_stable": h.aggregation_stable,
@@ -135,8 +165,20 @@ class LatencyAnalysis:
                          f"{_fmt(h['alpha'])} +- {_fmt(h['se'], 2)}")
         if "power_law_csn" in tail:
             p = tail["power_law_csn"]
-            lines.append(f"  tail index: CSN xmin={t(p['xmin'])} n_tail={p['n_tail']}: {_fmt(p['alpha'])} +- {_fmt(p['se'], 2)}"
-                         + (f", GOF p={p['pvalue']:.3g}" if p["pvalue"] is not None else ""))
+            lines.append(f"  tail index: CSN {p['model']} xmin={t(p['xmin'])} n_tail={p['n_tail']}: {_fmt(p['alpha'])} "
+                         f"+- {_fmt(p['se'], 2)}" + (f", GOF p={p['pvalue']:.3g}" if p["pvalue"] is not None else ""))
+        if "gpd_pot" in tail:
+            g = tail["gpd_pot"]
+            lines.append(f"  tail: GPD above {t(g['threshold'])} ({g['threshold_choice']}; {g['n_exceed']} exceedances): "
+                         f"xi {_fmt(g['xi'])} +- {_fmt(g['xi_se'], 2)}, sigma {t(g['sigma'])}, tail index 1/xi "
+                         f"{_fmt(g['tail_index'])}")
+            for q in g["quantiles"]:
+                lines.append(f"    GPD p{q['percentile']:<8g} {t(q['value']):>10}  [{t(q['low'])}, {t(q['high'])}] "
+                             f"({q['level']:.0%} delta method)")
+        if "stable" in tail:
+            f = tail["stable"]
+            lines.append(f"  stable fit ({f['method']}): alpha {_fmt(f['alpha'])}, beta {_fmt(f['beta'])}, "
+                         f"scale {t(f['gamma'])}, location {t(f['delta'])} (S0)")
         if "heavy_tail" in tail:
             h = tail["heavy_tail"]
             alphas = ", ".join(f"m={a['m']}: {_fmt(a['alpha'])}" for a in h["aggregation"])
@@ -159,7 +201,7 @@ class LatencyAnalysis:
         best = self.fits.best if self.fits is not None else None
         axes = {"pdf": plots.plot_pdf(self.samples, fit=best),
                 "cdf": plots.plot_cdf(self.samples, fit=best),
-                "ccdf": plots.plot_ccdf(self.samples, line=self.llcd)}
+                "ccdf": plots.plot_ccdf(self.samples, line=self.llcd, power_law=self.power_law)}
         if self.samples.min > 0:
             axes["pdf-log"] = plots.plot_pdf(self.samples, scale="log")
         if best is not None:
@@ -167,7 +209,12 @@ class LatencyAnalysis:
         if self.hill is not None:
             axes["hill"] = plots.plot_hill(self.hill)
         if self.samples.n > 10:
-            axes["mean-excess"] = plots.plot_mean_excess(mean_excess(self.samples), unit=self.samples.unit)
+            axes["mean-excess"] = plots.plot_mean_excess(mean_excess(self.samples), unit=self.samples.unit,
+                                                         threshold=None if self.pot is None else self.pot.threshold)
+        if self.pot is not None:
+            axes["gpd-qq"] = plots.plot_gpd_qq(self.pot, self.pot_samples)
+        if self.pot_stability is not None:
+            axes["threshold-stability"] = plots.plot_threshold_stability(self.pot_stability, unit=self.samples.unit)
         if self.mass_count is not None:
             axes["lorenz"] = plots.plot_lorenz(self.mass_count)
             axes["mass-count"] = plots.plot_mass_count(self.mass_count, unit=self.samples.unit)
@@ -177,15 +224,18 @@ class LatencyAnalysis:
         """A self-contained HTML page: the table and every figure as an embedded PNG."""
         parts = ["<!doctype html><meta charset='utf-8'><title>latency analysis</title>",
                  f"<pre>{html.escape(self.to_table())}</pre>"]
-        for name, figure in self.figures().items():
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png", dpi=90)
-            encoded = base64.b64encode(buffer.getvalue()).decode()
-            parts.append(f"<figure><img alt='{name}' src='data:image/png;base64,{encoded}'>"
-                         f"<figcaption>{name}</figcaption></figure>")
+        parts.extend(figure_html(name, figure) for name, figure in self.figures().items())
         path = Path(path)
         path.write_text("\n".join(parts), encoding="utf-8")
         return path
+
+
+def figure_html(name: str, figure) -> str:
+    """A matplotlib figure as an HTML <figure> holding an embedded PNG."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    encoded = base64.b64encode(buffer.getvalue()).decode()
+    return f"<figure><img alt='{name}' src='data:image/png;base64,{encoded}'><figcaption>{name}</figcaption></figure>"
 
 
 def _resolution(samples: Samples, resolution: str | float | None) -> str | float | None:
@@ -230,6 +280,7 @@ def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTI
             level: float = 0.95, ci: str = "bootstrap", n_boot: int = 1000, families=DEFAULT_FAMILIES,
             gof_boot: int = 0, tail_fraction: float = 0.01, hill_k: int | str = "auto", tail_gof_boot: int = 0,
             resolution: str | float | None = "auto", jitter_max: int = 100_000, tail_boot: int = 0,
+            power_law: str = "auto", pot_threshold: float | str | None = "auto", stable: bool = True,
             seed: int = 0) -> LatencyAnalysis:
     """Run everything. ``gof_boot``/``tail_gof_boot`` > 0 add the (costly) parametric-bootstrap KS and
     chi-squared tests of the best fit and CSN's power-law p-value.
@@ -240,7 +291,17 @@ def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTI
     the seeded jittered sample (a seeded subsample of ``jitter_max`` observations beyond that,
     which bounds their cost) and the goodness-of-fit bootstrap rounds its synthetic samples.
     ``tail_boot`` > 0 adds percentile-bootstrap intervals of the Hill and CSN indices (at the
-    chosen k and xmin) and of the Gini coefficient."""
+    chosen k and xmin) and of the Gini coefficient.
+
+    ``power_law`` picks the CSN power-law model: "discrete" (zeta, :mod:`archlab.latency.zeta`) fits
+    the rounded values themselves, without jitter; "continuous" the Pareto on the (jittered) tail;
+    "auto" is discrete for data on an integer grid (integer ms; not for HDR buckets, whose widths
+    grow with the value) and continuous otherwise. ``pot_threshold`` is the peaks-over-threshold
+    threshold: "auto" chooses it by parameter stability (:func:`~archlab.latency.pot.threshold_stability`),
+    a number fixes it, None skips the GPD. ``stable`` adds McCulloch's alpha-stable fit."""
+    check_choice("power_law", power_law, POWER_LAW_MODELS)
+    if not (pot_threshold is None or pot_threshold == "auto" or isinstance(pot_threshold, (int, float))):
+        raise ParameterError("pot_threshold", "'auto', a number or None", pot_threshold)
     result = LatencyAnalysis(samples, summarize(samples, percentiles, method=quantile_method, level=level, ci=ci,
                                                 n_boot=n_boot, seed=seed))
 
@@ -271,21 +332,64 @@ def analyze(samples: Samples, *, percentiles: Sequence[float] = DEFAULT_PERCENTI
         if resolution_used is not None:
             tail_samples = jitter(positive, resolution_used, seed=seed, max_values=jitter_max)
             result.jittered = tail_samples.n
-            result.notes.append(f"the data are rounded ({result.resolution}) and tied: Hill, CSN and the heavy-tail "
-                                f"check use {tail_samples.n} observations"
+            estimators = ("Hill, the GPD and the heavy-tail check" if _discrete_step(positive, resolution, power_law)
+                          is not None else "Hill, CSN, the GPD and the heavy-tail check")
+            result.notes.append(f"the data are rounded ({result.resolution}) and tied: {estimators} "
+                                f"use {tail_samples.n} observations"
                                 + (f" (a seeded subsample of {positive.n})" if tail_samples.n < positive.n else "")
                                 + f" jittered uniformly within their rounding cell (seed {seed})")
         result.hill = attempt("Hill estimator", lambda: HillEstimator(hill_k, seed=seed).fit(tail_samples))
-        result.power_law = attempt("power-law tail", lambda: PowerLawTail().fit(tail_samples))
-        if result.power_law is not None and tail_gof_boot > 0:
-            result.power_law_pvalue = result.power_law.gof(tail_samples, n_boot=tail_gof_boot, seed=seed)
+        step = _discrete_step(positive, resolution, power_law)
+        if step is not None:
+            result.power_law = attempt("discrete power-law tail", lambda: DiscretePowerLaw(step=step).fit(positive))
+            if result.power_law is not None and tail_gof_boot > 0:
+                result.power_law_pvalue = result.power_law.gof(positive, n_boot=tail_gof_boot, seed=seed)
+        else:
+            result.power_law = attempt("power-law tail", lambda: PowerLawTail().fit(tail_samples))
+            if result.power_law is not None and tail_gof_boot > 0:
+                result.power_law_pvalue = result.power_law.gof(tail_samples, n_boot=tail_gof_boot, seed=seed)
+        if pot_threshold is not None:
+            _peaks_over_threshold(result, tail_samples, pot_threshold, attempt)
         if result.hill is not None:
             result.heavy_tail = attempt("heavy-tail check", lambda: heavy_tail_check(
                 tail_samples, seed=seed, hill_estimator=result.hill))
     result.mass_count = attempt("mass-count disparity", lambda: mass_count(samples))
+    if stable:
+        result.stable = attempt("stable fit", lambda: mcculloch(samples))
     if tail_boot > 0:
         _tail_intervals(result, tail_samples if positive is not None else None, level, tail_boot, seed, attempt)
     return result
+
+
+def _discrete_step(samples: Samples, resolution: str | float | None, model: str) -> float | None:
+    """The integer grid step for the discrete power law, or None for the continuous one."""
+    if model == "continuous":
+        return None
+    step = None if resolution == "hdr" else (grid_step(samples) if resolution in ("auto", None, "none")
+                                             else float(resolution))
+    if step is not None and not np.all(samples.values / step == np.round(samples.values / step)):
+        step = None
+    if model == "discrete" and step is None:
+        raise ParameterError("power_law", "'continuous' or 'auto' for data not on an integer grid "
+                             "(HDR buckets, or non-integer values)", model)
+    if model == "auto" and resolution in (None, "none"):
+        return None  # the caller said: treat the data as continuous
+    return step
+
+
+def _peaks_over_threshold(result: LatencyAnalysis, samples: Samples, threshold: float | str, attempt) -> None:
+    """GPD above the threshold (chosen by parameter stability for "auto") and extreme quantiles."""
+    if threshold == "auto":
+        result.pot_stability = attempt("GPD threshold stability", lambda: threshold_stability(samples))
+        if result.pot_stability is None:
+            return
+        threshold = result.pot_stability.chosen
+    result.pot = attempt("GPD (peaks over threshold)", lambda: fit_gpd(samples, float(threshold)))
+    if result.pot is None:
+        return
+    result.pot_samples = samples
+    level = result.summary.level
+    result.pot_quantiles = [result.pot.quantile(p, level) for p in POT_EXCEEDANCES if p < result.pot.rate]
 
 
 def _tail_intervals(result: LatencyAnalysis, tail_samples: Samples | None, level: float, n_boot: int, seed: int,
@@ -302,7 +406,11 @@ def _tail_intervals(result: LatencyAnalysis, tail_samples: Samples | None, level
     if result.hill is not None and tail_samples is not None:
         k = result.hill.k_
         record(f"Hill alpha (k={k})", lambda s: float(hill(s, k)[0]) if k < s.n else math.nan, tail_samples)
-    if result.power_law is not None and tail_samples is not None:
+    if isinstance(result.power_law, DiscretePowerLaw):
+        xmin, step = result.power_law.xmin_, result.power_law.step
+        record(f"CSN discrete alpha (xmin={format_duration(xmin, result.samples.unit)})",
+               lambda s: DiscretePowerLaw(xmin, step=step).fit(s.at_least(xmin)).alpha_, result.samples.at_least(xmin))
+    elif result.power_law is not None and tail_samples is not None:
         xmin = result.power_law.xmin_
         record(f"CSN alpha (xmin={format_duration(xmin, tail_samples.unit)})", lambda s: pareto_tail(s, xmin).alpha,
                tail_samples)

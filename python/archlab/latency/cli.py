@@ -2,7 +2,8 @@
 print a table or JSON, optionally write the HTML report. Glue only; the work is in the library.
 A FILE may also be an archlab load summary (``archlab-engine load --json``), a run directory or
 a run id in ``--store``: then each cell (or those of ``--cell``) is analysed with its repetitions
-merged exactly.
+merged exactly, with progress on stderr, and ``--report`` gathers every cell in one page
+(:mod:`archlab.latency.report`).
 The lead wires it as ``add_arguments(subparser)`` and ``run(args) -> exit code``.
 """
 
@@ -11,12 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from archlab.latency.analysis import analyze
 from archlab.latency.quantiles import QuantileMethod
 from archlab.latency.errors import LatencyError
 from archlab.latency.readers import FORMATS, detect_format, read, read_run_cell, run_cells
+from archlab.latency.report import write_report
 from archlab.latency.summary import CI_METHODS, DEFAULT_PERCENTILES
 
 
@@ -49,9 +52,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resolution", default=None, metavar="auto|hdr|none|STEP",
                         help="rounding of tied data, for the tail estimators and GOF bootstrap (default: hdr for "
                              "HDR logs and archlab runs, else auto = detected integer grid)")
+    parser.add_argument("--power-law", choices=("auto", "discrete", "continuous"), default="auto",
+                        help="CSN power-law model: discrete (zeta) for integer-grid data such as integer ms, "
+                             "continuous (Pareto) otherwise; auto picks discrete for integer data (not HDR buckets)")
+    parser.add_argument("--pot-threshold", default="auto", metavar="auto|none|VALUE",
+                        help="peaks-over-threshold GPD threshold, in the data's unit (default auto: parameter "
+                             "stability; none: skip)")
+    parser.add_argument("--no-stable", action="store_true", help="skip McCulloch's alpha-stable fit")
+    parser.add_argument("--jitter-max", type=int, default=100_000, metavar="N",
+                        help="observations the tail estimators jitter on rounded, tied data (a seeded subsample "
+                             "beyond; lower is faster, default 100000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--report", metavar="HTML", help="also write a self-contained HTML report with plots")
+    parser.add_argument("--report", metavar="HTML",
+                        help="also write a self-contained HTML report with plots (a run: every chosen cell, "
+                             "with a summary table and one collapsible section per cell)")
 
 
 def _is_run(path: str, store: str) -> bool:
@@ -72,11 +87,22 @@ def _resolution(text: str | None, default: str):
         raise LatencyError(f"--resolution: expected auto, hdr, none or a step, got {text!r}") from None
 
 
+def _pot_threshold(text: str):
+    if text in ("auto", "none"):
+        return None if text == "none" else "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise LatencyError(f"--pot-threshold: expected auto, none or a number, got {text!r}") from None
+
+
 def _analyze(samples, args, resolution_default: str = "auto"):
     return analyze(samples, percentiles=args.percentiles, quantile_method=args.quantile_method, ci=args.ci,
                    n_boot=args.boot, gof_boot=args.gof_boot, tail_gof_boot=args.tail_gof_boot,
                    tail_fraction=args.tail_fraction, tail_boot=args.tail_boot,
-                   resolution=_resolution(args.resolution, resolution_default), seed=args.seed)
+                   resolution=_resolution(args.resolution, resolution_default), power_law=args.power_law,
+                   pot_threshold=_pot_threshold(args.pot_threshold), stable=not args.no_stable,
+                   jitter_max=args.jitter_max, seed=args.seed)
 
 
 def _run_of_store(args: argparse.Namespace) -> int:
@@ -85,13 +111,14 @@ def _run_of_store(args: argparse.Namespace) -> int:
     source = args.files[0]
     run_id, cells, _ = run_cells(source, store=args.store)
     chosen = args.cell or cells
-    if args.report and len(chosen) != 1:
-        raise LatencyError(f"--report: run {run_id} has {len(chosen)} cells; choose one with --cell")
     results = {}
-    for cell in chosen:
+    for i, cell in enumerate(chosen, 1):
+        started = time.perf_counter()
         part = read_run_cell(source, cell, store=args.store, repetitions=args.repetitions,
                              warmup_s=args.warmup, cooldown_s=args.cooldown)
         results[cell] = (part, _analyze(part.samples, args, "hdr"))
+        print(f"analyze: cell {i}/{len(chosen)} {cell}: n={part.samples.n:,} "
+              f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.json:
         print(json.dumps({"run_id": run_id, "cells": {
             cell: {"repetitions": list(part.repetitions), **result.to_dict()} for cell, (part, result) in results.items()}},
@@ -100,7 +127,8 @@ def _run_of_store(args: argparse.Namespace) -> int:
         print("\n\n".join(f"run {run_id} cell {cell} (repetitions {', '.join(map(str, part.repetitions))})\n"
                            + result.to_table() for cell, (part, result) in results.items()))
     if args.report:
-        next(iter(results.values()))[1].to_html(args.report)
+        write_report(args.report, {f"{cell} (repetitions {', '.join(map(str, part.repetitions))})": result
+                                   for cell, (part, result) in results.items()}, title=f"latency analysis of run {run_id}")
     return 0
 
 

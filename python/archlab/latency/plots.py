@@ -1,5 +1,6 @@
-"""Matplotlib figures for every method: PDF (histogram + KDE), CDF, CCDF/LLCD, Q-Q, Hill plot,
-mean-excess plot, Lorenz curve and the mass-count plot.
+"""Matplotlib figures for every method: PDF (histogram + KDE), CDF, CCDF/LLCD (with the power-law
+fit), Q-Q, Hill plot, mean-excess plot, GPD Q-Q and threshold-stability plots, Lorenz curve and
+the mass-count plot.
 
 Each function draws on the ``ax`` it is given, or on a fresh :class:`matplotlib.figure.Figure`
 (no pyplot state, so it works headless and in threads), and returns the Axes. The plotted numbers
@@ -11,12 +12,15 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from scipy import stats
 
 from archlab.latency.empirical import ecdf, histogram, kde
 from archlab.latency.fitting import DistributionFit
 from archlab.latency.masscount import MassCount
 from archlab.latency.samples import Samples
-from archlab.latency.tails import LLCD, HillEstimator, MeanExcess
+from archlab.latency.pot import GPDFit, ThresholdStability, gpd_qq_points
+from archlab.latency.tails import LLCD, HillEstimator, MeanExcess, PowerLawTail
+from archlab.latency.zeta import DiscretePowerLaw
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -56,8 +60,10 @@ def plot_cdf(samples: Samples, ax: Axes | None = None, *, fit: DistributionFit |
     return _finish(ax, samples, fit, "cdf", curve.x, "P(X <= x)", "CDF")
 
 
-def plot_ccdf(samples: Samples, ax: Axes | None = None, *, line: LLCD | None = None) -> Axes:
-    """Log-log survival P(X >= x) (the LLCD) with the fitted LLCD line over its top fraction."""
+def plot_ccdf(samples: Samples, ax: Axes | None = None, *, line: LLCD | None = None,
+              power_law: PowerLawTail | DiscretePowerLaw | None = None) -> Axes:
+    """Log-log survival P(X >= x) (the LLCD) with the fitted LLCD line over its top fraction and
+    the CSN power law above its xmin (scaled by the tail's share n_tail / n)."""
     ax = _axes(ax)
     curve = ecdf(samples)
     positive = curve.x > 0
@@ -66,6 +72,14 @@ def plot_ccdf(samples: Samples, ax: Axes | None = None, *, line: LLCD | None = N
         x = 10 ** line.log_x
         ax.loglog(x, 10 ** (line.slope * line.log_x + line.intercept), "-",
                   label=f"LLCD top {line.top_fraction:.2%}: alpha = {line.alpha:.3g}")
+    if power_law is not None:
+        x = curve.x[curve.x >= power_law.xmin_]
+        share = power_law.n_tail_ / samples.n
+        if isinstance(power_law, DiscretePowerLaw):
+            model, name = power_law.survival(x), "discrete power law"
+        else:
+            model, name = (power_law.xmin_ / x) ** power_law.alpha_, "power law"
+        ax.loglog(x, share * model, "--", label=f"{name} above {power_law.xmin_:g}: alpha = {power_law.alpha_:.3g}")
     ax.set(xlabel=f"latency ({samples.unit})", ylabel="P(X >= x)", title="CCDF (log-log)")
     ax.legend()
     return ax
@@ -106,10 +120,13 @@ def plot_hill(estimator: HillEstimator, ax: Axes | None = None) -> Axes:
     return ax
 
 
-def plot_mean_excess(result: MeanExcess, ax: Axes | None = None, unit: str = "ms") -> Axes:
-    """Mean-excess plot e(u) against u: rising linearly for a Pareto tail, flat for an exponential."""
+def plot_mean_excess(result: MeanExcess, ax: Axes | None = None, unit: str = "ms", threshold: float | None = None) -> Axes:
+    """Mean-excess plot e(u) against u: rising linearly for a Pareto tail, flat for an exponential
+    (a GPD with shape xi has e(u) linear in u with slope xi / (1 - xi)); the GPD threshold marked."""
     ax = _axes(ax)
     ax.plot(result.threshold, result.mean_excess, ".", markersize=3, label="e(u) = E[X - u | X > u]")
+    if threshold is not None:
+        ax.axvline(threshold, color="k", linestyle=":", label=f"GPD threshold {threshold:.4g}")
     ax.set(xlabel=f"threshold u ({unit})", ylabel=f"mean excess ({unit})", title="Mean-excess plot")
     ax.legend()
     return ax
@@ -136,4 +153,36 @@ def plot_mass_count(result: MassCount, ax: Axes | None = None, unit: str = "ms")
     ax.set(xlabel=f"latency ({unit})", ylabel="cumulative fraction",
            title=f"mass-count: joint {joint:.1f}/{100 - joint:.1f}, N1/2 = {result.n_half:.2f}%, W1/2 = {result.w_half:.2f}%")
     ax.legend()
+    return ax
+
+
+def plot_gpd_qq(fit: GPDFit, samples: Samples, ax: Axes | None = None) -> Axes:
+    """Q-Q plot of the excesses over the threshold against the fitted GPD (Coles 2001, §4.3.5)."""
+    ax = _axes(ax)
+    model, empirical = gpd_qq_points(fit, samples)
+    ax.plot(model, empirical, ".", markersize=3)
+    high = float(np.nanmax([np.nanmax(model[np.isfinite(model)]), empirical.max()]))
+    ax.plot([0, high], [0, high], "k--", linewidth=1)
+    ax.set(xlabel=f"GPD quantile of the excess ({samples.unit})", ylabel=f"excess over {fit.threshold:.4g} ({samples.unit})",
+           title=f"GPD Q-Q: xi = {fit.xi:.3g}, sigma = {fit.sigma:.4g}")
+    return ax
+
+
+def plot_threshold_stability(result: ThresholdStability, ax: Axes | None = None, unit: str = "ms") -> Axes:
+    """xi and the modified scale sigma - xi u against the threshold, with their intervals; both
+    level off above a threshold where the GPD holds (Coles 2001, §4.3.4). The chosen one marked."""
+    ax = _axes(ax)
+    z = float(stats.norm.ppf(0.5 + result.level / 2))
+    ax.errorbar(result.threshold, result.xi, yerr=z * result.xi_se, fmt="o-", markersize=3, capsize=2,
+                label=f"xi ({result.level:.0%} interval)")
+    ax.axvline(result.chosen, color="k", linestyle=":", label=f"chosen u = {result.chosen:.4g}")
+    ax.set(xscale="log" if result.threshold[0] > 0 else "linear", xlabel=f"threshold u ({unit})", ylabel="shape xi",
+           title="GPD parameter stability")
+    right = ax.twinx()
+    right.plot(result.threshold, result.modified_scale, "s--", color="tab:orange", markersize=3,
+               label="modified scale sigma - xi u")
+    right.set_ylabel(f"modified scale ({unit})")
+    lines = ax.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize="small")
     return ax
