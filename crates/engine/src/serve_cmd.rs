@@ -167,6 +167,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     options.limits.max_body_bytes = a.max_body_bytes;
     // A bad architecture or option is refused before any database connection is opened.
     registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
+    registry::preflight(&a.arch).map_err(|e| CliError::runtime(e.to_string()))?;
     // The /db pool's connections are opened before the server listens: a server that printed
     // `listening` answers /db without a handshake, and a wrong --db fails here, clearly.
     if let Some(config) = a.db {

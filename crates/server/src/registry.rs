@@ -298,6 +298,16 @@ pub static REGISTRY: &[Architecture] = &[
     },
 ];
 
+/// Checks that need the machine rather than the options, run before the server listens so that a
+/// refusal comes before `listening`: io-uring needs a kernel that lets this process set up rings.
+pub fn preflight(name: &str) -> std::io::Result<()> {
+    if name == "io-uring" {
+        uring::probe()
+    } else {
+        Ok(())
+    }
+}
+
 /// How the listener handed to an architecture's `serve` must be bound: `ncopy` needs
 /// SO_REUSEPORT so that its copies can bind the same address beside it.
 pub fn listen_options(name: &str) -> archlab_netio::socket::ListenOptions {

@@ -161,6 +161,12 @@ fn disabled_setting() -> String {
     }
 }
 
+/// Whether this process can run the front-end: builds and drops one ring, so that `serve` can
+/// refuse with the cause before it prints `listening` (the serving threads build their own).
+pub fn probe() -> io::Result<()> {
+    new_ring().map(drop)
+}
+
 /// A ring for the calling thread (it must run it: the ring is single-issuer).
 fn new_ring() -> io::Result<IoUring> {
     // Single issuer + deferred task work (Linux 6.1+): completions are processed when the
