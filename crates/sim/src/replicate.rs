@@ -2,7 +2,11 @@
 //! intervals. Replication i always uses the streams of index i and results are ordered by index,
 //! so the outcome does not depend on the number of threads or on their scheduling. With a stop
 //! rule, replications are added in waves (one per thread) until the watched interval is narrow
-//! enough or the budget is spent.
+//! enough or the budget is spent. Under a batch-means stop rule the one replication extends
+//! itself instead (see the engine). With `warmup = "mser"` each replication runs twice: a pilot
+//! to the horizon records its response times, MSER-5 chooses the truncation point, and the
+//! replication runs again with its window starting there. The run is deterministic, so the
+//! second run is the pilot's trajectory with the statistics restarted at the chosen time.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -12,11 +16,11 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{quantile, Histograms, Simulator};
-use crate::model::{Model, RunConfig};
+use crate::engine::{quantile, Histograms, Simulator, MSER_BATCH};
+use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
-use crate::spec::StopMetric;
-use crate::stats::Estimate;
+use crate::spec::{StopMethod, StopMetric};
+use crate::stats::{mser_of_batch_means, Estimate};
 
 /// Estimates over replications of one class's (or all classes') responses.
 #[derive(Clone, Debug, Serialize)]
@@ -63,15 +67,32 @@ pub struct StationSummary {
     pub mean_residence: Estimate,
     pub drop_rate: Estimate,
     pub residence: Pooled,
+    pub classes: Vec<StationClassSummary>,
+}
+
+/// One class's share of a station, over replications.
+#[derive(Clone, Debug, Serialize)]
+pub struct StationClassSummary {
+    pub name: String,
+    pub utilisation: Option<Estimate>,
+    pub mean_jobs: Estimate,
+    pub throughput: Estimate,
+    pub mean_residence: Estimate,
 }
 
 /// What the stop rule saw when it stopped.
 #[derive(Clone, Debug, Serialize)]
 pub struct StopReport {
+    pub method: StopMethod,
     pub metric: StopMetric,
     pub target: f64,
+    /// The watched interval's half-width / |mean| when the rule stopped.
     pub achieved: f64,
     pub met: bool,
+    /// The watched interval itself: over replications, or over batch means of the one run.
+    pub estimate: Estimate,
+    /// Where the batch-means run ended (`None` for the replications method).
+    pub horizon: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -79,6 +100,8 @@ pub struct Summary {
     pub replications: u32,
     pub confidence: f64,
     pub events: u64,
+    /// Start of the statistics window over replications (varies under MSER).
+    pub warmup: Estimate,
     pub total: ResponsesSummary,
     pub classes: Vec<ClassSummary>,
     pub stations: Vec<StationSummary>,
@@ -97,16 +120,41 @@ pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
     let mut runs = run_range(model, config, 0, config.replications);
     let mut stop = None;
     if let Some(rule) = &config.stop {
-        loop {
-            let achieved = watched(&runs, rule.metric, config.confidence).relative_half_width();
-            let n = runs.len() as u32;
+        let report = |estimate: Estimate, horizon: Option<f64>, method| {
+            let achieved = estimate.relative_half_width();
             let met = achieved <= rule.relative_half_width;
-            if met || n >= rule.max_replications {
-                stop = Some(StopReport { metric: rule.metric, target: rule.relative_half_width, achieved, met });
-                break;
+            StopReport {
+                method,
+                metric: rule.metric,
+                target: rule.relative_half_width,
+                achieved,
+                met,
+                estimate,
+                horizon,
             }
-            let wave = (config.threads as u32).max(1).min(rule.max_replications - n);
-            runs.extend(run_range(model, config, n, n + wave));
+        };
+        match rule.method {
+            StopLimit::Replications { max_replications } => loop {
+                let estimate = watched(&runs, rule.metric, config.confidence);
+                let n = runs.len() as u32;
+                let r = report(estimate, None, StopMethod::Replications);
+                if r.met || n >= max_replications {
+                    stop = Some(r);
+                    break;
+                }
+                let wave = (config.threads as u32).max(1).min(max_replications - n);
+                runs.extend(run_range(model, config, n, n + wave));
+            },
+            StopLimit::BatchMeans { .. } => {
+                let run = &runs[0].0;
+                let batches = run.batch_means.as_ref().expect("a batch-means stop rule keeps batches");
+                let estimate = match rule.metric {
+                    StopMetric::Throughput => batches.throughput,
+                    StopMetric::MeanResponse => batches.mean_response,
+                    StopMetric::P99 => batches.p99.expect("a p99 stop rule keeps batch histograms"),
+                };
+                stop = Some(report(estimate, Some(run.horizon), StopMethod::BatchMeans));
+            }
         }
     }
     let summary = summarise(model, config, &runs, stop);
@@ -134,7 +182,7 @@ fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Re
                 if i >= end {
                     break;
                 }
-                let result = Simulator::new(model, config, i).run(i);
+                let result = replication(model, config, i);
                 done.lock().expect("no replication panics while holding the lock").push(result);
             });
         }
@@ -142,6 +190,31 @@ fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Re
     let mut done = done.into_inner().expect("threads have joined");
     done.sort_by_key(|(r, _)| r.index);
     done
+}
+
+/// Replication `i`, its window chosen by the warm-up rule.
+fn replication(model: &Model, config: &RunConfig, i: u32) -> (Replication, Histograms) {
+    match config.warmup {
+        Warmup::Fixed(warmup) => Simulator::new(model, config, i, warmup, false).run(i),
+        Warmup::Mser => {
+            let mut pilot = Simulator::new(model, config, i, 0.0, true);
+            pilot.simulate();
+            let series = pilot.take_series().expect("a pilot records its series");
+            let truncation = mser_of_batch_means(&series.means, MSER_BATCH);
+            // Cut between the last deleted observation and the first kept one, so the second
+            // run's window holds exactly the observations MSER kept.
+            let warmup = match truncation {
+                Some(t) if t.batches_deleted > 0 => {
+                    let d = t.batches_deleted as usize;
+                    0.5 * (series.last[d - 1] + series.first[d])
+                }
+                _ => 0.0,
+            };
+            let (mut replication, histograms) = Simulator::new(model, config, i, warmup, false).run(i);
+            replication.mser = truncation;
+            (replication, histograms)
+        }
+    }
 }
 
 fn summarise(
@@ -189,12 +262,24 @@ fn summarise(
             mean_residence: est(&|r| r.stations[i].mean_residence),
             drop_rate: est(&|r| r.stations[i].dropped as f64 / r.window),
             residence: pooled(runs.iter().map(|(_, h)| h.stations[i].clone())),
+            classes: (0..model.sources.len())
+                .map(|c| StationClassSummary {
+                    name: model.sources[c].name.clone(),
+                    utilisation: runs[0].0.stations[i].classes[c]
+                        .utilisation
+                        .map(|_| est(&|r| r.stations[i].classes[c].utilisation.unwrap_or(f64::NAN))),
+                    mean_jobs: est(&|r| r.stations[i].classes[c].mean_jobs),
+                    throughput: est(&|r| r.stations[i].classes[c].throughput),
+                    mean_residence: est(&|r| r.stations[i].classes[c].mean_residence),
+                })
+                .collect(),
         })
         .collect();
     Summary {
         replications: runs.len() as u32,
         confidence: level,
         events: runs.iter().map(|(r, _)| r.events).sum(),
+        warmup: est(&|r| r.warmup),
         total,
         classes,
         stations,

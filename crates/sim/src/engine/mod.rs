@@ -16,13 +16,12 @@ use hdrhistogram::Histogram;
 use self::events::{Event, EventList};
 use self::jobs::{Jobs, NO_PARENT};
 pub use self::recorder::{new_histogram, quantile, NANOUNITS};
-use self::recorder::{ClassRecorder, Tally, TimeAverage};
+use self::recorder::{BatchSeries, ClassRecorder, ResponseSeries, Tally, TimeAverage};
 use self::stations::{Kind, StationState};
-use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId};
-use crate::output::{BatchMeans, ClassResult, LittleCheck, Replication, Responses, StationResult};
+use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId, StopLimit, StopRule};
+use crate::output::{ClassResult, LittleCheck, Replication, Responses, StationClassResult, StationResult};
 use crate::rng::{Purpose, Stream};
-use crate::spec::Policy;
-use crate::stats::Estimate;
+use crate::spec::{Policy, StopMetric};
 
 /// Histograms of one replication, kept out of [`Replication`] so that replications can be
 /// pooled (merged) before anything is serialised.
@@ -87,12 +86,32 @@ pub struct Simulator<'m> {
     finished_sojourn: f64,
     window_start: f64,
     horizon: f64,
-    batches: u32,
     confidence: f64,
+    /// Batch means per class and over all classes (when `batches` > 0).
+    class_batches: Vec<BatchSeries>,
+    total_batches: Option<BatchSeries>,
+    /// A batch-means stop rule: at the horizon, extend the run until it is met.
+    extension: Option<(StopMetric, f64, f64)>,
+    /// Response times in completion order for MSER (pilot runs only).
+    series: Option<ResponseSeries>,
 }
 
+/// Observations per MSER batch: MSER-5 (Franklin & White 2008 recommend 5).
+pub const MSER_BATCH: usize = 5;
+
 impl<'m> Simulator<'m> {
-    pub fn new(model: &'m Model, config: &RunConfig, replication: u32) -> Self {
+    /// A replication whose statistics window starts at `warmup`; `pilot` records the response
+    /// series MSER reads instead of obeying a stop rule.
+    pub fn new(model: &'m Model, config: &RunConfig, replication: u32, warmup: f64, pilot: bool) -> Self {
+        let classes = model.sources.len();
+        let extension = match config.stop {
+            Some(StopRule { metric, relative_half_width, method: StopLimit::BatchMeans { max_horizon } }) if !pilot => {
+                Some((metric, relative_half_width, max_horizon))
+            }
+            _ => None,
+        };
+        let batches = |hist| BatchSeries::new(warmup, config.horizon, config.batches, hist);
+        let p99_batches = matches!(extension, Some((StopMetric::P99, _, _)));
         Simulator {
             model,
             now: 0.0,
@@ -100,28 +119,56 @@ impl<'m> Simulator<'m> {
             processed: 0,
             jobs: Jobs::default(),
             ready: VecDeque::new(),
-            stations: model.stations.iter().map(StationState::new).collect(),
+            stations: model.stations.iter().map(|s| StationState::new(s, classes)).collect(),
             streams: Streams::new(model, config.seed, replication as u64),
             round_robin: vec![0; model.sites as usize],
             cursor: vec![0; model.sources.len()],
-            classes: vec![
-                ClassRecorder { batches: vec![(0, 0.0); config.batches as usize], ..Default::default() };
-                model.sources.len()
-            ],
+            classes: vec![ClassRecorder::default(); classes],
             in_system: TimeAverage::default(),
             in_system_now: 0,
             finished: 0,
             finished_stay: 0.0,
             finished_sojourn: 0.0,
-            window_start: config.warmup,
+            window_start: warmup,
             horizon: config.horizon,
-            batches: config.batches,
             confidence: config.confidence,
+            class_batches: if config.batches > 0 { (0..classes).map(|_| batches(false)).collect() } else { Vec::new() },
+            total_batches: (config.batches > 0).then(|| batches(p99_batches)),
+            extension,
+            series: pilot.then(|| ResponseSeries::new(MSER_BATCH)),
         }
+    }
+
+    /// At the horizon: whether to stop, or (under a batch-means stop rule not yet met, with
+    /// room before its cap) extend the run by one batch.
+    fn stop_here(&mut self) -> bool {
+        let Some((metric, target, max_horizon)) = self.extension else { return true };
+        let total = self.total_batches.as_ref().expect("a batch-means stop rule keeps batches");
+        let achieved = total.estimate(metric, self.confidence).relative_half_width();
+        if achieved <= target || total.next_end() > max_horizon {
+            return true;
+        }
+        for b in self.class_batches.iter_mut().chain(self.total_batches.as_mut()) {
+            b.extend();
+        }
+        self.horizon = self.total_batches.as_ref().map(BatchSeries::end).expect("kept above");
+        self.events.schedule(self.horizon, Event::End);
+        false
+    }
+
+    /// The response series recorded by a pilot run.
+    pub fn take_series(&mut self) -> Option<ResponseSeries> {
+        self.series.take()
     }
 
     /// Run to the horizon and report.
     pub fn run(mut self, index: u32) -> (Replication, Histograms) {
+        self.simulate();
+        self.report(index)
+    }
+
+    /// Run to the horizon (extended under a batch-means stop rule).
+    pub fn simulate(&mut self) {
         self.start_sources();
         if self.window_start > 0.0 {
             self.events.schedule(self.window_start, Event::WarmupEnd);
@@ -131,7 +178,11 @@ impl<'m> Simulator<'m> {
             self.now = time;
             self.processed += 1;
             match event {
-                Event::End => break,
+                Event::End => {
+                    if self.stop_here() {
+                        break;
+                    }
+                }
                 Event::WarmupEnd => self.restart_statistics(),
                 Event::Issue { source, client } => self.issue(source, client),
                 Event::Arrival { source } => self.arrival(source),
@@ -142,7 +193,6 @@ impl<'m> Simulator<'m> {
                 self.advance(job);
             }
         }
-        self.report(index)
     }
 
     fn start_sources(&mut self) {
@@ -171,7 +221,7 @@ impl<'m> Simulator<'m> {
     fn restart_statistics(&mut self) {
         let now = self.now;
         for c in &mut self.classes {
-            *c = ClassRecorder { batches: vec![(0, 0.0); self.batches as usize], ..Default::default() };
+            *c = ClassRecorder::default();
         }
         for s in &mut self.stations {
             s.rec.restart(now);
@@ -253,19 +303,31 @@ impl<'m> Simulator<'m> {
         let (top, since) = self.jobs.get_mut(job).held.pop().expect("a job leaving a station holds it");
         debug_assert_eq!(top, station);
         let now = self.now;
+        let class = self.jobs.get(job).source as usize;
         let st = &mut self.stations[station as usize];
         st.rec.residence.record(now - since);
+        let by_class = &mut st.rec.classes[class];
+        by_class.departures += 1;
+        by_class.residence_sum += now - since;
+        let mut next_class = None;
         if let Kind::Fcfs(f) = &mut st.kind {
+            st.busy_by_class[class] -= 1;
             match f.queue.pop_front() {
                 // The server passes straight to the next job: busy stays the same.
                 Some(next) => {
-                    self.jobs.get_mut(next).pc += 1;
+                    let j = self.jobs.get_mut(next);
+                    j.pc += 1;
+                    st.busy_by_class[j.source as usize] += 1;
+                    next_class = Some(j.source as usize);
                     self.ready.push_back(next);
                 }
                 None => f.busy -= 1,
             }
         }
-        st.change_present(now, -1);
+        st.change_present(now, -1, class);
+        if let Some(c) = next_class.filter(|&c| c != class) {
+            st.refresh_class_busy(now, c);
+        }
     }
 
     /// Execute `job`'s instructions until it blocks or ends.
@@ -282,17 +344,19 @@ impl<'m> Simulator<'m> {
                     if !self.enter(job, s) {
                         return self.drop_job(job);
                     }
+                    let class = self.jobs.get(job).source as usize;
                     let st = &mut self.stations[s as usize];
                     let Kind::Fcfs(f) = &mut st.kind else {
                         unreachable!("Acquire is compiled for FCFS stations only")
                     };
                     if f.busy < st.servers {
                         f.busy += 1;
-                        st.change_present(self.now, 1);
+                        st.busy_by_class[class] += 1;
+                        st.change_present(self.now, 1, class);
                         self.jobs.get_mut(job).pc += 1;
                     } else {
                         f.queue.push_back(job);
-                        st.change_present(self.now, 1);
+                        st.change_present(self.now, 1, class);
                         return;
                     }
                 }
@@ -311,6 +375,7 @@ impl<'m> Simulator<'m> {
                         return self.drop_job(job);
                     }
                     let work = self.model.dists[*dist as usize].sample(&mut self.streams.service[s as usize]);
+                    let class = self.jobs.get(job).source as usize;
                     let now = self.now;
                     let st = &mut self.stations[s as usize];
                     match &mut st.kind {
@@ -321,7 +386,7 @@ impl<'m> Simulator<'m> {
                         Kind::Delay => self.events.schedule(now + work, Event::HoldEnd { job }),
                         Kind::Fcfs(_) => unreachable!("Visit is compiled for PS and delay stations only"),
                     }
-                    st.change_present(now, 1);
+                    st.change_present(now, 1, class);
                     return;
                 }
                 Op::Branch { site, targets } => {
@@ -435,11 +500,12 @@ impl<'m> Simulator<'m> {
             } else {
                 let r = now - born;
                 class.responses.record(r);
-                if self.batches > 0 {
-                    let width = (self.horizon - self.window_start) / self.batches as f64;
-                    let b = (((now - self.window_start) / width) as usize).min(self.batches as usize - 1);
-                    class.batches[b].0 += 1;
-                    class.batches[b].1 += r;
+                if let Some(total) = &mut self.total_batches {
+                    self.class_batches[source].record(now, r);
+                    total.record(now, r);
+                }
+                if let Some(series) = &mut self.series {
+                    series.record(now, r);
                 }
             }
         }
@@ -475,10 +541,14 @@ impl<'m> Simulator<'m> {
                 ClassResult {
                     name: src.name.clone(),
                     responses: responses(&c.responses, c.dropped, window),
-                    batch_means: self.batch_means(c, window),
+                    batch_means: None,
                 }
             })
             .collect();
+        let mut classes = classes;
+        for (c, b) in classes.iter_mut().zip(&self.class_batches) {
+            c.batch_means = Some(b.report(self.confidence));
+        }
         let stations = self
             .stations
             .iter()
@@ -486,6 +556,24 @@ impl<'m> Simulator<'m> {
             .map(|(s, m)| {
                 let mean_jobs = s.rec.present.area(now) / window;
                 let busy = s.rec.busy.area(now) / window;
+                let delay = matches!(s.kind, Kind::Delay);
+                let classes = s
+                    .rec
+                    .classes
+                    .iter()
+                    .zip(&self.model.sources)
+                    .map(|(c, src)| StationClassResult {
+                        name: src.name.clone(),
+                        utilisation: (!delay).then(|| c.busy.area(now) / window / m.servers as f64),
+                        mean_jobs: c.present.area(now) / window,
+                        throughput: c.departures as f64 / window,
+                        mean_residence: if c.departures == 0 {
+                            f64::NAN
+                        } else {
+                            c.residence_sum / c.departures as f64
+                        },
+                    })
+                    .collect();
                 StationResult {
                     name: m.name.clone(),
                     utilisation: (!matches!(s.kind, Kind::Delay)).then(|| busy / m.servers as f64),
@@ -495,6 +583,7 @@ impl<'m> Simulator<'m> {
                     mean_residence: s.rec.residence.mean(),
                     p99_residence: s.rec.residence.quantile(0.99),
                     dropped: s.rec.dropped,
+                    classes,
                 }
             })
             .collect();
@@ -514,7 +603,11 @@ impl<'m> Simulator<'m> {
         };
         let replication = Replication {
             index,
+            warmup: self.window_start,
+            horizon: now,
             window,
+            mser: None,
+            batch_means: self.total_batches.as_ref().map(|b| b.report(self.confidence)),
             events: self.processed,
             total: responses(&total, dropped, window),
             classes,
@@ -522,22 +615,6 @@ impl<'m> Simulator<'m> {
             little,
         };
         (replication, histograms)
-    }
-
-    fn batch_means(&self, c: &ClassRecorder, window: f64) -> Option<BatchMeans> {
-        if self.batches == 0 {
-            return None;
-        }
-        let width = window / self.batches as f64;
-        let level = self.confidence;
-        Some(BatchMeans {
-            batches: self.batches,
-            throughput: Estimate::from_values(c.batches.iter().map(|b| b.0 as f64 / width), level),
-            mean_response: Estimate::from_values(
-                c.batches.iter().map(|b| if b.0 == 0 { f64::NAN } else { b.1 / b.0 as f64 }),
-                level,
-            ),
-        })
     }
 }
 

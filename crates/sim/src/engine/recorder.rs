@@ -1,8 +1,13 @@
 //! Accumulators for one replication: time averages (areas under a step function), tallies of
-//! times with an HDR histogram, and per-batch sums for batch means. Everything restarts at the
-//! end of the warm-up; the current levels (jobs present) carry over, only their areas restart.
+//! times with an HDR histogram, per-batch sums for batch means, and the batched response series
+//! MSER reads. Everything restarts at the end of the warm-up; the current levels (jobs present)
+//! carry over, only their areas restart.
 
 use hdrhistogram::Histogram;
+
+use crate::output::BatchMeans;
+use crate::spec::StopMetric;
+use crate::stats::Estimate;
 
 /// Histogram values are model time times this: integer "nano-units". With the model's time unit
 /// taken as one second they are nanoseconds, the unit of the lab's measured histograms.
@@ -96,24 +101,193 @@ pub fn quantile(h: &Histogram<u64>, q: f64) -> f64 {
 pub struct ClassRecorder {
     pub responses: Tally,
     pub dropped: u64,
-    /// (completions, sum of response times) per batch.
-    pub batches: Vec<(u64, f64)>,
 }
 
-/// One station's levels and residence times.
+/// One class's share of a station: jobs present, servers busy, residence times.
+#[derive(Clone, Debug, Default)]
+pub struct StationClassRecorder {
+    pub present: TimeAverage,
+    pub busy: TimeAverage,
+    pub departures: u64,
+    pub residence_sum: f64,
+}
+
+/// One station's levels and residence times, in total and per class.
 #[derive(Clone, Debug, Default)]
 pub struct StationRecorder {
     pub present: TimeAverage,
     pub busy: TimeAverage,
     pub residence: Tally,
     pub dropped: u64,
+    pub classes: Vec<StationClassRecorder>,
 }
 
 impl StationRecorder {
+    pub fn new(classes: usize) -> Self {
+        StationRecorder { classes: vec![StationClassRecorder::default(); classes], ..Default::default() }
+    }
+
     pub fn restart(&mut self, now: f64) {
         self.present.restart(now);
         self.busy.restart(now);
         self.residence = Tally::default();
         self.dropped = 0;
+        for c in &mut self.classes {
+            c.present.restart(now);
+            c.busy.restart(now);
+            c.departures = 0;
+            c.residence_sum = 0.0;
+        }
+    }
+}
+
+/// Completions and response times in consecutive batches of equal width from `start`. A run
+/// extended by a stop rule adds batches one at a time; when their number reaches twice the
+/// minimum, adjacent pairs merge (the width doubles), so there are always between `min` and
+/// `2 min` batches and the batch length grows with the run, which keeps batch means nearly
+/// independent as the run lengthens (batch sizes that double as the run grows, in the manner of
+/// Fishman and Yarberry 1997, INFORMS J. Computing 9(3)).
+#[derive(Clone, Debug)]
+pub struct BatchSeries {
+    start: f64,
+    width: f64,
+    min: usize,
+    counts: Vec<u64>,
+    sums: Vec<f64>,
+    /// Per-batch histograms, kept only when a batch quantile is needed.
+    hists: Option<Vec<Histogram<u64>>>,
+}
+
+impl BatchSeries {
+    pub fn new(start: f64, end: f64, batches: u32, with_histograms: bool) -> Self {
+        let k = batches as usize;
+        BatchSeries {
+            start,
+            width: (end - start) / k as f64,
+            min: k,
+            counts: vec![0; k],
+            sums: vec![0.0; k],
+            hists: with_histograms.then(|| vec![new_histogram(); k]),
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, now: f64, response: f64) {
+        let i = (((now - self.start) / self.width) as usize).min(self.counts.len() - 1);
+        self.counts[i] += 1;
+        self.sums[i] += response;
+        if let Some(h) = &mut self.hists {
+            let v = (response * NANOUNITS).round().max(1.0) as u64;
+            if h[i].record(v).is_err() {
+                h[i].saturating_record(v);
+            }
+        }
+    }
+
+    /// The end of the last batch.
+    pub fn end(&self) -> f64 {
+        self.start + self.width * self.counts.len() as f64
+    }
+
+    /// Where [`BatchSeries::extend`] would move the end.
+    pub fn next_end(&self) -> f64 {
+        if self.counts.len() >= 2 * self.min {
+            self.start + self.width * 2.0 * (self.min + 1) as f64
+        } else {
+            self.end() + self.width
+        }
+    }
+
+    /// Add one batch, after merging pairs if there are already twice the minimum.
+    pub fn extend(&mut self) {
+        if self.counts.len() >= 2 * self.min {
+            self.counts = self.counts.chunks(2).map(|p| p.iter().sum()).collect();
+            self.sums = self.sums.chunks(2).map(|p| p.iter().sum()).collect();
+            if let Some(h) = &mut self.hists {
+                *h = h
+                    .chunks(2)
+                    .map(|p| {
+                        let mut m = p[0].clone();
+                        m.add(&p[1]).expect("auto-resizing histograms accept any value");
+                        m
+                    })
+                    .collect();
+            }
+            self.width *= 2.0;
+        }
+        self.counts.push(0);
+        self.sums.push(0.0);
+        if let Some(h) = &mut self.hists {
+            h.push(new_histogram());
+        }
+    }
+
+    /// The interval over batches of one metric.
+    pub fn estimate(&self, metric: StopMetric, confidence: f64) -> Estimate {
+        match metric {
+            StopMetric::Throughput => {
+                Estimate::from_values(self.counts.iter().map(|&c| c as f64 / self.width), confidence)
+            }
+            StopMetric::MeanResponse => Estimate::from_values(
+                self.counts.iter().zip(&self.sums).map(|(&c, &s)| if c == 0 { f64::NAN } else { s / c as f64 }),
+                confidence,
+            ),
+            StopMetric::P99 => {
+                Estimate::from_values(self.hists.iter().flatten().map(|h| quantile(h, 0.99)), confidence)
+            }
+        }
+    }
+
+    pub fn report(&self, confidence: f64) -> BatchMeans {
+        BatchMeans {
+            batches: self.counts.len() as u32,
+            width: self.width,
+            throughput: self.estimate(StopMetric::Throughput, confidence),
+            mean_response: self.estimate(StopMetric::MeanResponse, confidence),
+            p99: self.hists.is_some().then(|| self.estimate(StopMetric::P99, confidence)),
+        }
+    }
+}
+
+/// Response times in completion order, averaged in batches of `size` (MSER's input), with the
+/// completion times of each batch's first and last observation (to place the cut in time).
+#[derive(Clone, Debug)]
+pub struct ResponseSeries {
+    pub size: usize,
+    pub means: Vec<f64>,
+    pub first: Vec<f64>,
+    pub last: Vec<f64>,
+    partial_sum: f64,
+    partial_n: usize,
+    partial_first: f64,
+}
+
+impl ResponseSeries {
+    pub fn new(size: usize) -> Self {
+        ResponseSeries {
+            size,
+            means: Vec::new(),
+            first: Vec::new(),
+            last: Vec::new(),
+            partial_sum: 0.0,
+            partial_n: 0,
+            partial_first: 0.0,
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, now: f64, response: f64) {
+        if self.partial_n == 0 {
+            self.partial_first = now;
+        }
+        self.partial_sum += response;
+        self.partial_n += 1;
+        if self.partial_n == self.size {
+            self.means.push(self.partial_sum / self.size as f64);
+            self.first.push(self.partial_first);
+            self.last.push(now);
+            self.partial_sum = 0.0;
+            self.partial_n = 0;
+        }
     }
 }
