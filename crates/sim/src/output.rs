@@ -112,6 +112,9 @@ pub struct Replication {
     /// Events processed, warm-up included.
     pub events: u64,
     pub total: Responses,
+    /// This replication's response times over all classes: HdrHistogram V2-deflate, base64,
+    /// values model time x [`crate::NANOUNITS`] (what the store keeps per repetition).
+    pub histogram: String,
     pub classes: Vec<ClassResult>,
     pub stations: Vec<StationResult>,
     pub little: LittleCheck,

@@ -11,12 +11,10 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{quantile, Histograms, Simulator, MSER_BATCH};
+use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH};
 use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
 use crate::spec::{StopMethod, StopMetric};
@@ -292,14 +290,12 @@ fn pooled(hists: impl Iterator<Item = Histogram<u64>>) -> Pooled {
     for h in hists {
         all.add(&h).expect("auto-resizing histograms accept any value");
     }
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(&all, &mut bytes).expect("serialising into a Vec cannot fail");
     Pooled {
         count: all.len(),
         p50: quantile(&all, 0.5),
         p90: quantile(&all, 0.9),
         p99: quantile(&all, 0.99),
         p999: quantile(&all, 0.999),
-        histogram: base64::engine::general_purpose::STANDARD.encode(bytes),
+        histogram: encode(&all),
     }
 }

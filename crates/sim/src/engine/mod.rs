@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 
 use self::events::{Event, EventList};
 use self::jobs::{Jobs, NO_PARENT};
-pub use self::recorder::{new_histogram, quantile, NANOUNITS};
+pub use self::recorder::{encode, new_histogram, quantile, NANOUNITS};
 use self::recorder::{BatchSeries, ClassRecorder, ResponseSeries, Tally, TimeAverage};
 use self::stations::{Kind, StationState};
 use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId, StopLimit, StopRule};
@@ -608,6 +608,7 @@ impl<'m> Simulator<'m> {
             window,
             mser: None,
             batch_means: self.total_batches.as_ref().map(|b| b.report(self.confidence)),
+            histogram: encode(&total.hist),
             events: self.processed,
             total: responses(&total, dropped, window),
             classes,

@@ -88,6 +88,15 @@ impl Tally {
     }
 }
 
+/// A histogram as the lab stores one: HdrHistogram V2-deflate, base64.
+pub fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serialising into a Vec cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The q-quantile of a histogram of nano-units, in model units; NaN when empty.
 pub fn quantile(h: &Histogram<u64>, q: f64) -> f64 {
     if h.is_empty() {
