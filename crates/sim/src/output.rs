@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::stats::{Estimate, Truncation};
+use crate::stats::Estimate;
 
 /// Response times of one class (or all) over the window.
 #[derive(Clone, Debug, Serialize)]
@@ -104,9 +104,6 @@ pub struct Replication {
     pub horizon: f64,
     /// Length of the measurement window (horizon - warm-up).
     pub window: f64,
-    /// MSER-5's choice on this replication's response times, with `warmup = "mser"`; `None`
-    /// otherwise, or when too few requests completed to form two batches (no truncation then).
-    pub mser: Option<Truncation>,
     /// Batch means over all classes, when `batches` > 0 or under a batch-means stop rule.
     pub batch_means: Option<BatchMeans>,
     /// Events processed, warm-up included.

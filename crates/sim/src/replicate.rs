@@ -3,10 +3,11 @@
 //! so the outcome does not depend on the number of threads or on their scheduling. With a stop
 //! rule, replications are added in waves (one per thread) until the watched interval is narrow
 //! enough or the budget is spent. Under a batch-means stop rule the one replication extends
-//! itself instead (see the engine). With `warmup = "mser"` each replication runs twice: a pilot
-//! to the horizon records its response times, MSER-5 chooses the truncation point, and the
-//! replication runs again with its window starting there. The run is deterministic, so the
-//! second run is the pilot's trajectory with the statistics restarted at the chosen time.
+//! itself instead (see the engine). With `warmup = "mser"` every replication first runs as a
+//! pilot to the horizon recording requests in system per time bin; MSER-5 chooses one
+//! truncation time from the bin-by-bin average of the pilots, and the replications run again
+//! with their window starting there. Runs are deterministic, so each second run is its pilot's
+//! trajectory with the statistics restarted at the chosen time.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -14,11 +15,11 @@ use std::sync::Mutex;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH};
+use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
 use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
 use crate::spec::{StopMethod, StopMetric};
-use crate::stats::{mser_of_batch_means, Estimate};
+use crate::stats::{mser, Estimate, Truncation};
 
 /// Estimates over replications of one class's (or all classes') responses.
 #[derive(Clone, Debug, Serialize)]
@@ -98,8 +99,12 @@ pub struct Summary {
     pub replications: u32,
     pub confidence: f64,
     pub events: u64,
-    /// Start of the statistics window over replications (varies under MSER).
-    pub warmup: Estimate,
+    /// Start of the statistics window (the same in every replication).
+    pub warmup: f64,
+    /// MSER-5's choice, with `warmup = "mser"`: batches of 5 bins of the replication-averaged
+    /// series of requests in system. `at_limit` means the series had not settled within its
+    /// first half: lengthen the horizon.
+    pub mser: Option<Truncation>,
     pub total: ResponsesSummary,
     pub classes: Vec<ClassSummary>,
     pub stations: Vec<StationSummary>,
@@ -115,7 +120,8 @@ pub struct Outcome {
 
 /// Run `config.replications` replications (more under a stop rule) and summarise them.
 pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
-    let mut runs = run_range(model, config, 0, config.replications);
+    let (warmup, mser) = choose_warmup(model, config);
+    let mut runs = run_range(model, config, warmup, 0, config.replications);
     let mut stop = None;
     if let Some(rule) = &config.stop {
         let report = |estimate: Estimate, horizon: Option<f64>, method| {
@@ -141,7 +147,7 @@ pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
                     break;
                 }
                 let wave = (config.threads as u32).max(1).min(max_replications - n);
-                runs.extend(run_range(model, config, n, n + wave));
+                runs.extend(run_range(model, config, warmup, n, n + wave));
             },
             StopLimit::BatchMeans { .. } => {
                 let run = &runs[0].0;
@@ -155,7 +161,7 @@ pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
             }
         }
     }
-    let summary = summarise(model, config, &runs, stop);
+    let summary = summarise(model, config, &runs, stop, mser);
     Outcome { summary, replications: runs.into_iter().map(|(r, _)| r).collect() }
 }
 
@@ -169,7 +175,12 @@ fn watched(runs: &[(Replication, Histograms)], metric: StopMetric, confidence: f
 }
 
 /// Replications `start..end` on up to `config.threads` threads, in index order.
-fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Replication, Histograms)> {
+fn run_range(model: &Model, config: &RunConfig, warmup: f64, start: u32, end: u32) -> Vec<(Replication, Histograms)> {
+    parallel(config, start, end, |i| Simulator::new(model, config, i, warmup, false).run(i))
+}
+
+/// `work(i)` for i in `start..end` on up to `config.threads` threads; results in index order.
+fn parallel<T: Send>(config: &RunConfig, start: u32, end: u32, work: impl Fn(u32) -> T + Sync) -> Vec<T> {
     let next = AtomicU32::new(start);
     let done = Mutex::new(Vec::with_capacity((end - start) as usize));
     let threads = config.threads.min((end - start) as usize).max(1);
@@ -180,37 +191,33 @@ fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Re
                 if i >= end {
                     break;
                 }
-                let result = replication(model, config, i);
-                done.lock().expect("no replication panics while holding the lock").push(result);
+                let result = work(i);
+                done.lock().expect("no replication panics while holding the lock").push((i, result));
             });
         }
     });
     let mut done = done.into_inner().expect("threads have joined");
-    done.sort_by_key(|(r, _)| r.index);
-    done
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
-/// Replication `i`, its window chosen by the warm-up rule.
-fn replication(model: &Model, config: &RunConfig, i: u32) -> (Replication, Histograms) {
+/// The warm-up rule's start of the window, and MSER's choice when it made it. MSER-5 reads
+/// the time-average number of requests in system in [`MSER_BINS`] equal time bins, averaged bin
+/// by bin over pilot runs of every replication (one series with the noise of one run divided
+/// by sqrt(n), as Hoad, Robinson and Davies 2010, J. Oper. Res. Soc. 61(9), apply MSER-5), and
+/// cuts after the chosen batches of bins.
+fn choose_warmup(model: &Model, config: &RunConfig) -> (f64, Option<Truncation>) {
     match config.warmup {
-        Warmup::Fixed(warmup) => Simulator::new(model, config, i, warmup, false).run(i),
+        Warmup::Fixed(t) => (t, None),
         Warmup::Mser => {
-            let mut pilot = Simulator::new(model, config, i, 0.0, true);
-            pilot.simulate();
-            let series = pilot.take_series().expect("a pilot records its series");
-            let truncation = mser_of_batch_means(&series.means, MSER_BATCH);
-            // Cut between the last deleted observation and the first kept one, so the second
-            // run's window holds exactly the observations MSER kept.
-            let warmup = match truncation {
-                Some(t) if t.batches_deleted > 0 => {
-                    let d = t.batches_deleted as usize;
-                    0.5 * (series.last[d - 1] + series.first[d])
-                }
-                _ => 0.0,
-            };
-            let (mut replication, histograms) = Simulator::new(model, config, i, warmup, false).run(i);
-            replication.mser = truncation;
-            (replication, histograms)
+            let pilots =
+                parallel(config, 0, config.replications, |i| Simulator::new(model, config, i, 0.0, true).pilot());
+            let width = pilots[0].0;
+            let n = pilots.len() as f64;
+            let mean: Vec<f64> =
+                (0..MSER_BINS).map(|b| pilots.iter().map(|(_, series)| series[b]).sum::<f64>() / n).collect();
+            let t = mser(&mean, MSER_BATCH).expect("MSER_BINS makes more than two batches");
+            (t.observations_deleted as f64 * width, Some(t))
         }
     }
 }
@@ -220,6 +227,7 @@ fn summarise(
     config: &RunConfig,
     runs: &[(Replication, Histograms)],
     stop: Option<StopReport>,
+    mser: Option<Truncation>,
 ) -> Summary {
     let level = config.confidence;
     let est = |f: &dyn Fn(&Replication) -> f64| Estimate::from_values(runs.iter().map(|(r, _)| f(r)), level);
@@ -277,7 +285,8 @@ fn summarise(
         replications: runs.len() as u32,
         confidence: level,
         events: runs.iter().map(|(r, _)| r.events).sum(),
-        warmup: est(&|r| r.warmup),
+        warmup: runs[0].0.warmup,
+        mser,
         total,
         classes,
         stations,

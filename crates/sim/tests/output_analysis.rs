@@ -62,28 +62,25 @@ fn class_shares_add_up_to_the_station_totals() {
 
 #[test]
 fn mser_windows_are_reproduced_exactly_by_a_fixed_warmup() {
-    // M/M/1 at rho = 0.9 started empty: MSER cuts somewhere; a run with that cut as a fixed
-    // warm-up is the same trajectory, so every number agrees.
+    // M/M/1 at rho = 0.9 started empty: MSER cuts at a multiple of 5 bins of horizon / 1000; a
+    // run with that cut as a fixed warm-up is the same set of trajectories, so every number
+    // agrees.
     let model = json!({"stations": [{"name": "s"}],
         "sources": [{"kind": "open", "name": "o", "interarrival": exp(1.0), "route": [{"step": "serve", "station": "s", "service": exp(0.9)}]}]});
-    let mser = common::run(model.clone(), json!({"horizon": 5000.0, "warmup": "mser", "replications": 3, "seed": 5}));
-    for r in &mser.replications {
-        let t = r.mser.expect("enough completions for MSER");
-        assert_eq!(t.batch_size, 5);
-        // The window keeps exactly the completions MSER kept (plus a trailing partial batch).
-        assert_eq!((r.total.completed + t.observations_deleted) / 5, t.batches as u64);
-        assert_eq!(t.observations_deleted > 0, r.warmup > 0.0, "{t:?}");
-        let fixed = common::run(
-            model.clone(),
-            json!({"horizon": 5000.0, "warmup": r.warmup, "replications": r.index + 1, "seed": 5}),
-        );
-        let same = &fixed.replications[r.index as usize];
-        assert_eq!(serde_json::to_string(&same.total).unwrap(), serde_json::to_string(&r.total).unwrap());
-        assert_eq!(same.warmup, r.warmup);
+    let run = |warmup: serde_json::Value| {
+        common::run(model.clone(), json!({"horizon": 5000.0, "warmup": warmup, "replications": 4, "seed": 5}))
+    };
+    let mser = run(json!("mser"));
+    let t = mser.summary.mser.expect("warmup = mser reports its choice");
+    assert_eq!((t.batch_size, t.batches), (5, 200));
+    assert!(t.batches_deleted > 0 && !t.at_limit, "{t:?}");
+    assert_eq!(mser.summary.warmup, t.observations_deleted as f64 * 5.0);
+    let fixed = run(json!(mser.summary.warmup));
+    assert!(fixed.summary.mser.is_none());
+    for (a, b) in mser.replications.iter().zip(&fixed.replications) {
+        assert_eq!(a.warmup, mser.summary.warmup);
+        assert_eq!(serde_json::to_string(a).unwrap(), serde_json::to_string(b).unwrap());
     }
-    let w = mser.summary.warmup;
-    assert_eq!(w.n, 3);
-    assert!(mser.replications.iter().any(|r| r.warmup > 0.0), "{w:?}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use self::events::{Event, EventList};
 use self::jobs::{Jobs, NO_PARENT};
 pub use self::recorder::{encode, new_histogram, quantile, NANOUNITS};
-use self::recorder::{BatchSeries, ClassRecorder, ResponseSeries, Tally, TimeAverage};
+use self::recorder::{BatchSeries, BinnedLevel, ClassRecorder, Tally, TimeAverage};
 use self::stations::{Kind, StationState};
 use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId, StopLimit, StopRule};
 use crate::output::{ClassResult, LittleCheck, Replication, Responses, StationClassResult, StationResult};
@@ -92,12 +92,14 @@ pub struct Simulator<'m> {
     total_batches: Option<BatchSeries>,
     /// A batch-means stop rule: at the horizon, extend the run until it is met.
     extension: Option<(StopMetric, f64, f64)>,
-    /// Response times in completion order for MSER (pilot runs only).
-    series: Option<ResponseSeries>,
+    /// Requests in system per time bin, for MSER (pilot runs only).
+    series: Option<BinnedLevel>,
 }
 
 /// Observations per MSER batch: MSER-5 (Franklin & White 2008 recommend 5).
 pub const MSER_BATCH: usize = 5;
+/// Time bins of a pilot run: MSER-5 then sees 200 batches.
+pub const MSER_BINS: usize = 1000;
 
 impl<'m> Simulator<'m> {
     /// A replication whose statistics window starts at `warmup`; `pilot` records the response
@@ -135,7 +137,7 @@ impl<'m> Simulator<'m> {
             class_batches: if config.batches > 0 { (0..classes).map(|_| batches(false)).collect() } else { Vec::new() },
             total_batches: (config.batches > 0).then(|| batches(p99_batches)),
             extension,
-            series: pilot.then(|| ResponseSeries::new(MSER_BATCH)),
+            series: pilot.then(|| BinnedLevel::new(config.horizon, MSER_BINS)),
         }
     }
 
@@ -156,9 +158,12 @@ impl<'m> Simulator<'m> {
         false
     }
 
-    /// The response series recorded by a pilot run.
-    pub fn take_series(&mut self) -> Option<ResponseSeries> {
-        self.series.take()
+    /// A pilot run: simulate to the horizon and return the bin width and the time-average
+    /// requests in system per bin.
+    pub fn pilot(mut self) -> (f64, Vec<f64>) {
+        self.simulate();
+        let now = self.now;
+        self.series.take().expect("a pilot records its series").finish(now)
     }
 
     /// Run to the horizon and report.
@@ -238,6 +243,9 @@ impl<'m> Simulator<'m> {
         let job = self.jobs.alloc(entry, source, client, self.now, NO_PARENT);
         self.in_system_now += 1;
         self.in_system.set(self.now, self.in_system_now as f64);
+        if let Some(series) = &mut self.series {
+            series.set(self.now, self.in_system_now as f64);
+        }
         self.ready.push_back(job);
     }
 
@@ -490,6 +498,9 @@ impl<'m> Simulator<'m> {
         self.jobs.free(job);
         self.in_system_now -= 1;
         self.in_system.set(now, self.in_system_now as f64);
+        if let Some(series) = &mut self.series {
+            series.set(now, self.in_system_now as f64);
+        }
         if now >= self.window_start {
             self.finished += 1;
             self.finished_stay += now - born.max(self.window_start);
@@ -503,9 +514,6 @@ impl<'m> Simulator<'m> {
                 if let Some(total) = &mut self.total_batches {
                     self.class_batches[source].record(now, r);
                     total.record(now, r);
-                }
-                if let Some(series) = &mut self.series {
-                    series.record(now, r);
                 }
             }
         }
@@ -606,7 +614,6 @@ impl<'m> Simulator<'m> {
             warmup: self.window_start,
             horizon: now,
             window,
-            mser: None,
             batch_means: self.total_batches.as_ref().map(|b| b.report(self.confidence)),
             histogram: encode(&total.hist),
             events: self.processed,

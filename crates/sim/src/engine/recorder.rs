@@ -1,6 +1,6 @@
 //! Accumulators for one replication: time averages (areas under a step function), tallies of
-//! times with an HDR histogram, per-batch sums for batch means, and the batched response series
-//! MSER reads. Everything restarts at the end of the warm-up; the current levels (jobs present)
+//! times with an HDR histogram, per-batch sums for batch means, and the binned series of requests in
+//! system MSER reads. Everything restarts at the end of the warm-up; the current levels (jobs present)
 //! carry over, only their areas restart.
 
 use hdrhistogram::Histogram;
@@ -258,45 +258,41 @@ impl BatchSeries {
     }
 }
 
-/// Response times in completion order, averaged in batches of `size` (MSER's input), with the
-/// completion times of each batch's first and last observation (to place the cut in time).
+/// Time averages of a level (requests in system) over equal time bins of [0, horizon]: the
+/// series MSER reads. Bins are time-aligned, so the series of several replications average bin
+/// by bin.
 #[derive(Clone, Debug)]
-pub struct ResponseSeries {
-    pub size: usize,
-    pub means: Vec<f64>,
-    pub first: Vec<f64>,
-    pub last: Vec<f64>,
-    partial_sum: f64,
-    partial_n: usize,
-    partial_first: f64,
+pub struct BinnedLevel {
+    width: f64,
+    areas: Vec<f64>,
+    last: f64,
+    level: f64,
 }
 
-impl ResponseSeries {
-    pub fn new(size: usize) -> Self {
-        ResponseSeries {
-            size,
-            means: Vec::new(),
-            first: Vec::new(),
-            last: Vec::new(),
-            partial_sum: 0.0,
-            partial_n: 0,
-            partial_first: 0.0,
-        }
+impl BinnedLevel {
+    pub fn new(horizon: f64, bins: usize) -> Self {
+        BinnedLevel { width: horizon / bins as f64, areas: vec![0.0; bins], last: 0.0, level: 0.0 }
     }
 
-    #[inline]
-    pub fn record(&mut self, now: f64, response: f64) {
-        if self.partial_n == 0 {
-            self.partial_first = now;
+    /// The level changes to `level` at `now`: the old level's area goes to the bins it covered.
+    pub fn set(&mut self, now: f64, level: f64) {
+        let n = self.areas.len();
+        let mut t = self.last;
+        while t < now {
+            let i = ((t / self.width) as usize).min(n - 1);
+            let bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            let until = now.min(bin_end);
+            self.areas[i] += self.level * (until - t);
+            t = until;
         }
-        self.partial_sum += response;
-        self.partial_n += 1;
-        if self.partial_n == self.size {
-            self.means.push(self.partial_sum / self.size as f64);
-            self.first.push(self.partial_first);
-            self.last.push(now);
-            self.partial_sum = 0.0;
-            self.partial_n = 0;
-        }
+        self.last = now;
+        self.level = level;
+    }
+
+    /// Bin widths and time averages per bin, closed at `now`.
+    pub fn finish(mut self, now: f64) -> (f64, Vec<f64>) {
+        self.set(now, self.level);
+        let w = self.width;
+        (w, self.areas.into_iter().map(|a| a / w).collect())
     }
 }
