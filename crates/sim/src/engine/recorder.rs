@@ -263,6 +263,7 @@ impl BatchSeries {
 /// by bin.
 #[derive(Clone, Debug)]
 pub struct BinnedLevel {
+    /// Width of one bin.
     width: f64,
     areas: Vec<f64>,
     last: f64,
@@ -278,9 +279,15 @@ impl BinnedLevel {
     pub fn set(&mut self, now: f64, level: f64) {
         let n = self.areas.len();
         let mut t = self.last;
+        let mut i = ((t / self.width) as usize).min(n - 1);
         while t < now {
-            let i = ((t / self.width) as usize).min(n - 1);
-            let bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            // Bin ends are computed, not accumulated; step past one that rounding put at or
+            // before t, so every pass moves time forward.
+            let mut bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            while bin_end <= t {
+                i += 1;
+                bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            }
             let until = now.min(bin_end);
             self.areas[i] += self.level * (until - t);
             t = until;
@@ -294,5 +301,26 @@ impl BinnedLevel {
         self.set(now, self.level);
         let w = self.width;
         (w, self.areas.into_iter().map(|a| a / w).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binned_levels_split_areas_at_bin_ends() {
+        // Bins of 0.1 over [0, 1] (0.1 is not exact in binary, so ends are rounded): level 1
+        // on [0.05, 0.25), 3 on [0.25, 1]. Each bin's average is its covered fraction x level.
+        let mut b = BinnedLevel::new(1.0, 10);
+        b.set(0.05, 1.0);
+        b.set(0.25, 3.0);
+        b.set(0.3, 3.0); // a change landing exactly on a bin end
+        let (w, avg) = b.finish(1.0);
+        assert!((w - 0.1).abs() < 1e-15);
+        let expected = [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0];
+        for (a, e) in avg.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-9, "{avg:?}");
+        }
     }
 }
