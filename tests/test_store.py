@@ -22,7 +22,7 @@ BRIEF_COLUMNS = (
     "duration_s requests throughput_rps p50_us p90_us p99_us p999_us max_us mean_us errors errors_by_class cpu_user_s "
     "cpu_sys_s cpu_us_per_request voluntary_cs_per_request involuntary_cs_per_request read_syscalls_per_request "
     "write_syscalls_per_request peak_rss_kib server_threads summary_path hdr_log_path recorded_at "
-    "handoffs_per_request generator_bound"
+    "handoffs_per_request generator_bound source"
 ).split()
 
 
@@ -186,7 +186,7 @@ def test_a_catalog_from_before_a_column_was_added_is_migrated(tmp_path, experime
     # A catalog written before handoffs_per_request existed: the store adds the column on open.
     path = tmp_path / "runs" / "archlab.duckdb"
     path.parent.mkdir()
-    old_columns = [(n, t) for n, t in RESULT_COLUMNS if n not in ("handoffs_per_request", "generator_bound")]
+    old_columns = [(n, t) for n, t in RESULT_COLUMNS if n not in ("handoffs_per_request", "generator_bound", "source")]
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE results (" + ", ".join(f"{n} {t}" for n, t in old_columns) + ")")
     con.close()
@@ -197,3 +197,4 @@ def test_a_catalog_from_before_a_column_was_added_is_migrated(tmp_path, experime
     _, rows = store.load_run(handle.run_id)
     assert rows[0]["handoffs_per_request"] is None and rows[0]["throughput_rps"] == 1000.0
     assert "generator_bound" in rows[0]
+    assert rows[0]["source"] == "measured"  # simulated runs say "simulated" (archlab.sim.record)

@@ -60,6 +60,8 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     # Added after the first catalogs were written: _MIGRATIONS adds it to those.
     ("handoffs_per_request", "DOUBLE"),
     ("generator_bound", "BOOLEAN"),
+    # measured | simulated (archlab simulate); NULL in rows written before it existed: measured.
+    ("source", "VARCHAR"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
@@ -83,6 +85,7 @@ CREATE TABLE IF NOT EXISTS results (
 _MIGRATIONS = """
 ALTER TABLE results ADD COLUMN IF NOT EXISTS handoffs_per_request DOUBLE;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS generator_bound BOOLEAN;
+ALTER TABLE results ADD COLUMN IF NOT EXISTS source VARCHAR;
 """
 
 _LOCK_WAIT_S = 10.0
