@@ -1,9 +1,11 @@
 //! Bindings of the simulator (`archlab-sim`): the model and run configuration go in as JSON
 //! strings, the outcome comes back as a JSON string, and `SimError` becomes `ValueError` here and
 //! nowhere else. The simulation runs with the GIL released, so Python threads keep running.
+//! `mser` exposes the core's warm-up truncation rule for any series (e.g. measured latencies).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use archlab_sim::SimError;
 
@@ -24,7 +26,39 @@ fn simulate(py: Python<'_>, model_json: &str, run_json: &str) -> PyResult<String
     py.detach(|| archlab_sim::simulate_json(model_json, run_json)).map_err(to_py)
 }
 
+/// MSER truncation of `series` in batches of `batch_size` (MSER-5 by default): a dict with
+/// `batch_size`, `batches`, `batches_deleted`, `observations_deleted`, `statistic`, `at_limit`,
+/// or None when the series holds fewer than two batches.
+#[pyfunction]
+#[pyo3(signature = (series, batch_size = 5))]
+fn mser<'py>(py: Python<'py>, series: Vec<f64>, batch_size: usize) -> PyResult<Option<Bound<'py, PyDict>>> {
+    if batch_size == 0 {
+        return Err(PyValueError::new_err((
+            String::from("batch_size"),
+            String::from("an integer >= 1"),
+            String::from("0"),
+        )));
+    }
+    if let Some(i) = series.iter().position(|x| !x.is_finite()) {
+        return Err(PyValueError::new_err((
+            format!("series[{i}]"),
+            String::from("a finite number"),
+            series[i].to_string(),
+        )));
+    }
+    let Some(t) = py.detach(|| archlab_sim::stats::mser(&series, batch_size)) else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("batch_size", t.batch_size)?;
+    d.set_item("batches", t.batches)?;
+    d.set_item("batches_deleted", t.batches_deleted)?;
+    d.set_item("observations_deleted", t.observations_deleted)?;
+    d.set_item("statistic", t.statistic)?;
+    d.set_item("at_limit", t.at_limit)?;
+    Ok(Some(d))
+}
+
 /// Add the simulator's functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(simulate, m)?)
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(mser, m)?)
 }

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 
 use crate::dist::{Dist, DistSpec};
 use crate::error::{non_negative, positive, probability, SimError};
-use crate::spec::{Discipline, ModelSpec, Policy, SourceSpec, StationSpec, StepSpec};
+use crate::spec::{
+    Discipline, ModelSpec, Policy, SourceSpec, StationSpec, StepSpec, StopMethod, StopMetric, WarmupSpec,
+};
 
 /// Index of a station in [`Model::stations`].
 pub type StationId = u16;
@@ -430,27 +432,63 @@ fn trace(path: &str, times: &[f64]) -> Result<Vec<f64>, SimError> {
     Ok(times.to_vec())
 }
 
+/// Where the statistics window of a replication starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Warmup {
+    /// A fixed time.
+    Fixed(f64),
+    /// Chosen per replication by MSER-5 on its response times (see [`crate::stats::mser`]).
+    Mser,
+}
+
+/// A validated stop rule (see [`crate::spec::StopSpec`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StopRule {
+    pub metric: StopMetric,
+    pub relative_half_width: f64,
+    pub method: StopLimit,
+}
+
+/// The stop rule's method with its cap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StopLimit {
+    Replications { max_replications: u32 },
+    BatchMeans { max_horizon: f64 },
+}
+
+/// Batches of a `batch_means` stop rule when `batches` is 0.
+pub const DEFAULT_STOP_BATCHES: u32 = 20;
+
 /// A validated run configuration (see [`crate::spec::RunSpec`]).
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     pub horizon: f64,
-    pub warmup: f64,
+    pub warmup: Warmup,
     pub replications: u32,
     pub seed: u64,
     pub threads: usize,
     pub batches: u32,
     pub confidence: f64,
-    pub stop: Option<crate::spec::StopSpec>,
+    pub stop: Option<StopRule>,
 }
 
 impl RunConfig {
     /// Validate a [`crate::spec::RunSpec`].
     pub fn build(spec: &crate::spec::RunSpec) -> Result<RunConfig, SimError> {
         let horizon = positive("run.horizon", spec.horizon)?;
-        let warmup = non_negative("run.warmup", spec.warmup)?;
-        if warmup >= horizon {
-            return Err(SimError::invalid("run.warmup", format!("a time < horizon ({horizon})"), warmup));
-        }
+        let warmup = match &spec.warmup {
+            WarmupSpec::Time(t) => {
+                let t = non_negative("run.warmup", *t)?;
+                if t >= horizon {
+                    return Err(SimError::invalid("run.warmup", format!("a time < horizon ({horizon})"), t));
+                }
+                Warmup::Fixed(t)
+            }
+            WarmupSpec::Rule(rule) if rule == "mser" => Warmup::Mser,
+            WarmupSpec::Rule(rule) => {
+                return Err(SimError::invalid("run.warmup", r#"a time >= 0 or "mser""#, rule));
+            }
+        };
         if spec.replications == 0 {
             return Err(SimError::invalid("run.replications", "an integer >= 1", 0));
         }
@@ -460,16 +498,64 @@ impl RunConfig {
         if !(spec.confidence > 0.0 && spec.confidence < 1.0) {
             return Err(SimError::invalid("run.confidence", "a level in (0, 1)", spec.confidence));
         }
-        if let Some(stop) = &spec.stop {
-            positive("run.stop.relative_half_width", stop.relative_half_width)?;
-            if stop.max_replications < spec.replications.max(2) {
-                return Err(SimError::invalid(
-                    "run.stop.max_replications",
-                    format!("an integer >= replications and >= 2 ({})", spec.replications.max(2)),
-                    stop.max_replications,
-                ));
+        let mut batches = spec.batches;
+        let stop = match &spec.stop {
+            None => None,
+            Some(stop) => {
+                let relative_half_width = positive("run.stop.relative_half_width", stop.relative_half_width)?;
+                let method = match stop.method {
+                    StopMethod::Replications => {
+                        if stop.max_horizon.is_some() {
+                            return Err(SimError::invalid(
+                                "run.stop.max_horizon",
+                                "no max_horizon with method = \"replications\" (it caps method = \"batch_means\")",
+                                stop.max_horizon,
+                            ));
+                        }
+                        let max = stop.max_replications.unwrap_or(0);
+                        if max < spec.replications.max(2) {
+                            return Err(SimError::invalid(
+                                "run.stop.max_replications",
+                                format!("an integer >= replications and >= 2 ({})", spec.replications.max(2)),
+                                stop.max_replications,
+                            ));
+                        }
+                        StopLimit::Replications { max_replications: max }
+                    }
+                    StopMethod::BatchMeans => {
+                        if stop.max_replications.is_some() {
+                            return Err(SimError::invalid(
+                                "run.stop.max_replications",
+                                "no max_replications with method = \"batch_means\" (it extends one run; cap it with max_horizon)",
+                                stop.max_replications,
+                            ));
+                        }
+                        if spec.replications != 1 {
+                            return Err(SimError::invalid(
+                                "run.replications",
+                                "1 with stop.method = \"batch_means\" (one long run, extended by batches)",
+                                spec.replications,
+                            ));
+                        }
+                        let max_horizon = match stop.max_horizon {
+                            Some(h) if h.is_finite() && h > horizon => h,
+                            other => {
+                                return Err(SimError::invalid(
+                                    "run.stop.max_horizon",
+                                    format!("a time > horizon ({horizon})"),
+                                    other,
+                                ))
+                            }
+                        };
+                        if batches == 0 {
+                            batches = DEFAULT_STOP_BATCHES;
+                        }
+                        StopLimit::BatchMeans { max_horizon }
+                    }
+                };
+                Some(StopRule { metric: stop.metric, relative_half_width, method })
             }
-        }
+        };
         let threads = match spec.threads {
             0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             n => n as usize,
@@ -480,9 +566,9 @@ impl RunConfig {
             replications: spec.replications,
             seed: spec.seed,
             threads,
-            batches: spec.batches,
+            batches,
             confidence: spec.confidence,
-            stop: spec.stop.clone(),
+            stop,
         })
     }
 

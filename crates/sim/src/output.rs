@@ -38,8 +38,12 @@ pub struct ClassResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchMeans {
     pub batches: u32,
+    /// Length of one batch (model time).
+    pub width: f64,
     pub throughput: Estimate,
     pub mean_response: Estimate,
+    /// Mean of the batches' p99 (kept only for all classes under a p99 stop rule).
+    pub p99: Option<Estimate>,
 }
 
 /// Per-station results.
@@ -58,6 +62,21 @@ pub struct StationResult {
     pub mean_residence: f64,
     pub p99_residence: f64,
     pub dropped: u64,
+    /// The same, class by class (one per source, in model order); class values add up to the
+    /// station's (utilisation, mean jobs, throughput; residence weighted by throughput).
+    pub classes: Vec<StationClassResult>,
+}
+
+/// One class's share of a station.
+#[derive(Clone, Debug, Serialize)]
+pub struct StationClassResult {
+    pub name: String,
+    /// Time-average servers busy with this class, over all servers; `None` at a delay station.
+    pub utilisation: Option<f64>,
+    pub mean_jobs: f64,
+    pub throughput: f64,
+    /// NaN when no job of the class left the station in the window.
+    pub mean_residence: f64,
 }
 
 /// Little's law over the window, for requests (successful or dropped) in the whole system.
@@ -79,11 +98,20 @@ pub struct LittleCheck {
 #[derive(Clone, Debug, Serialize)]
 pub struct Replication {
     pub index: u32,
+    /// Start of the measurement window: the fixed warm-up, or the time MSER chose.
+    pub warmup: f64,
+    /// End of the run: the horizon, or later when a batch-means stop rule extended it.
+    pub horizon: f64,
     /// Length of the measurement window (horizon - warm-up).
     pub window: f64,
+    /// Batch means over all classes, when `batches` > 0 or under a batch-means stop rule.
+    pub batch_means: Option<BatchMeans>,
     /// Events processed, warm-up included.
     pub events: u64,
     pub total: Responses,
+    /// This replication's response times over all classes: HdrHistogram V2-deflate, base64,
+    /// values model time x [`crate::NANOUNITS`] (what the store keeps per repetition).
+    pub histogram: String,
     pub classes: Vec<ClassResult>,
     pub stations: Vec<StationResult>,
     pub little: LittleCheck,

@@ -2,21 +2,24 @@
 //! intervals. Replication i always uses the streams of index i and results are ordered by index,
 //! so the outcome does not depend on the number of threads or on their scheduling. With a stop
 //! rule, replications are added in waves (one per thread) until the watched interval is narrow
-//! enough or the budget is spent.
+//! enough or the budget is spent. Under a batch-means stop rule the one replication extends
+//! itself instead (see the engine). With `warmup = "mser"` every replication first runs as a
+//! pilot to the horizon recording requests in system per time bin; MSER-5 chooses one
+//! truncation time from the bin-by-bin average of the pilots, and the replications run again
+//! with their window starting there. Runs are deterministic, so each second run is its pilot's
+//! trajectory with the statistics restarted at the chosen time.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{quantile, Histograms, Simulator};
-use crate::model::{Model, RunConfig};
+use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
+use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
-use crate::spec::StopMetric;
-use crate::stats::Estimate;
+use crate::spec::{StopMethod, StopMetric};
+use crate::stats::{mser, Estimate, Truncation};
 
 /// Estimates over replications of one class's (or all classes') responses.
 #[derive(Clone, Debug, Serialize)]
@@ -63,15 +66,32 @@ pub struct StationSummary {
     pub mean_residence: Estimate,
     pub drop_rate: Estimate,
     pub residence: Pooled,
+    pub classes: Vec<StationClassSummary>,
+}
+
+/// One class's share of a station, over replications.
+#[derive(Clone, Debug, Serialize)]
+pub struct StationClassSummary {
+    pub name: String,
+    pub utilisation: Option<Estimate>,
+    pub mean_jobs: Estimate,
+    pub throughput: Estimate,
+    pub mean_residence: Estimate,
 }
 
 /// What the stop rule saw when it stopped.
 #[derive(Clone, Debug, Serialize)]
 pub struct StopReport {
+    pub method: StopMethod,
     pub metric: StopMetric,
     pub target: f64,
+    /// The watched interval's half-width / |mean| when the rule stopped.
     pub achieved: f64,
     pub met: bool,
+    /// The watched interval itself: over replications, or over batch means of the one run.
+    pub estimate: Estimate,
+    /// Where the batch-means run ended (`None` for the replications method).
+    pub horizon: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -79,6 +99,12 @@ pub struct Summary {
     pub replications: u32,
     pub confidence: f64,
     pub events: u64,
+    /// Start of the statistics window (the same in every replication).
+    pub warmup: f64,
+    /// MSER-5's choice, with `warmup = "mser"`: batches of 5 bins of the replication-averaged
+    /// series of requests in system. `at_limit` means the series had not settled within its
+    /// first half: lengthen the horizon.
+    pub mser: Option<Truncation>,
     pub total: ResponsesSummary,
     pub classes: Vec<ClassSummary>,
     pub stations: Vec<StationSummary>,
@@ -94,22 +120,48 @@ pub struct Outcome {
 
 /// Run `config.replications` replications (more under a stop rule) and summarise them.
 pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
-    let mut runs = run_range(model, config, 0, config.replications);
+    let (warmup, mser) = choose_warmup(model, config);
+    let mut runs = run_range(model, config, warmup, 0, config.replications);
     let mut stop = None;
     if let Some(rule) = &config.stop {
-        loop {
-            let achieved = watched(&runs, rule.metric, config.confidence).relative_half_width();
-            let n = runs.len() as u32;
+        let report = |estimate: Estimate, horizon: Option<f64>, method| {
+            let achieved = estimate.relative_half_width();
             let met = achieved <= rule.relative_half_width;
-            if met || n >= rule.max_replications {
-                stop = Some(StopReport { metric: rule.metric, target: rule.relative_half_width, achieved, met });
-                break;
+            StopReport {
+                method,
+                metric: rule.metric,
+                target: rule.relative_half_width,
+                achieved,
+                met,
+                estimate,
+                horizon,
             }
-            let wave = (config.threads as u32).max(1).min(rule.max_replications - n);
-            runs.extend(run_range(model, config, n, n + wave));
+        };
+        match rule.method {
+            StopLimit::Replications { max_replications } => loop {
+                let estimate = watched(&runs, rule.metric, config.confidence);
+                let n = runs.len() as u32;
+                let r = report(estimate, None, StopMethod::Replications);
+                if r.met || n >= max_replications {
+                    stop = Some(r);
+                    break;
+                }
+                let wave = (config.threads as u32).max(1).min(max_replications - n);
+                runs.extend(run_range(model, config, warmup, n, n + wave));
+            },
+            StopLimit::BatchMeans { .. } => {
+                let run = &runs[0].0;
+                let batches = run.batch_means.as_ref().expect("a batch-means stop rule keeps batches");
+                let estimate = match rule.metric {
+                    StopMetric::Throughput => batches.throughput,
+                    StopMetric::MeanResponse => batches.mean_response,
+                    StopMetric::P99 => batches.p99.expect("a p99 stop rule keeps batch histograms"),
+                };
+                stop = Some(report(estimate, Some(run.horizon), StopMethod::BatchMeans));
+            }
         }
     }
-    let summary = summarise(model, config, &runs, stop);
+    let summary = summarise(model, config, &runs, stop, mser);
     Outcome { summary, replications: runs.into_iter().map(|(r, _)| r).collect() }
 }
 
@@ -123,7 +175,12 @@ fn watched(runs: &[(Replication, Histograms)], metric: StopMetric, confidence: f
 }
 
 /// Replications `start..end` on up to `config.threads` threads, in index order.
-fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Replication, Histograms)> {
+fn run_range(model: &Model, config: &RunConfig, warmup: f64, start: u32, end: u32) -> Vec<(Replication, Histograms)> {
+    parallel(config, start, end, |i| Simulator::new(model, config, i, warmup, false).run(i))
+}
+
+/// `work(i)` for i in `start..end` on up to `config.threads` threads; results in index order.
+fn parallel<T: Send>(config: &RunConfig, start: u32, end: u32, work: impl Fn(u32) -> T + Sync) -> Vec<T> {
     let next = AtomicU32::new(start);
     let done = Mutex::new(Vec::with_capacity((end - start) as usize));
     let threads = config.threads.min((end - start) as usize).max(1);
@@ -134,14 +191,35 @@ fn run_range(model: &Model, config: &RunConfig, start: u32, end: u32) -> Vec<(Re
                 if i >= end {
                     break;
                 }
-                let result = Simulator::new(model, config, i).run(i);
-                done.lock().expect("no replication panics while holding the lock").push(result);
+                let result = work(i);
+                done.lock().expect("no replication panics while holding the lock").push((i, result));
             });
         }
     });
     let mut done = done.into_inner().expect("threads have joined");
-    done.sort_by_key(|(r, _)| r.index);
-    done
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The warm-up rule's start of the window, and MSER's choice when it made it. MSER-5 reads
+/// the time-average number of requests in system in [`MSER_BINS`] equal time bins, averaged bin
+/// by bin over pilot runs of every replication (one series with the noise of one run divided
+/// by sqrt(n), as Hoad, Robinson and Davies 2010, J. Oper. Res. Soc. 61(9), apply MSER-5), and
+/// cuts after the chosen batches of bins.
+fn choose_warmup(model: &Model, config: &RunConfig) -> (f64, Option<Truncation>) {
+    match config.warmup {
+        Warmup::Fixed(t) => (t, None),
+        Warmup::Mser => {
+            let pilots =
+                parallel(config, 0, config.replications, |i| Simulator::new(model, config, i, 0.0, true).pilot());
+            let width = pilots[0].0;
+            let n = pilots.len() as f64;
+            let mean: Vec<f64> =
+                (0..MSER_BINS).map(|b| pilots.iter().map(|(_, series)| series[b]).sum::<f64>() / n).collect();
+            let t = mser(&mean, MSER_BATCH).expect("MSER_BINS makes more than two batches");
+            (t.observations_deleted as f64 * width, Some(t))
+        }
+    }
 }
 
 fn summarise(
@@ -149,6 +227,7 @@ fn summarise(
     config: &RunConfig,
     runs: &[(Replication, Histograms)],
     stop: Option<StopReport>,
+    mser: Option<Truncation>,
 ) -> Summary {
     let level = config.confidence;
     let est = |f: &dyn Fn(&Replication) -> f64| Estimate::from_values(runs.iter().map(|(r, _)| f(r)), level);
@@ -189,12 +268,25 @@ fn summarise(
             mean_residence: est(&|r| r.stations[i].mean_residence),
             drop_rate: est(&|r| r.stations[i].dropped as f64 / r.window),
             residence: pooled(runs.iter().map(|(_, h)| h.stations[i].clone())),
+            classes: (0..model.sources.len())
+                .map(|c| StationClassSummary {
+                    name: model.sources[c].name.clone(),
+                    utilisation: runs[0].0.stations[i].classes[c]
+                        .utilisation
+                        .map(|_| est(&|r| r.stations[i].classes[c].utilisation.unwrap_or(f64::NAN))),
+                    mean_jobs: est(&|r| r.stations[i].classes[c].mean_jobs),
+                    throughput: est(&|r| r.stations[i].classes[c].throughput),
+                    mean_residence: est(&|r| r.stations[i].classes[c].mean_residence),
+                })
+                .collect(),
         })
         .collect();
     Summary {
         replications: runs.len() as u32,
         confidence: level,
         events: runs.iter().map(|(r, _)| r.events).sum(),
+        warmup: runs[0].0.warmup,
+        mser,
         total,
         classes,
         stations,
@@ -207,14 +299,12 @@ fn pooled(hists: impl Iterator<Item = Histogram<u64>>) -> Pooled {
     for h in hists {
         all.add(&h).expect("auto-resizing histograms accept any value");
     }
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(&all, &mut bytes).expect("serialising into a Vec cannot fail");
     Pooled {
         count: all.len(),
         p50: quantile(&all, 0.5),
         p90: quantile(&all, 0.9),
         p99: quantile(&all, 0.99),
         p999: quantile(&all, 0.999),
-        histogram: base64::engine::general_purpose::STANDARD.encode(bytes),
+        histogram: encode(&all),
     }
 }

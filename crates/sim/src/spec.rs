@@ -144,7 +144,40 @@ pub struct StopSpec {
     pub metric: StopMetric,
     /// Stop once half-width / mean <= this.
     pub relative_half_width: f64,
-    pub max_replications: u32,
+    #[serde(default)]
+    pub method: StopMethod,
+    /// Cap of the `replications` method.
+    #[serde(default)]
+    pub max_replications: Option<u32>,
+    /// Cap of the `batch_means` method: the run is never extended past this time.
+    #[serde(default)]
+    pub max_horizon: Option<f64>,
+}
+
+/// How a stop rule narrows the interval.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMethod {
+    /// Add independent replications (interval over replications).
+    #[default]
+    Replications,
+    /// Extend one long run by batches (interval over batch means).
+    BatchMeans,
+}
+
+/// Warm-up: a fixed time, or a rule that chooses it from the run's own data.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum WarmupSpec {
+    Time(f64),
+    /// `"mser"`: MSER-5 on the series of response times of each replication.
+    Rule(String),
+}
+
+impl Default for WarmupSpec {
+    fn default() -> Self {
+        WarmupSpec::Time(0.0)
+    }
 }
 
 /// The metric a stop rule watches (over all classes).
@@ -162,7 +195,7 @@ pub enum StopMetric {
 pub struct RunSpec {
     pub horizon: f64,
     #[serde(default)]
-    pub warmup: f64,
+    pub warmup: WarmupSpec,
     #[serde(default = "one")]
     pub replications: u32,
     #[serde(default)]
@@ -170,7 +203,8 @@ pub struct RunSpec {
     /// Worker threads for replications; 0 = as many as the machine has.
     #[serde(default)]
     pub threads: u32,
-    /// Batches for batch means within each replication; 0 = none.
+    /// Batches for batch means within each replication; 0 = none (20 under a `batch_means`
+    /// stop rule, which keeps between `batches` and twice as many, merging pairs as it grows).
     #[serde(default)]
     pub batches: u32,
     #[serde(default = "default_confidence")]

@@ -18,8 +18,16 @@ MODEL.toml`` is :mod:`archlab.sim.cli`. Times are in model units throughout.
 
 from archlab.sim.dists import Deterministic, Distribution, Empirical, Exponential, Gamma, LogNormal, Uniform
 from archlab.sim.model import Model, Station, balance, branch, call, fork, repeat, serve
-from archlab.sim.results import Estimate, Replication, ResponseEstimates, SimulationResult, StationEstimates
-from archlab.sim.simulation import Simulation, StopRule, simulate
+from archlab.sim.results import (
+    Estimate,
+    Replication,
+    ResponseEstimates,
+    SimulationResult,
+    StationClassEstimates,
+    StationEstimates,
+    Truncation,
+)
+from archlab.sim.simulation import Simulation, StopRule, mser, simulate
 
 __all__ = [
     "Deterministic",
@@ -35,13 +43,16 @@ __all__ = [
     "Simulation",
     "SimulationResult",
     "Station",
+    "StationClassEstimates",
     "StationEstimates",
     "StopRule",
+    "Truncation",
     "Uniform",
     "balance",
     "branch",
     "call",
     "fork",
+    "mser",
     "repeat",
     "serve",
     "simulate",

@@ -1,6 +1,8 @@
 """The `archlab simulate MODEL.toml` verb: read a model file, run every cell of its sweep, print
 the estimates and, when the file carries published values, each beside ours with the 99 %
-prediction interval of one run. Parsing and printing only; the lead wires it into the main
+prediction interval of one run. With ``--store`` the results are also recorded as a run of the
+result store (one cell per sweep cell, one repetition per replication), which ``archlab
+report`` and ``archlab analyze`` then read like a measured run. Parsing and printing only; the lead wires it into the main
 parser by calling :func:`add_arguments` with its subparsers and dispatching to :func:`run`."""
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="override simulation.seed")
     p.add_argument("--horizon", type=float, help="override simulation.horizon (model time units)")
     p.add_argument("--threads", type=int, help="worker threads (default: all cores)")
+    p.add_argument("--warmup", type=_warmup, help='override simulation.warmup: a time, or "mser" (MSER-5 chooses it)')
+    p.add_argument("--store", metavar="DIR", type=Path,
+                   help="also record the results as a run in this result store (e.g. runs), for archlab report")
+    p.add_argument("--time-unit-s", type=float, default=1.0,
+                   help="seconds per model time unit when recording (default: 1, model times are seconds)")
     p.add_argument("--json", type=Path, help="also write every cell's result as JSON lines here")
     p.set_defaults(sim_verb="simulate")
 
@@ -28,15 +35,28 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute the verb; SpecError propagates to the CLI's single error mapping."""
     spec = load_spec(args.model)
-    overrides = {k: getattr(args, k) for k in ("replications", "seed", "horizon", "threads") if getattr(args, k) is not None}
+    keys = ("replications", "seed", "horizon", "threads", "warmup")
+    overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     simulation = dataclasses.replace(spec.simulation, **overrides)
     print(f"{spec.name}: {spec.description}".rstrip(": "))
-    print(f"horizon {simulation.horizon:g}, warm-up {simulation.warmup:g}, {simulation.replications} replications, "
+    warmup = "MSER-5" if simulation.warmup == "mser" else f"{simulation.warmup:g}"
+    print(f"horizon {simulation.horizon:g}, warm-up {warmup}, {simulation.replications} replications, "
           f"seed {simulation.seed}; times in model units, {simulation.confidence:.0%} confidence intervals")
     out = args.json.open("w") if args.json else None
+    cells = spec.cells()
+    recorder = None
+    if getattr(args, "store", None) is not None:
+        from archlab.sim.record import SimulatedRun
+        from archlab.store import Store
+
+        recorder = SimulatedRun(Store(args.store), spec.name, spec.model, simulation, args.model.read_text(encoding="utf-8"),
+                                [c.levels for c in cells], args.time_unit_s, spec.description)
+    status = "interrupted"
     try:
-        for cell in spec.cells():
+        for cell in cells:
             result = simulation.run(cell.model)
+            if recorder is not None:
+                recorder.record(cell.levels, result, cell.model)
             levels = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in cell.levels.items()) or "(single cell)"
             r = result.response
             print(f"\n[{levels}]  X {r.throughput}  R {r.mean}  p99 {r.p99}")
@@ -46,11 +66,30 @@ def run(args: argparse.Namespace) -> int:
                     mark = "inside" if c.inside else "OUTSIDE"
                     print(f"    {c.metric:<14} published {c.published:<12.6g} ours {c.simulated.mean * c.scale:<12.6g}"
                           f" 99% one-run interval [{c.interval[0]:.6g}, {c.interval[1]:.6g}]  {mark}")
+            if result.mser is not None:
+                print(f"    MSER-5 warm-up {result.warmup:g}" + ("  (at the search limit: lengthen the horizon)" if result.mser.at_limit else ""))
+            if result.stop is not None:
+                s = result.stop
+                print(f"    stop ({s.method}): {s.metric} {s.estimate}, relative half-width {s.achieved:.3g} "
+                      f"{'<=' if s.met else '> target'} {s.target:g}" + (f", horizon {s.horizon:g}" if s.horizon else ""))
             if out:
                 out.write(json.dumps({"levels": cell.levels, "result": dataclasses.asdict(result)}, default=str) + "\n")
+        status = "complete"
     finally:
         if out:
             out.close()
+        if recorder is not None:
+            recorder.finish(status)
+            print(f"\nrecorded as run {recorder.run_id}; `archlab report {recorder.run_id} --store {args.store}` shows it")
     if spec.reference:
         print(f"\npublished values: {spec.reference.source}")
     return 0
+
+
+def _warmup(text: str) -> float | str:
+    if text == "mser":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a time or "mser", got {text!r}') from None

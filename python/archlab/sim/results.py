@@ -85,6 +85,18 @@ class ResponseEstimates:
 
 
 @dataclass(frozen=True)
+class StationClassEstimates:
+    """One class's share of a station; class values add up to the station's (utilisation, mean
+    jobs, throughput; mean residence weighted by throughput)."""
+
+    name: str
+    utilisation: Estimate | None  # busy servers of this class over all servers; None at a delay station
+    mean_jobs: Estimate
+    throughput: Estimate
+    mean_residence: Estimate
+
+
+@dataclass(frozen=True)
 class StationEstimates:
     name: str
     utilisation: Estimate | None  # None at a delay station
@@ -94,14 +106,36 @@ class StationEstimates:
     mean_residence: Estimate
     drop_rate: Estimate
     residence: Pooled
+    classes: dict[str, StationClassEstimates]
 
 
 @dataclass(frozen=True)
 class StopReport:
+    """What the stop rule saw when it stopped: the watched ``estimate`` (over replications, or
+    over the batch means of one extended run) and its relative half-width ``achieved``."""
+
+    method: str  # replications | batch_means
     metric: str
     target: float
     achieved: float
     met: bool
+    estimate: Estimate
+    horizon: float | None  # where a batch-means run ended
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """MSER's choice on one series (White 1997; Franklin & White 2008): ``batches_deleted`` of
+    ``batches`` batches of ``batch_size`` observations are cut from the start. ``at_limit``: the
+    minimum fell on the search limit (half the series), so the run may still be in its transient
+    and should be longer."""
+
+    batch_size: int
+    batches: int
+    batches_deleted: int
+    observations_deleted: int
+    statistic: float
+    at_limit: bool
 
 
 @dataclass(frozen=True)
@@ -120,14 +154,25 @@ class Responses:
 @dataclass(frozen=True)
 class BatchMeans:
     batches: int
+    width: float  # length of one batch, model time
     throughput: Estimate
     mean_response: Estimate
+    p99: Estimate | None  # only over all classes under a p99 stop rule
 
 
 @dataclass(frozen=True)
 class ClassReplication(Responses):
     name: str
     batch_means: BatchMeans | None
+
+
+@dataclass(frozen=True)
+class StationClassReplication:
+    name: str
+    utilisation: float | None
+    mean_jobs: float
+    throughput: float
+    mean_residence: float  # nan when no job of the class left the station
 
 
 @dataclass(frozen=True)
@@ -140,6 +185,7 @@ class StationReplication:
     mean_residence: float
     p99_residence: float
     dropped: int
+    classes: dict[str, StationClassReplication]
 
 
 @dataclass(frozen=True)
@@ -155,10 +201,18 @@ class LittleCheck:
 
 @dataclass(frozen=True)
 class Replication:
+    """One replication: its window [warmup, horizon] (``horizon`` beyond the configured one when
+    a batch-means stop rule extended the run), its numbers, and its response-time ``histogram``
+    (V2-deflate base64, model time x 1e9) over all classes."""
+
     index: int
+    warmup: float
+    horizon: float
     window: float
+    batch_means: BatchMeans | None
     events: int
     total: Responses
+    histogram: str
     classes: dict[str, ClassReplication]
     stations: dict[str, StationReplication]
     little: LittleCheck
@@ -172,6 +226,8 @@ class SimulationResult:
     replications_run: int
     confidence: float
     events: int
+    warmup: float  # start of the statistics window, the same in every replication
+    mser: Truncation | None  # MSER-5's choice with warmup="mser"
     response: ResponseEstimates
     classes: dict[str, ResponseEstimates]
     stations: dict[str, StationEstimates]
@@ -189,6 +245,8 @@ class SimulationResult:
             replications_run=summary["replications"],
             confidence=summary["confidence"],
             events=summary["events"],
+            warmup=summary["warmup"],
+            mser=_decode(Truncation | None, summary["mser"]),
             response=_decode(ResponseEstimates, summary["total"]),
             classes={c["name"]: _decode(ResponseEstimates, c) for c in summary["classes"]},
             stations=_decode(dict[str, StationEstimates], summary["stations"]),
@@ -217,9 +275,24 @@ class SimulationResult:
         lines = [f"{self.replications_run} replications, {self.events} events, {level} confidence intervals",
                  f"  throughput      {r.throughput}", f"  mean response   {r.mean}",
                  f"  p50 / p90       {r.p50} / {r.p90}", f"  p99 / p99.9     {r.p99} / {r.p999}"]
+        if self.mser is not None:
+            lines.append(f"  MSER-5 warm-up   {self.warmup:.6g} ({self.mser.batches_deleted} of {self.mser.batches} batches)"
+                         + ("  at the search limit: the run had not settled, lengthen the horizon"
+                            if self.mser.at_limit else ""))
+        if self.stop is not None:
+            s = self.stop
+            where = f", horizon {s.horizon:g}" if s.horizon is not None else ""
+            lines.append(f"  stop ({s.method}) {s.metric} {s.estimate}: relative half-width {s.achieved:.3g} "
+                         f"{'<=' if s.met else '>'} {s.target:g}{where}")
         for name, s in self.stations.items():
             util = f"util {s.utilisation}  " if s.utilisation is not None else ""
             lines.append(f"  station {name:<10} {util}jobs {s.mean_jobs}  queue {s.mean_queue}")
+            if len(s.classes) > 1:
+                for cname, c in s.classes.items():
+                    if c.throughput.mean > 0:
+                        cutil = f"util {c.utilisation}  " if c.utilisation is not None else ""
+                        lines.append(f"    class {cname:<10} {cutil}jobs {c.mean_jobs}  X {c.throughput}  "
+                                     f"residence {c.mean_residence}")
         return "\n".join(lines)
 
 

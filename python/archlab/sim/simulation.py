@@ -12,32 +12,46 @@ from typing import Literal
 from archlab import _native
 from archlab.errors import SpecError
 from archlab.sim.model import Model
-from archlab.sim.results import SimulationResult
+from archlab.sim.results import SimulationResult, Truncation
 
 StopMetric = Literal["throughput", "mean_response", "p99"]
+StopMethod = Literal["replications", "batch_means"]
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """Add replications until the ``metric``'s confidence interval has half-width / mean <=
-    ``relative_half_width``, or ``max_replications`` have run."""
+    """Run until the ``metric``'s confidence interval has half-width / mean <=
+    ``relative_half_width``. ``method="replications"``: add replications, at most
+    ``max_replications``. ``method="batch_means"``: extend one run (``replications=1``) batch by
+    batch, the interval taken over batch means, never past ``max_horizon``; the run keeps between
+    ``batches`` (20 when 0) and twice as many batches, merging pairs as it grows."""
 
     metric: StopMetric
     relative_half_width: float
-    max_replications: int
+    max_replications: int | None = None
+    method: StopMethod = "replications"
+    max_horizon: float | None = None
 
     def to_spec(self) -> dict:
-        return {"metric": self.metric, "relative_half_width": self.relative_half_width,
-                "max_replications": self.max_replications}
+        spec: dict = {"metric": self.metric, "relative_half_width": self.relative_half_width, "method": self.method}
+        if self.max_replications is not None:
+            spec["max_replications"] = self.max_replications
+        if self.max_horizon is not None:
+            spec["max_horizon"] = self.max_horizon
+        return spec
 
 
 @dataclass(frozen=True)
 class Simulation:
     """How to run a model. Times are in model units; statistics cover [warmup, horizon].
-    ``threads=0`` uses every core; ``batches`` > 0 adds batch means within each replication."""
+    ``warmup`` is a time, or ``"mser"`` to let MSER-5 choose it from the runs themselves: every
+    replication first runs as a pilot recording requests in system in 1000 time bins, MSER-5
+    reads their bin-by-bin average, and the replications run again with the window starting at
+    the chosen time (``SimulationResult.mser`` reports the choice; runs cost twice as much). ``threads=0`` uses every core;
+    ``batches`` > 0 adds batch means within each replication."""
 
     horizon: float
-    warmup: float = 0.0
+    warmup: float | Literal["mser"] = 0.0
     replications: int = 10
     seed: int = 0
     threads: int = 0
@@ -55,6 +69,21 @@ class Simulation:
     def run(self, model: Model | dict) -> SimulationResult:
         """Simulate ``model`` (a :class:`Model` or a model-format dict, e.g. read from TOML)."""
         return simulate(model.to_spec() if isinstance(model, Model) else model, self.to_spec())
+
+
+def mser(series, batch_size: int = 5) -> Truncation | None:
+    """Where MSER (MSER-5 by default) truncates ``series`` (any sequence of numbers, e.g. the
+    batch series of a measured run); None when it holds fewer than two batches. The same
+    routine the simulator applies to its replications."""
+    try:
+        out = _native.mser([float(x) for x in series], batch_size)
+    except ValueError as e:
+        if len(e.args) == 3:
+            raise SpecError(e.args[0], e.args[1], _Verbatim(e.args[2])) from None
+        raise
+    except OverflowError:
+        raise SpecError("batch_size", "an integer >= 1", batch_size) from None
+    return None if out is None else Truncation(**out)
 
 
 def simulate(model_spec: dict, run_spec: dict) -> SimulationResult:

@@ -71,6 +71,8 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("schedule_lag_p99_us", "DOUBLE"),
     ("sent_late", "BIGINT"),
     ("never_started", "BIGINT"),
+    # measured | simulated (archlab simulate); NULL in rows written before it existed: measured.
+    ("source", "VARCHAR"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 

@@ -76,6 +76,19 @@ class Store:
         self.catalog.add_run(run_id, experiment.name, experiment.spec_hash(), started, experiment.cells_planned)
         return RunHandle(self, run_id, experiment, lock)
 
+    def create_run_directory(self, name: str, spec_hash: str, spec_text: str, manifest: dict, cells_planned: int) -> str:
+        """A run that is not an experiment of real processes (e.g. a simulation): its directory,
+        spec and ``manifest`` (run_id and started_at are filled in here) and its catalog row.
+        The caller records its rows with :meth:`Catalog.insert_result` and sets the status."""
+        started = utc_now()
+        run_id = new_run_id(name)
+        directory = self.run_dir(run_id)
+        directory.mkdir(parents=True, exist_ok=False)
+        (directory / "spec.toml").write_text(spec_text, encoding="utf-8")
+        _write_json(directory / "manifest.json", {**manifest, "run_id": run_id, "started_at": started.isoformat() + "Z"})
+        self.catalog.add_run(run_id, name, spec_hash, started, cells_planned)
+        return run_id
+
     def open_run(self, run_id: str, experiment: Experiment) -> "RunHandle":
         """Reopen a stored run to resume it; ``experiment`` must be its spec, validated again."""
         manifest = self.read_manifest(run_id)
@@ -216,6 +229,7 @@ def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord, lo
         "factors": cell.factor_levels(),
         "status": record.status,
         "error": record.error,
+        "source": "measured",
         "summary_path": record.summary_path,
         "hdr_log_path": record.hdr_log_path,
         "recorded_at": utc_now(),

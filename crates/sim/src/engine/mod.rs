@@ -15,14 +15,13 @@ use hdrhistogram::Histogram;
 
 use self::events::{Event, EventList};
 use self::jobs::{Jobs, NO_PARENT};
-pub use self::recorder::{new_histogram, quantile, NANOUNITS};
-use self::recorder::{ClassRecorder, Tally, TimeAverage};
+pub use self::recorder::{encode, new_histogram, quantile, NANOUNITS};
+use self::recorder::{BatchSeries, BinnedLevel, ClassRecorder, Tally, TimeAverage};
 use self::stations::{Kind, StationState};
-use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId};
-use crate::output::{BatchMeans, ClassResult, LittleCheck, Replication, Responses, StationResult};
+use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId, StopLimit, StopRule};
+use crate::output::{ClassResult, LittleCheck, Replication, Responses, StationClassResult, StationResult};
 use crate::rng::{Purpose, Stream};
-use crate::spec::Policy;
-use crate::stats::Estimate;
+use crate::spec::{Policy, StopMetric};
 
 /// Histograms of one replication, kept out of [`Replication`] so that replications can be
 /// pooled (merged) before anything is serialised.
@@ -87,12 +86,34 @@ pub struct Simulator<'m> {
     finished_sojourn: f64,
     window_start: f64,
     horizon: f64,
-    batches: u32,
     confidence: f64,
+    /// Batch means per class and over all classes (when `batches` > 0).
+    class_batches: Vec<BatchSeries>,
+    total_batches: Option<BatchSeries>,
+    /// A batch-means stop rule: at the horizon, extend the run until it is met.
+    extension: Option<(StopMetric, f64, f64)>,
+    /// Requests in system per time bin, for MSER (pilot runs only).
+    series: Option<BinnedLevel>,
 }
 
+/// Observations per MSER batch: MSER-5 (Franklin & White 2008 recommend 5).
+pub const MSER_BATCH: usize = 5;
+/// Time bins of a pilot run: MSER-5 then sees 200 batches.
+pub const MSER_BINS: usize = 1000;
+
 impl<'m> Simulator<'m> {
-    pub fn new(model: &'m Model, config: &RunConfig, replication: u32) -> Self {
+    /// A replication whose statistics window starts at `warmup`; `pilot` records the response
+    /// series MSER reads instead of obeying a stop rule.
+    pub fn new(model: &'m Model, config: &RunConfig, replication: u32, warmup: f64, pilot: bool) -> Self {
+        let classes = model.sources.len();
+        let extension = match config.stop {
+            Some(StopRule { metric, relative_half_width, method: StopLimit::BatchMeans { max_horizon } }) if !pilot => {
+                Some((metric, relative_half_width, max_horizon))
+            }
+            _ => None,
+        };
+        let batches = |hist| BatchSeries::new(warmup, config.horizon, config.batches, hist);
+        let p99_batches = matches!(extension, Some((StopMetric::P99, _, _)));
         Simulator {
             model,
             now: 0.0,
@@ -100,28 +121,59 @@ impl<'m> Simulator<'m> {
             processed: 0,
             jobs: Jobs::default(),
             ready: VecDeque::new(),
-            stations: model.stations.iter().map(StationState::new).collect(),
+            stations: model.stations.iter().map(|s| StationState::new(s, classes)).collect(),
             streams: Streams::new(model, config.seed, replication as u64),
             round_robin: vec![0; model.sites as usize],
             cursor: vec![0; model.sources.len()],
-            classes: vec![
-                ClassRecorder { batches: vec![(0, 0.0); config.batches as usize], ..Default::default() };
-                model.sources.len()
-            ],
+            classes: vec![ClassRecorder::default(); classes],
             in_system: TimeAverage::default(),
             in_system_now: 0,
             finished: 0,
             finished_stay: 0.0,
             finished_sojourn: 0.0,
-            window_start: config.warmup,
+            window_start: warmup,
             horizon: config.horizon,
-            batches: config.batches,
             confidence: config.confidence,
+            class_batches: if config.batches > 0 { (0..classes).map(|_| batches(false)).collect() } else { Vec::new() },
+            total_batches: (config.batches > 0).then(|| batches(p99_batches)),
+            extension,
+            series: pilot.then(|| BinnedLevel::new(config.horizon, MSER_BINS)),
         }
+    }
+
+    /// At the horizon: whether to stop, or (under a batch-means stop rule not yet met, with
+    /// room before its cap) extend the run by one batch.
+    fn stop_here(&mut self) -> bool {
+        let Some((metric, target, max_horizon)) = self.extension else { return true };
+        let total = self.total_batches.as_ref().expect("a batch-means stop rule keeps batches");
+        let achieved = total.estimate(metric, self.confidence).relative_half_width();
+        if achieved <= target || total.next_end() > max_horizon {
+            return true;
+        }
+        for b in self.class_batches.iter_mut().chain(self.total_batches.as_mut()) {
+            b.extend();
+        }
+        self.horizon = self.total_batches.as_ref().map(BatchSeries::end).expect("kept above");
+        self.events.schedule(self.horizon, Event::End);
+        false
+    }
+
+    /// A pilot run: simulate to the horizon and return the bin width and the time-average
+    /// requests in system per bin.
+    pub fn pilot(mut self) -> (f64, Vec<f64>) {
+        self.simulate();
+        let now = self.now;
+        self.series.take().expect("a pilot records its series").finish(now)
     }
 
     /// Run to the horizon and report.
     pub fn run(mut self, index: u32) -> (Replication, Histograms) {
+        self.simulate();
+        self.report(index)
+    }
+
+    /// Run to the horizon (extended under a batch-means stop rule).
+    pub fn simulate(&mut self) {
         self.start_sources();
         if self.window_start > 0.0 {
             self.events.schedule(self.window_start, Event::WarmupEnd);
@@ -131,7 +183,11 @@ impl<'m> Simulator<'m> {
             self.now = time;
             self.processed += 1;
             match event {
-                Event::End => break,
+                Event::End => {
+                    if self.stop_here() {
+                        break;
+                    }
+                }
                 Event::WarmupEnd => self.restart_statistics(),
                 Event::Issue { source, client } => self.issue(source, client),
                 Event::Arrival { source } => self.arrival(source),
@@ -142,7 +198,6 @@ impl<'m> Simulator<'m> {
                 self.advance(job);
             }
         }
-        self.report(index)
     }
 
     fn start_sources(&mut self) {
@@ -171,7 +226,7 @@ impl<'m> Simulator<'m> {
     fn restart_statistics(&mut self) {
         let now = self.now;
         for c in &mut self.classes {
-            *c = ClassRecorder { batches: vec![(0, 0.0); self.batches as usize], ..Default::default() };
+            *c = ClassRecorder::default();
         }
         for s in &mut self.stations {
             s.rec.restart(now);
@@ -188,6 +243,9 @@ impl<'m> Simulator<'m> {
         let job = self.jobs.alloc(entry, source, client, self.now, NO_PARENT);
         self.in_system_now += 1;
         self.in_system.set(self.now, self.in_system_now as f64);
+        if let Some(series) = &mut self.series {
+            series.set(self.now, self.in_system_now as f64);
+        }
         self.ready.push_back(job);
     }
 
@@ -253,19 +311,31 @@ impl<'m> Simulator<'m> {
         let (top, since) = self.jobs.get_mut(job).held.pop().expect("a job leaving a station holds it");
         debug_assert_eq!(top, station);
         let now = self.now;
+        let class = self.jobs.get(job).source as usize;
         let st = &mut self.stations[station as usize];
         st.rec.residence.record(now - since);
+        let by_class = &mut st.rec.classes[class];
+        by_class.departures += 1;
+        by_class.residence_sum += now - since;
+        let mut next_class = None;
         if let Kind::Fcfs(f) = &mut st.kind {
+            st.busy_by_class[class] -= 1;
             match f.queue.pop_front() {
                 // The server passes straight to the next job: busy stays the same.
                 Some(next) => {
-                    self.jobs.get_mut(next).pc += 1;
+                    let j = self.jobs.get_mut(next);
+                    j.pc += 1;
+                    st.busy_by_class[j.source as usize] += 1;
+                    next_class = Some(j.source as usize);
                     self.ready.push_back(next);
                 }
                 None => f.busy -= 1,
             }
         }
-        st.change_present(now, -1);
+        st.change_present(now, -1, class);
+        if let Some(c) = next_class.filter(|&c| c != class) {
+            st.refresh_class_busy(now, c);
+        }
     }
 
     /// Execute `job`'s instructions until it blocks or ends.
@@ -282,17 +352,19 @@ impl<'m> Simulator<'m> {
                     if !self.enter(job, s) {
                         return self.drop_job(job);
                     }
+                    let class = self.jobs.get(job).source as usize;
                     let st = &mut self.stations[s as usize];
                     let Kind::Fcfs(f) = &mut st.kind else {
                         unreachable!("Acquire is compiled for FCFS stations only")
                     };
                     if f.busy < st.servers {
                         f.busy += 1;
-                        st.change_present(self.now, 1);
+                        st.busy_by_class[class] += 1;
+                        st.change_present(self.now, 1, class);
                         self.jobs.get_mut(job).pc += 1;
                     } else {
                         f.queue.push_back(job);
-                        st.change_present(self.now, 1);
+                        st.change_present(self.now, 1, class);
                         return;
                     }
                 }
@@ -311,6 +383,7 @@ impl<'m> Simulator<'m> {
                         return self.drop_job(job);
                     }
                     let work = self.model.dists[*dist as usize].sample(&mut self.streams.service[s as usize]);
+                    let class = self.jobs.get(job).source as usize;
                     let now = self.now;
                     let st = &mut self.stations[s as usize];
                     match &mut st.kind {
@@ -321,7 +394,7 @@ impl<'m> Simulator<'m> {
                         Kind::Delay => self.events.schedule(now + work, Event::HoldEnd { job }),
                         Kind::Fcfs(_) => unreachable!("Visit is compiled for PS and delay stations only"),
                     }
-                    st.change_present(now, 1);
+                    st.change_present(now, 1, class);
                     return;
                 }
                 Op::Branch { site, targets } => {
@@ -425,6 +498,9 @@ impl<'m> Simulator<'m> {
         self.jobs.free(job);
         self.in_system_now -= 1;
         self.in_system.set(now, self.in_system_now as f64);
+        if let Some(series) = &mut self.series {
+            series.set(now, self.in_system_now as f64);
+        }
         if now >= self.window_start {
             self.finished += 1;
             self.finished_stay += now - born.max(self.window_start);
@@ -435,11 +511,9 @@ impl<'m> Simulator<'m> {
             } else {
                 let r = now - born;
                 class.responses.record(r);
-                if self.batches > 0 {
-                    let width = (self.horizon - self.window_start) / self.batches as f64;
-                    let b = (((now - self.window_start) / width) as usize).min(self.batches as usize - 1);
-                    class.batches[b].0 += 1;
-                    class.batches[b].1 += r;
+                if let Some(total) = &mut self.total_batches {
+                    self.class_batches[source].record(now, r);
+                    total.record(now, r);
                 }
             }
         }
@@ -475,10 +549,14 @@ impl<'m> Simulator<'m> {
                 ClassResult {
                     name: src.name.clone(),
                     responses: responses(&c.responses, c.dropped, window),
-                    batch_means: self.batch_means(c, window),
+                    batch_means: None,
                 }
             })
             .collect();
+        let mut classes = classes;
+        for (c, b) in classes.iter_mut().zip(&self.class_batches) {
+            c.batch_means = Some(b.report(self.confidence));
+        }
         let stations = self
             .stations
             .iter()
@@ -486,6 +564,24 @@ impl<'m> Simulator<'m> {
             .map(|(s, m)| {
                 let mean_jobs = s.rec.present.area(now) / window;
                 let busy = s.rec.busy.area(now) / window;
+                let delay = matches!(s.kind, Kind::Delay);
+                let classes = s
+                    .rec
+                    .classes
+                    .iter()
+                    .zip(&self.model.sources)
+                    .map(|(c, src)| StationClassResult {
+                        name: src.name.clone(),
+                        utilisation: (!delay).then(|| c.busy.area(now) / window / m.servers as f64),
+                        mean_jobs: c.present.area(now) / window,
+                        throughput: c.departures as f64 / window,
+                        mean_residence: if c.departures == 0 {
+                            f64::NAN
+                        } else {
+                            c.residence_sum / c.departures as f64
+                        },
+                    })
+                    .collect();
                 StationResult {
                     name: m.name.clone(),
                     utilisation: (!matches!(s.kind, Kind::Delay)).then(|| busy / m.servers as f64),
@@ -495,6 +591,7 @@ impl<'m> Simulator<'m> {
                     mean_residence: s.rec.residence.mean(),
                     p99_residence: s.rec.residence.quantile(0.99),
                     dropped: s.rec.dropped,
+                    classes,
                 }
             })
             .collect();
@@ -514,7 +611,11 @@ impl<'m> Simulator<'m> {
         };
         let replication = Replication {
             index,
+            warmup: self.window_start,
+            horizon: now,
             window,
+            batch_means: self.total_batches.as_ref().map(|b| b.report(self.confidence)),
+            histogram: encode(&total.hist),
             events: self.processed,
             total: responses(&total, dropped, window),
             classes,
@@ -522,22 +623,6 @@ impl<'m> Simulator<'m> {
             little,
         };
         (replication, histograms)
-    }
-
-    fn batch_means(&self, c: &ClassRecorder, window: f64) -> Option<BatchMeans> {
-        if self.batches == 0 {
-            return None;
-        }
-        let width = window / self.batches as f64;
-        let level = self.confidence;
-        Some(BatchMeans {
-            batches: self.batches,
-            throughput: Estimate::from_values(c.batches.iter().map(|b| b.0 as f64 / width), level),
-            mean_response: Estimate::from_values(
-                c.batches.iter().map(|b| if b.0 == 0 { f64::NAN } else { b.1 / b.0 as f64 }),
-                level,
-            ),
-        })
     }
 }
 

@@ -1,8 +1,13 @@
 //! Accumulators for one replication: time averages (areas under a step function), tallies of
-//! times with an HDR histogram, and per-batch sums for batch means. Everything restarts at the
-//! end of the warm-up; the current levels (jobs present) carry over, only their areas restart.
+//! times with an HDR histogram, per-batch sums for batch means, and the binned series of requests in
+//! system MSER reads. Everything restarts at the end of the warm-up; the current levels (jobs present)
+//! carry over, only their areas restart.
 
 use hdrhistogram::Histogram;
+
+use crate::output::BatchMeans;
+use crate::spec::StopMetric;
+use crate::stats::Estimate;
 
 /// Histogram values are model time times this: integer "nano-units". With the model's time unit
 /// taken as one second they are nanoseconds, the unit of the lab's measured histograms.
@@ -83,6 +88,15 @@ impl Tally {
     }
 }
 
+/// A histogram as the lab stores one: HdrHistogram V2-deflate, base64.
+pub fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serialising into a Vec cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The q-quantile of a histogram of nano-units, in model units; NaN when empty.
 pub fn quantile(h: &Histogram<u64>, q: f64) -> f64 {
     if h.is_empty() {
@@ -96,24 +110,217 @@ pub fn quantile(h: &Histogram<u64>, q: f64) -> f64 {
 pub struct ClassRecorder {
     pub responses: Tally,
     pub dropped: u64,
-    /// (completions, sum of response times) per batch.
-    pub batches: Vec<(u64, f64)>,
 }
 
-/// One station's levels and residence times.
+/// One class's share of a station: jobs present, servers busy, residence times.
+#[derive(Clone, Debug, Default)]
+pub struct StationClassRecorder {
+    pub present: TimeAverage,
+    pub busy: TimeAverage,
+    pub departures: u64,
+    pub residence_sum: f64,
+}
+
+/// One station's levels and residence times, in total and per class.
 #[derive(Clone, Debug, Default)]
 pub struct StationRecorder {
     pub present: TimeAverage,
     pub busy: TimeAverage,
     pub residence: Tally,
     pub dropped: u64,
+    pub classes: Vec<StationClassRecorder>,
 }
 
 impl StationRecorder {
+    pub fn new(classes: usize) -> Self {
+        StationRecorder { classes: vec![StationClassRecorder::default(); classes], ..Default::default() }
+    }
+
     pub fn restart(&mut self, now: f64) {
         self.present.restart(now);
         self.busy.restart(now);
         self.residence = Tally::default();
         self.dropped = 0;
+        for c in &mut self.classes {
+            c.present.restart(now);
+            c.busy.restart(now);
+            c.departures = 0;
+            c.residence_sum = 0.0;
+        }
+    }
+}
+
+/// Completions and response times in consecutive batches of equal width from `start`. A run
+/// extended by a stop rule adds batches one at a time; when their number reaches twice the
+/// minimum, adjacent pairs merge (the width doubles), so there are always between `min` and
+/// `2 min` batches and the batch length grows with the run, which keeps batch means nearly
+/// independent as the run lengthens (batch sizes that double as the run grows, in the manner of
+/// Fishman and Yarberry 1997, INFORMS J. Computing 9(3)).
+#[derive(Clone, Debug)]
+pub struct BatchSeries {
+    start: f64,
+    width: f64,
+    min: usize,
+    counts: Vec<u64>,
+    sums: Vec<f64>,
+    /// Per-batch histograms, kept only when a batch quantile is needed.
+    hists: Option<Vec<Histogram<u64>>>,
+}
+
+impl BatchSeries {
+    pub fn new(start: f64, end: f64, batches: u32, with_histograms: bool) -> Self {
+        let k = batches as usize;
+        BatchSeries {
+            start,
+            width: (end - start) / k as f64,
+            min: k,
+            counts: vec![0; k],
+            sums: vec![0.0; k],
+            hists: with_histograms.then(|| vec![new_histogram(); k]),
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, now: f64, response: f64) {
+        let i = (((now - self.start) / self.width) as usize).min(self.counts.len() - 1);
+        self.counts[i] += 1;
+        self.sums[i] += response;
+        if let Some(h) = &mut self.hists {
+            let v = (response * NANOUNITS).round().max(1.0) as u64;
+            if h[i].record(v).is_err() {
+                h[i].saturating_record(v);
+            }
+        }
+    }
+
+    /// The end of the last batch.
+    pub fn end(&self) -> f64 {
+        self.start + self.width * self.counts.len() as f64
+    }
+
+    /// Where [`BatchSeries::extend`] would move the end.
+    pub fn next_end(&self) -> f64 {
+        if self.counts.len() >= 2 * self.min {
+            self.start + self.width * 2.0 * (self.min + 1) as f64
+        } else {
+            self.end() + self.width
+        }
+    }
+
+    /// Add one batch, after merging pairs if there are already twice the minimum.
+    pub fn extend(&mut self) {
+        if self.counts.len() >= 2 * self.min {
+            self.counts = self.counts.chunks(2).map(|p| p.iter().sum()).collect();
+            self.sums = self.sums.chunks(2).map(|p| p.iter().sum()).collect();
+            if let Some(h) = &mut self.hists {
+                *h = h
+                    .chunks(2)
+                    .map(|p| {
+                        let mut m = p[0].clone();
+                        m.add(&p[1]).expect("auto-resizing histograms accept any value");
+                        m
+                    })
+                    .collect();
+            }
+            self.width *= 2.0;
+        }
+        self.counts.push(0);
+        self.sums.push(0.0);
+        if let Some(h) = &mut self.hists {
+            h.push(new_histogram());
+        }
+    }
+
+    /// The interval over batches of one metric.
+    pub fn estimate(&self, metric: StopMetric, confidence: f64) -> Estimate {
+        match metric {
+            StopMetric::Throughput => {
+                Estimate::from_values(self.counts.iter().map(|&c| c as f64 / self.width), confidence)
+            }
+            StopMetric::MeanResponse => Estimate::from_values(
+                self.counts.iter().zip(&self.sums).map(|(&c, &s)| if c == 0 { f64::NAN } else { s / c as f64 }),
+                confidence,
+            ),
+            StopMetric::P99 => {
+                Estimate::from_values(self.hists.iter().flatten().map(|h| quantile(h, 0.99)), confidence)
+            }
+        }
+    }
+
+    pub fn report(&self, confidence: f64) -> BatchMeans {
+        BatchMeans {
+            batches: self.counts.len() as u32,
+            width: self.width,
+            throughput: self.estimate(StopMetric::Throughput, confidence),
+            mean_response: self.estimate(StopMetric::MeanResponse, confidence),
+            p99: self.hists.is_some().then(|| self.estimate(StopMetric::P99, confidence)),
+        }
+    }
+}
+
+/// Time averages of a level (requests in system) over equal time bins of [0, horizon]: the
+/// series MSER reads. Bins are time-aligned, so the series of several replications average bin
+/// by bin.
+#[derive(Clone, Debug)]
+pub struct BinnedLevel {
+    /// Width of one bin.
+    width: f64,
+    areas: Vec<f64>,
+    last: f64,
+    level: f64,
+}
+
+impl BinnedLevel {
+    pub fn new(horizon: f64, bins: usize) -> Self {
+        BinnedLevel { width: horizon / bins as f64, areas: vec![0.0; bins], last: 0.0, level: 0.0 }
+    }
+
+    /// The level changes to `level` at `now`: the old level's area goes to the bins it covered.
+    pub fn set(&mut self, now: f64, level: f64) {
+        let n = self.areas.len();
+        let mut t = self.last;
+        let mut i = ((t / self.width) as usize).min(n - 1);
+        while t < now {
+            // Bin ends are computed, not accumulated; step past one that rounding put at or
+            // before t, so every pass moves time forward.
+            let mut bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            while bin_end <= t {
+                i += 1;
+                bin_end = if i == n - 1 { f64::INFINITY } else { (i + 1) as f64 * self.width };
+            }
+            let until = now.min(bin_end);
+            self.areas[i] += self.level * (until - t);
+            t = until;
+        }
+        self.last = now;
+        self.level = level;
+    }
+
+    /// Bin widths and time averages per bin, closed at `now`.
+    pub fn finish(mut self, now: f64) -> (f64, Vec<f64>) {
+        self.set(now, self.level);
+        let w = self.width;
+        (w, self.areas.into_iter().map(|a| a / w).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binned_levels_split_areas_at_bin_ends() {
+        // Bins of 0.1 over [0, 1] (0.1 is not exact in binary, so ends are rounded): level 1
+        // on [0.05, 0.25), 3 on [0.25, 1]. Each bin's average is its covered fraction x level.
+        let mut b = BinnedLevel::new(1.0, 10);
+        b.set(0.05, 1.0);
+        b.set(0.25, 3.0);
+        b.set(0.3, 3.0); // a change landing exactly on a bin end
+        let (w, avg) = b.finish(1.0);
+        assert!((w - 0.1).abs() < 1e-15);
+        let expected = [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0];
+        for (a, e) in avg.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-9, "{avg:?}");
+        }
     }
 }

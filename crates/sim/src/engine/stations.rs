@@ -109,12 +109,16 @@ pub struct StationState {
     pub servers: u32,
     pub capacity: u32,
     pub present: u32,
+    /// Jobs present per class (source).
+    pub present_by_class: Vec<u32>,
+    /// FCFS: servers held per class (a caller holds its server through the callee).
+    pub busy_by_class: Vec<u32>,
     pub kind: Kind,
     pub rec: StationRecorder,
 }
 
 impl StationState {
-    pub fn new(s: &Station) -> Self {
+    pub fn new(s: &Station, classes: usize) -> Self {
         let kind = match s.discipline {
             Discipline::Fcfs => Kind::Fcfs(Fcfs { busy: 0, queue: VecDeque::new() }),
             Discipline::Ps => Kind::Ps(Ps {
@@ -127,7 +131,15 @@ impl StationState {
             }),
             Discipline::Delay => Kind::Delay,
         };
-        StationState { servers: s.servers, capacity: s.capacity, present: 0, kind, rec: StationRecorder::default() }
+        StationState {
+            servers: s.servers,
+            capacity: s.capacity,
+            present: 0,
+            present_by_class: vec![0; classes],
+            busy_by_class: vec![0; classes],
+            kind,
+            rec: StationRecorder::new(classes),
+        }
     }
 
     pub fn is_full(&self) -> bool {
@@ -143,11 +155,40 @@ impl StationState {
         }
     }
 
-    /// Account for one more (`+1`) or one fewer (`-1`) job present at `now`.
-    pub fn change_present(&mut self, now: f64, delta: i32) {
+    /// Re-read an FCFS class's server count after it took a server from the queue.
+    pub fn refresh_class_busy(&mut self, now: f64, class: usize) {
+        self.rec.classes[class].busy.set(now, self.busy_by_class[class] as f64);
+    }
+
+    /// Account for one more (`+1`) or one fewer (`-1`) job of `class` present at `now`. FCFS
+    /// callers update `busy_by_class` first.
+    pub fn change_present(&mut self, now: f64, delta: i32, class: usize) {
         self.present = (self.present as i32 + delta) as u32;
+        self.present_by_class[class] = (self.present_by_class[class] as i32 + delta) as u32;
         self.rec.present.set(now, self.present as f64);
         let busy = self.in_service() as f64;
         self.rec.busy.set(now, busy);
+        // A class's servers: FCFS counts them; under PS each job present gets rate
+        // min(1, servers / present), so a class holds its jobs times that share; at a delay
+        // station every job is in service. The PS share changes for every class at once.
+        match &self.kind {
+            Kind::Fcfs(_) => {
+                let c = &mut self.rec.classes[class];
+                c.present.set(now, self.present_by_class[class] as f64);
+                c.busy.set(now, self.busy_by_class[class] as f64);
+            }
+            Kind::Ps(_) => {
+                let share = if self.present == 0 { 0.0 } else { busy / self.present as f64 };
+                for (c, &n) in self.rec.classes.iter_mut().zip(&self.present_by_class) {
+                    c.present.set(now, n as f64);
+                    c.busy.set(now, n as f64 * share);
+                }
+            }
+            Kind::Delay => {
+                let c = &mut self.rec.classes[class];
+                c.present.set(now, self.present_by_class[class] as f64);
+                c.busy.set(now, self.present_by_class[class] as f64);
+            }
+        }
     }
 }

@@ -1,0 +1,37 @@
+"""Type stub of ``archlab._native``, the PyO3 module built from ``crates/py``: conversions
+only, the work is done by the Rust crates. Invalid input raises ``ValueError``; for the
+simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` re-raises as
+:class:`archlab.errors.SpecError`."""
+
+from typing import TypedDict
+
+__all__ = ["architectures", "check_workload", "mser", "simulate", "version"]
+
+class _Architecture(TypedDict):
+    name: str
+    description: str
+    options: list[str]
+
+class _Truncation(TypedDict):
+    batch_size: int
+    batches: int
+    batches_deleted: int
+    observations_deleted: int
+    statistic: float
+    at_limit: bool
+
+def architectures() -> list[_Architecture]:
+    """The registered server architectures, each with its name, description and option names."""
+
+def check_workload(target: str) -> None:
+    """Validate a request target such as "/prime?n=27059"; raises ValueError if invalid."""
+
+def version() -> str:
+    """Version of the data-plane crates this module was built from."""
+
+def simulate(model_json: str, run_json: str) -> str:
+    """Simulate a model (JSON, the core's model format) under a run configuration (JSON);
+    returns the outcome as JSON. Runs with the GIL released."""
+
+def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
+    """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""

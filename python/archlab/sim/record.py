@@ -1,0 +1,175 @@
+"""Simulated runs in the result store, in the shape of measured runs, so that ``archlab report``
+and :mod:`archlab.latency` read them alike. A simulation becomes one run: one cell per sweep
+cell, one repetition per replication. Each repetition's row carries the replication's numbers
+as a :class:`~archlab.store.records.Measurement` (model time converted with ``time_unit_s``
+seconds per model unit) and ``source = "simulated"``; its directory holds ``replication.json``
+(the core's numbers for it) and ``hdr.log``, an HDR interval log of one interval holding the
+replication's response times in nanoseconds, which :func:`archlab.latency.read_run_cell` merges
+exactly like a measured run's. The manifest says ``kind = "simulation"`` and keeps the model,
+the run configuration and the code state.
+
+Histogram values are model time x 1e9; with ``time_unit_s`` = 1 they are nanoseconds already and
+are stored as they are. Any other unit rescales each bucket's value (counts are exact; values
+keep the histogram's 3 significant digits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+
+import archlab
+from archlab.errors import SpecError
+from archlab.latency.readers.hdr import decode_histogram
+from archlab.sim.results import Replication, SimulationResult
+from archlab.sim.simulation import Simulation
+from archlab.store import Store
+from archlab.store.manifest import MANIFEST_SCHEMA, MANIFEST_VERSION, cpu_model, git_state, tool_versions
+
+SOURCE = "simulated"
+
+
+def cell_id(levels: dict[str, object]) -> str:
+    """``clients-100__servers-4`` from sweep levels (last part of each path, or the whole path
+    where two factors share a last part); ``model`` for a model without a sweep."""
+    if not levels:
+        return "model"
+    lasts = [path.split(".")[-1] for path in levels]
+    parts = []
+    for path, last, value in zip(levels, lasts, levels.values()):
+        name = last if lasts.count(last) == 1 else path.replace(".", "-")
+        parts.append(f"{name}-{value}")
+    return "__".join(parts)
+
+
+class SimulatedRun:
+    """A simulation being recorded: create it, :meth:`record` each cell's result, :meth:`finish`."""
+
+    def __init__(self, store: Store, name: str, model_spec: dict, simulation: Simulation, spec_text: str,
+                 cells: list[dict[str, object]], time_unit_s: float = 1.0, description: str = ""):
+        if not (time_unit_s > 0 and time_unit_s < float("inf")):
+            raise SpecError("time_unit_s", "seconds per model time unit, a finite number > 0", time_unit_s)
+        self.store, self.name, self.time_unit_s = store, name, float(time_unit_s)
+        spec = {"name": name, "description": description, "simulation": simulation.to_spec(), "model": model_spec,
+                "time_unit_s": self.time_unit_s}
+        spec_hash = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        self.cell_ids = [cell_id(levels) for levels in cells]
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "schema_version": MANIFEST_VERSION,
+            "kind": "simulation",
+            "experiment": name,
+            "git": git_state(Path(archlab.__file__).parent),
+            "build_profile": None,
+            "engine_version": _native_version(),
+            "kernel": platform.release(),
+            "cpu_model": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "load_model": _load_model(model_spec),
+            "spec": spec,
+            "spec_hash": spec_hash,
+            "spec_text": spec_text,
+            "cells": self.cell_ids,
+            "cell_levels": dict(zip(self.cell_ids, cells)),
+            "repetitions": simulation.replications,
+            "tools": tool_versions(),
+        }
+        self.run_id = store.create_run_directory(name, spec_hash, spec_text, manifest, len(cells))
+        self.directory = store.run_dir(self.run_id)
+        self._population = _closed_population(model_spec)
+
+    def record(self, levels: dict[str, object], result: SimulationResult, model_spec: dict | None = None) -> None:
+        """Store one cell's result: one row and one directory per replication."""
+        cid = cell_id(levels)
+        population = _closed_population(model_spec) if model_spec is not None else self._population
+        for rep in result.replications:
+            repetition = rep.index + 1
+            d = self.directory / "cells" / cid / f"rep-{repetition}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "replication.json").write_text(json.dumps(dataclasses.asdict(rep), default=str, allow_nan=True),
+                                                encoding="utf-8")
+            (d / "hdr.log").write_text(self._hdr_log(rep), encoding="utf-8")
+            m = self.measurement(rep)
+            row = {
+                "run_id": self.run_id, "cell_id": cid, "repetition": repetition,
+                "architecture": f"sim:{self.name}", "workload": "simulation", "concurrency": population,
+                "factors": {k.split(".")[-1]: v for k, v in levels.items()},
+                "status": "ok", "source": SOURCE,
+                "summary_path": os.path.relpath(d / "replication.json", self.store.root),
+                "hdr_log_path": os.path.relpath(d / "hdr.log", self.store.root),
+                **dataclasses.asdict(m),
+            }
+            row.pop("generator_bound", None)
+            self.store.catalog.insert_result(row)
+
+    def finish(self, status: str = "complete") -> None:
+        self.store.set_status(self.run_id, status)
+
+    def measurement(self, rep: Replication):
+        """A replication as the lab's stored summary of a measurement window."""
+        from archlab.store.records import Measurement
+
+        unit, us = self.time_unit_s, self.time_unit_s * 1e6
+        t = rep.total
+        return Measurement(duration_s=rep.window * unit, requests=t.completed, throughput_rps=t.throughput / unit,
+                           p50_us=t.p50 * us, p90_us=t.p90 * us, p99_us=t.p99 * us, p999_us=t.p999 * us,
+                           max_us=t.max * us, mean_us=t.mean * us, errors=t.dropped)
+
+    def _hdr_log(self, rep: Replication) -> str:
+        histogram = decode_histogram(rep.histogram)
+        if self.time_unit_s != 1.0:
+            histogram = _rescaled(histogram, self.time_unit_s)
+        encoded = histogram.encode()
+        encoded = encoded.decode() if isinstance(encoded, bytes) else encoded
+        start, length = rep.warmup * self.time_unit_s, rep.window * self.time_unit_s
+        top = histogram.get_max_value() / 1e9
+        return (f"#[simulated by archlab.sim: replication {rep.index}, values in ns]\n"
+                '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
+                f"{start:.3f},{length:.3f},{top:.6f},{encoded}\n")
+
+
+def _rescaled(histogram: HdrHistogram, factor: float) -> HdrHistogram:
+    top = max(2, int(histogram.get_max_value() * factor) * 2 + 2)
+    out = HdrHistogram(1, top, histogram.significant_figures)
+    for item in histogram.get_recorded_iterator():
+        v = histogram.get_lowest_equivalent_value(item.value_iterated_to)
+        mid = v + ((histogram.get_highest_equivalent_value(v) - v + 1) >> 1)
+        out.record_value(max(1, round(mid * factor)), item.count_at_value_iterated_to)
+    return out
+
+
+def _closed_population(model_spec: dict) -> int:
+    """Clients of the closed sources (the concurrency a measured closed run would have); 0 if none."""
+    return sum(int(s.get("clients", 0)) for s in model_spec.get("sources", []) if s.get("kind") == "closed")
+
+
+def _load_model(model_spec: dict) -> str:
+    kinds = {s.get("kind") for s in model_spec.get("sources", [])}
+    names = {"closed": "closed", "open": "open", "sessions": "partly-open"}
+    return "+".join(names.get(k, str(k)) for k in sorted(kinds, key=str))
+
+
+def _native_version() -> str | None:
+    from archlab import _native
+
+    return _native.version()
+
+
+def record_simulation(store: Store | str | Path, name: str, cells: list[tuple[dict[str, object], dict, SimulationResult]],
+                      simulation: Simulation, spec_text: str = "", time_unit_s: float = 1.0,
+                      description: str = "") -> str:
+    """Store already computed results (``(levels, model spec, result)`` per cell) as one run;
+    returns its run id. ``archlab simulate --store`` records cell by cell with
+    :class:`SimulatedRun` instead, so an interruption keeps what was done."""
+    store = store if isinstance(store, Store) else Store(store)
+    run = SimulatedRun(store, name, cells[0][1] if cells else {}, simulation, spec_text, [c[0] for c in cells],
+                       time_unit_s, description)
+    for levels, model_spec, result in cells:
+        run.record(levels, result, model_spec)
+    run.finish()
+    return run.run_id
