@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_peers import ENGINE, ROOT, NGINX_CONF, free_port, missing_prerequisite, running  # noqa: E402
+import http_peers  # noqa: E402
+from http_peers import ENGINE, NGINX_CONF, ROOT, free_port, missing_prerequisite, running  # noqa: E402
 
 WORKLOADS = ("/echo?size=100", "/prime?n=27059")
 CONCURRENCY = (16, 256)
@@ -48,14 +49,8 @@ def registry() -> list[str]:
 
 @contextmanager
 def archlab_server(arch: str, cpu: int):
-    def url_of(p):
-        line = p.stdout.readline().strip()
-        if not line.startswith("listening "):
-            raise RuntimeError(f"serve --arch {arch}: unexpected first line {line!r}: {p.stderr.read()}")
-        return f"http://{line.split()[1]}/echo?size=1"
-
-    cmd = [str(ENGINE), "serve", "--arch", arch, "--port", "0", "--cpus", str(cpu)]
-    with running(cmd, url_of) as url:
+    """The server's base URL (no path), once it answers."""
+    with http_peers.archlab_server(arch, cpu, "/echo?size=1") as url:
         yield url.removesuffix("/echo?size=1")
 
 

@@ -109,12 +109,14 @@ def nginx(cpu: int):
 
 
 @contextmanager
-def archlab_server(arch: str, cpu: int):
+def archlab_server(arch: str, cpu: int, path: str = f"/echo?size={BODY_BYTES}"):
+    """An archlab server pinned to `cpu`; yields the URL of `path` on it once it answers there."""
+
     def url_of(p):
         line = p.stdout.readline().strip()
         if not line.startswith("listening "):
-            raise RuntimeError(f"archlab-engine serve: unexpected first line {line!r}: {p.stderr.read()}")
-        return f"http://{line.split()[1]}/echo?size={BODY_BYTES}"
+            raise RuntimeError(f"archlab-engine serve --arch {arch}: unexpected first line {line!r}: {p.stderr.read()}")
+        return f"http://{line.split()[1]}{path}"
 
     with running([str(ENGINE), "serve", "--arch", arch, "--port", "0", "--cpus", str(cpu)], url_of) as url:
         yield url
