@@ -102,9 +102,14 @@ pub struct LoadArgs {
     /// memcached: SETS:GETS cycle per connection (memtier --ratio) [default: 1:10].
     #[arg(long)]
     ratio: Option<Ratio>,
-    /// memcached: key patterns SET:GET, each R (random), S (sequential) or G (gaussian) [default: R:R].
+    /// memcached: key patterns SET:GET (memtier --key-pattern), each R (uniform), S (sequential,
+    /// per connection), G (gaussian, --key-median/--key-stddev), Z (Zipf, --key-zipf-exp) or P
+    /// (parallel: each connection walks its own slice of the range; P:P only) [default: R:R].
     #[arg(long)]
     key_pattern: Option<KeyPatterns>,
+    /// memcached: exponent s of the Z pattern, 0 < s < 5 (memtier --key-zipf-exp) [default: 1].
+    #[arg(long)]
+    key_zipf_exp: Option<f64>,
     /// memcached: key prefix [default: memtier-].
     #[arg(long)]
     key_prefix: Option<String>,
@@ -353,6 +358,7 @@ fn memcached_workload(a: &LoadArgs) -> Result<Option<McWorkload>, CliError> {
         given("key-max", a.key_max.is_some()),
         given("key-median", a.key_median.is_some()),
         given("key-stddev", a.key_stddev.is_some()),
+        given("key-zipf-exp", a.key_zipf_exp.is_some()),
         given("data-size", a.data_size.is_some()),
         given("verify", a.verify),
     ];
@@ -384,6 +390,10 @@ fn memcached_workload(a: &LoadArgs) -> Result<Option<McWorkload>, CliError> {
         a.verify,
     )
     .map_err(usage_error)?;
+    let w = match a.key_zipf_exp {
+        Some(s) => w.with_zipf_exponent(s).map_err(usage_error)?,
+        None => w,
+    };
     Ok(Some(w))
 }
 

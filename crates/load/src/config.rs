@@ -443,6 +443,16 @@ impl LoadConfig {
             }
             _ => {}
         }
+        if let Some(w) = p.memcached.as_ref().filter(|w| w.is_parallel()) {
+            let keys = w.key_max - w.key_min;
+            if keys < slots as u64 - 1 {
+                return Err(refuse(
+                    "key_pattern",
+                    format!("P:P only with at least one key per connection ({slots} connections)"),
+                    format_args!("P:P over {} keys", keys + 1),
+                ));
+            }
+        }
         if let (Some(_), Some(host)) = (&p.memcached, &p.host) {
             return Err(refuse("host", "only with HTTP (this run speaks memcached)", host));
         }

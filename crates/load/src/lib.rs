@@ -20,6 +20,7 @@ mod control;
 mod dist;
 mod engine;
 mod error;
+mod keys;
 mod memcached;
 mod records;
 mod report;

@@ -248,6 +248,7 @@ impl LoadReport {
                 key_prefix: w.key_prefix.clone(),
                 key_min: w.key_min,
                 key_max: w.key_max,
+                key_zipf_exp: [w.keys.set, w.keys.get].contains(&crate::KeyPattern::Zipf).then_some(w.key_zipf_exp),
                 value_size: w.value_size.to_string(),
                 verify: w.verify,
                 counts: self.totals.memcached,
@@ -386,6 +387,9 @@ pub struct MemcachedSummary {
     pub key_prefix: String,
     pub key_min: u64,
     pub key_max: u64,
+    /// Exponent of the Z key pattern (only when a Z pattern is used; added within version 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_zipf_exp: Option<f64>,
     pub value_size: String,
     pub verify: bool,
     #[serde(flatten)]

@@ -212,7 +212,7 @@ fn rate_search_brackets_the_capacity_of_a_server() {
     let mut seen = 0;
     let r = search_rate(&base, &obj, &range, &mut |_| seen += 1).unwrap();
     assert_eq!(seen, r.steps.len());
-    let (best, _) = r.best.as_ref().expect("the low end passes");
+    let (best, _) = r.best.as_ref().unwrap_or_else(|| panic!("the low end passes: {:#?}", r.steps));
     assert!((500.0..=2100.0).contains(best), "best {best}: {:#?}", r.steps);
     assert!(!r.steps[0].passed, "8000/s is far above capacity");
     let mut closed = base.clone();

@@ -86,7 +86,7 @@ fn memcached_summaries_match_the_published_schema() {
             Retrieval::Get,
             4,
             Ratio { sets: 1, gets: 10 },
-            "R:R".parse().unwrap(),
+            "R:Z".parse().unwrap(),
             "s-".into(),
             0,
             1000,
@@ -95,6 +95,7 @@ fn memcached_summaries_match_the_published_schema() {
             ValueSize::Fixed(100),
             true,
         )
+        .and_then(|w| w.with_zipf_exponent(0.9))
         .unwrap(),
     );
     let v = summary_of(p);
@@ -103,4 +104,5 @@ fn memcached_summaries_match_the_published_schema() {
     }
     assert_eq!(v["protocol"], "memcached");
     assert!(v["memcached"]["gets"].as_u64().unwrap() > 0);
+    assert_eq!(v["memcached"]["key_zipf_exp"], 0.9);
 }

@@ -170,6 +170,7 @@ impl<'a> Worker<'a> {
             pin_current_thread(&[cpu]).map_err(|e| io_error(format!("cannot pin load thread {i} to CPU {cpu}"), e))?;
         }
         let n = cfg.slots_of_thread(i);
+        let conn_base = (0..i).map(|j| cfg.slots_of_thread(j)).sum::<usize>();
         let records = match &sh.records {
             None => None,
             Some(f) => Some(f.try_clone().map_err(|e| io_error("cannot share the records file", e))?),
@@ -189,7 +190,14 @@ impl<'a> Worker<'a> {
                 .map(|slot| {
                     Conn::new(match cfg.memcached() {
                         None => Codec::Http(ResponseReader::default()),
-                        Some(w) => Codec::Memcached(Box::new(McClient::new(w, cfg.seed(), i, slot))),
+                        Some(w) => Codec::Memcached(Box::new(McClient::new(
+                            w,
+                            cfg.seed(),
+                            i,
+                            slot,
+                            (conn_base + slot) as u64,
+                            cfg.max_connections() as u64,
+                        ))),
                     })
                 })
                 .collect(),
@@ -200,7 +208,7 @@ impl<'a> Worker<'a> {
             now: now_ns(),
             initial: cfg.connections_of_thread(i),
             first_connect_error: None,
-            conn_base: (0..i).map(|j| cfg.slots_of_thread(j)).sum::<usize>() as u32,
+            conn_base: conn_base as u32,
         })
     }
 
