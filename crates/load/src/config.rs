@@ -8,6 +8,7 @@
 
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
 use crate::memcached::McWorkload;
+use crate::schedule::Profile;
 use archlab_netio::CpuList;
 use std::fmt;
 use std::net::SocketAddr;
@@ -65,11 +66,13 @@ impl SessionConnection {
 /// The validated load model.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Pacing {
-    /// `users` keep-alive connections, one user each; no queue inside the generator.
-    Closed { users: usize, think: ThinkTime },
+    /// `users` keep-alive connections, one user each; no queue inside the generator. With a
+    /// `schedule`, `users` is its peak and the users active follow it.
+    Closed { users: usize, think: ThinkTime, schedule: Option<Profile> },
     /// Requests planned by `arrivals`; each takes an idle connection, or opens one while fewer
-    /// than `max_connections` exist, or waits (counted in the response time) for one.
-    Open { arrivals: Arrivals, connections: usize, max_connections: usize },
+    /// than `max_connections` exist, or waits (counted in the response time) for one. With a
+    /// `schedule` (requests per second over the window), the rate of `arrivals` is its mean.
+    Open { arrivals: Arrivals, connections: usize, max_connections: usize, schedule: Option<Profile> },
     /// Sessions planned by `sessions`; `length` requests each, sequential, `think` between them.
     PartlyOpen {
         sessions: Arrivals,
@@ -78,6 +81,8 @@ pub enum Pacing {
         connection: SessionConnection,
         connections: usize,
         max_connections: usize,
+        /// Sessions per second over the window, if the rate varies.
+        schedule: Option<Profile>,
     },
 }
 
@@ -123,6 +128,22 @@ impl Pacing {
         }
     }
 
+    /// The varying arrival rate (open: requests/s, partly-open: sessions/s), if any.
+    pub fn rate_schedule(&self) -> Option<&Profile> {
+        match self {
+            Pacing::Open { schedule, .. } | Pacing::PartlyOpen { schedule, .. } => schedule.as_ref(),
+            Pacing::Closed { .. } => None,
+        }
+    }
+
+    /// The varying number of users of the closed model, if any.
+    pub fn users_schedule(&self) -> Option<&Profile> {
+        match self {
+            Pacing::Closed { schedule, .. } => schedule.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Latency is measured from the planned send time (coordinated omission corrected).
     pub fn corrects_coordinated_omission(&self) -> bool {
         !matches!(self, Pacing::Closed { .. })
@@ -147,6 +168,13 @@ pub struct LoadParams {
     pub rate: Option<f64>,
     /// Partly-open: sessions per second.
     pub session_rate: Option<f64>,
+    /// Open: requests per second varying over the window (instead of `rate`); the window
+    /// (`duration`) must be the schedule's length.
+    pub rate_schedule: Option<Profile>,
+    /// Partly-open: sessions per second varying over the window (instead of `session_rate`).
+    pub session_rate_schedule: Option<Profile>,
+    /// Closed: users varying over the window; `connections` must be its peak.
+    pub users_schedule: Option<Profile>,
     /// Open and partly-open: spacing of arrivals (default Poisson).
     pub arrivals: Option<ArrivalKind>,
     /// Closed and partly-open: think time between a response and the next request.
@@ -213,6 +241,9 @@ impl LoadParams {
             max_connections: None,
             rate: None,
             session_rate: None,
+            rate_schedule: None,
+            session_rate_schedule: None,
+            users_schedule: None,
             arrivals: None,
             think: ThinkTime::default(),
             requests_per_session: None,
@@ -325,11 +356,62 @@ fn is_header_safe(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// The rate of the model: a fixed one, or the mean of a schedule (never both).
+fn rate_or_schedule(
+    (rate_name, rate): (&'static str, Option<f64>),
+    (schedule_name, schedule): (&'static str, Option<&Profile>),
+    required: &str,
+) -> Result<f64, ConfigError> {
+    match (rate, schedule) {
+        (Some(r), None) => check_rate(rate_name, r),
+        (None, None) => Err(missing(rate_name, required)),
+        (Some(_), Some(s)) => Err(refuse(
+            schedule_name,
+            format!("either {rate_name} or {schedule_name}, not both"),
+            format_args!("{s}"),
+        )),
+        (None, Some(s)) => {
+            let window = s.duration().as_secs_f64();
+            if s.is_empty() || s.peak() > MAX_RATE || s.integral_to(window) <= 0.0 || s.duration() > MAX_PERIOD {
+                return Err(refuse(
+                    schedule_name,
+                    format!("segments with rates in 0..={MAX_RATE:e}/s, not all 0, lasting <= 24h in all"),
+                    format_args!("{s}"),
+                ));
+            }
+            Ok(s.mean_over(0.0, window))
+        }
+    }
+}
+
+fn check_users_schedule(users: &Profile, connections: usize) -> Result<(), ConfigError> {
+    let whole = users.segments().iter().all(|s| s.from.fract() == 0.0 && s.to.fract() == 0.0);
+    let peak = users.peak();
+    if users.is_empty() || !whole || peak < 1.0 || peak > MAX_CONNECTIONS as f64 || users.duration() > MAX_PERIOD {
+        return Err(refuse(
+            "users_schedule",
+            format!("segments of whole numbers of users in 0..={MAX_CONNECTIONS}, peak >= 1, lasting <= 24h in all"),
+            format_args!("{users}"),
+        ));
+    }
+    if peak as usize != connections {
+        return Err(refuse(
+            "connections",
+            format!("the peak of the users schedule ({peak}): one connection per user (or leave it out)"),
+            connections,
+        ));
+    }
+    Ok(())
+}
+
 fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
     use Model::*;
     let m = p.model;
     only_for("rate", p.rate, m, &[Open])?;
     only_for("session_rate", p.session_rate, m, &[PartlyOpen])?;
+    only_for("rate_schedule", p.rate_schedule.as_ref(), m, &[Open])?;
+    only_for("session_rate_schedule", p.session_rate_schedule.as_ref(), m, &[PartlyOpen])?;
+    only_for("users_schedule", p.users_schedule.as_ref(), m, &[Closed])?;
     only_for("arrivals", p.arrivals.map(|a| a.name()), m, &[Open, PartlyOpen])?;
     only_for("max_connections", p.max_connections, m, &[Open, PartlyOpen])?;
     only_for("requests_per_session", p.requests_per_session, m, &[PartlyOpen])?;
@@ -357,19 +439,31 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
         return Err(refuse("connections", connections_range(usize::from(m == Closed)), p.connections));
     }
     Ok(match m {
-        Closed => Pacing::Closed { users: p.connections, think },
+        Closed => {
+            if let Some(users) = &p.users_schedule {
+                check_users_schedule(users, p.connections)?;
+            }
+            Pacing::Closed { users: p.connections, think, schedule: p.users_schedule.clone() }
+        }
         Open => {
-            let rate = p.rate.ok_or_else(|| missing("rate", "requests per second, required by the open model"))?;
+            let rate = rate_or_schedule(
+                ("rate", p.rate),
+                ("rate_schedule", p.rate_schedule.as_ref()),
+                "requests per second, required by the open model (or a rate_schedule)",
+            )?;
             Pacing::Open {
-                arrivals: arrivals(check_rate("rate", rate)?),
+                arrivals: arrivals(rate),
                 connections: p.connections,
                 max_connections: pool(p.connections)?,
+                schedule: p.rate_schedule.clone(),
             }
         }
         PartlyOpen => {
-            let rate = p
-                .session_rate
-                .ok_or_else(|| missing("session_rate", "sessions per second, required by the partly-open model"))?;
+            let rate = rate_or_schedule(
+                ("session_rate", p.session_rate),
+                ("session_rate_schedule", p.session_rate_schedule.as_ref()),
+                "sessions per second, required by the partly-open model (or a session_rate_schedule)",
+            )?;
             let length = p.requests_per_session.unwrap_or(SessionLength::Geometric { mean: 5.0 });
             let ok = match length {
                 SessionLength::Fixed(n) => n >= 1,
@@ -383,7 +477,8 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
                 });
             }
             Pacing::PartlyOpen {
-                sessions: arrivals(check_rate("session_rate", rate)?),
+                sessions: arrivals(rate),
+                schedule: p.session_rate_schedule.clone(),
                 length,
                 think,
                 connection: p.session_connection.unwrap_or(SessionConnection::New),
@@ -422,6 +517,15 @@ impl LoadConfig {
             ));
         }
         check_period("duration", p.duration, false)?;
+        if let Some(s) = pacing.rate_schedule().or(pacing.users_schedule()) {
+            if s.duration() != p.duration {
+                return Err(refuse(
+                    "duration",
+                    format!("the length of the schedule ({:?}), or nothing", s.duration()),
+                    p.duration,
+                ));
+            }
+        }
         check_period("warmup", p.warmup, true)?;
         check_period("request_timeout", p.request_timeout, false)?;
         check_period("connect_timeout", p.connect_timeout, false)?;
@@ -586,7 +690,7 @@ mod tests {
     fn defaults_are_valid_and_threads_follow_cpus() {
         let c = LoadConfig::new(params()).unwrap();
         assert_eq!((c.threads(), c.host(), c.path()), (1, "127.0.0.1:8080", "/"));
-        assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default() });
+        assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default(), schedule: None });
         let mut p = params();
         p.cpus = Some(CpuList::new(vec![0, 1, 2, 3]).unwrap());
         p.connections = 3;
@@ -613,7 +717,7 @@ mod tests {
         let c = LoadConfig::new(p).unwrap();
         assert!(matches!(
             c.pacing(),
-            Pacing::Open { arrivals: Arrivals::Poisson { .. }, connections: 16, max_connections: 32 }
+            Pacing::Open { arrivals: Arrivals::Poisson { .. }, connections: 16, max_connections: 32, schedule: None }
         ));
         assert_eq!(c.seed(), DEFAULT_SEED);
         let mut p = params();

@@ -25,6 +25,7 @@ mod memcached;
 mod records;
 mod report;
 mod response;
+mod schedule;
 mod search;
 mod stats;
 mod timer;
@@ -40,8 +41,9 @@ pub use memcached::{
 };
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
-    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, Sessions, Summary, ThreadCpu,
+    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary, ThreadCpu,
     TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
+pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
 pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};

@@ -47,6 +47,17 @@ pub struct TimelineEntry {
     pub p99_us: Option<f64>,
     /// Errors of every class in the interval.
     pub errors: u64,
+    /// Open and partly-open: arrivals taken up by the generator in the interval (added
+    /// within version 2, like the two fields below).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<u64>,
+    /// Open and partly-open: mean planned arrival rate over the interval (the schedule's
+    /// intensity; the fixed rate without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_rps: Option<f64>,
+    /// Closed: mean planned number of users over the interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_users: Option<f64>,
 }
 
 /// CPU time one load thread used during the window.
@@ -365,6 +376,10 @@ pub struct Summary {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LiveSecond {
     pub second: u32,
+    /// Mean planned arrival rate of the second (open and partly-open).
+    pub planned_rps: Option<f64>,
+    /// Mean planned users of the second (closed).
+    pub planned_users: Option<f64>,
     /// Arrivals taken up per second (0 for the closed model, which has no schedule).
     pub offered_rps: f64,
     pub throughput_rps: f64,
@@ -423,6 +438,37 @@ pub struct PacingSummary {
     pub requests_per_session: Option<SessionLengthSummary>,
     /// "new" or "pooled" (partly-open only).
     pub session_connection: Option<&'static str>,
+    /// Open and partly-open with a varying rate: the segments over the window (the warm-up
+    /// holds the first rate); `rate_per_s` is then their mean. Added within version 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_schedule: Option<Vec<ScheduleSegment>>,
+    /// Closed with a varying number of users: the segments over the window (the warm-up holds
+    /// the first count; a ramp spends equal time at each whole count). Added within version 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users_schedule: Option<Vec<ScheduleSegment>>,
+}
+
+/// One segment of a schedule, from `from` to `to` linearly (equal for a step).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleSegment {
+    /// Start, seconds from the start of the measurement window.
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
+fn segments_of(p: &crate::schedule::Profile) -> Vec<ScheduleSegment> {
+    let mut start = 0.0;
+    p.segments()
+        .iter()
+        .map(|s| {
+            let d = s.duration.as_secs_f64();
+            let seg = ScheduleSegment { start_s: start, duration_s: d, from: s.from, to: s.to };
+            start += d;
+            seg
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -462,6 +508,8 @@ impl PacingSummary {
             think_time: ThinkSummary { distribution: think.kind(), mean_s: think.mean().as_secs_f64(), min_s, max_s },
             requests_per_session: length,
             session_connection: connection,
+            rate_schedule: p.rate_schedule().map(segments_of),
+            users_schedule: p.users_schedule().map(segments_of),
         }
     }
 }

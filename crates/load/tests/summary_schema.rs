@@ -46,7 +46,27 @@ fn summaries_of_every_model_match_the_published_schema() {
     partly.requests_per_session = Some(SessionLength::Fixed(2));
     partly.connections = 0;
     partly.max_connections = Some(8);
-    for (model, p) in [("closed", closed), ("open", open), ("partly-open", partly)] {
+    // The same with schedules: a rate ramp and steps, and users steps.
+    let mut open_ramp = base();
+    open_ramp.model = Model::Open;
+    open_ramp.rate_schedule = Some("100@100ms,100-900@200ms".parse().unwrap());
+    let mut closed_steps = base();
+    closed_steps.users_schedule = Some("1@100ms,3@200ms".parse().unwrap());
+    closed_steps.connections = 3;
+    let mut partly_steps = base();
+    partly_steps.model = Model::PartlyOpen;
+    partly_steps.session_rate_schedule = Some("50@150ms,150@150ms".parse().unwrap());
+    partly_steps.requests_per_session = Some(SessionLength::Fixed(2));
+    partly_steps.connections = 0;
+    partly_steps.max_connections = Some(8);
+    for (model, p) in [
+        ("closed", closed),
+        ("open", open),
+        ("partly-open", partly),
+        ("open", open_ramp),
+        ("closed", closed_steps),
+        ("partly-open", partly_steps),
+    ] {
         let v = summary_of(p);
         if let Err(e) = schemas.validate(&v, index) {
             panic!("{model} summary does not match the schema: {e:#}\n{v:#}");

@@ -314,7 +314,7 @@ fn coordinate(
     let comments: Vec<&str> = comments.iter().map(String::as_str).collect();
     let log = IntervalLog::begin(Vec::new(), anchor.wall_of(warmup_end), &comments)
         .map_err(|e| LoadError::Internal(e.to_string()))?;
-    let mut agg = Aggregator::new(threads, warmup_end, log);
+    let mut agg = Aggregator::new(threads, warmup_end, log, crate::schedule::Plan::of(cfg));
     if let Some(mut file) = sh.records.as_ref() {
         let header = RecordsHeader {
             connections: cfg.max_connections() as u32,

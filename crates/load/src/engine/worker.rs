@@ -39,6 +39,8 @@ const MAX_EVENTS: usize = 1024;
 const TIMER_TOKEN: u64 = u64::MAX;
 /// Timer "connection index" of the arrival schedule (open and partly-open models).
 pub(super) const ARRIVAL_TIMER: u32 = u32::MAX;
+/// Timer "connection index" of the closed model's users schedule.
+pub(super) const USERS_TIMER: u32 = u32::MAX - 1;
 const WAKER_TOKEN: u64 = u64::MAX - 1;
 
 /// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
@@ -528,6 +530,10 @@ impl<'a> Worker<'a> {
         while let Some((idx, epoch)) = self.timers.pop_due(now) {
             if idx == ARRIVAL_TIMER {
                 self.arrivals_due(now);
+                continue;
+            }
+            if idx == USERS_TIMER {
+                self.users_due(now);
                 continue;
             }
             let idx = idx as usize;
