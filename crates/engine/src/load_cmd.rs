@@ -164,7 +164,8 @@ pub struct LoadArgs {
     /// Close each connection after this many responses and open a new one.
     #[arg(long)]
     requests_per_connection: Option<u32>,
-    /// HTTP pipelining depth (requests in flight per connection); only 1 is supported yet.
+    /// HTTP pipelining depth D: each connection keeps D requests in flight, answered in order
+    /// (closed model, keep-alive, no think time; each response sends the next request).
     #[arg(long, default_value_t = 1)]
     pipeline: u32,
     /// No live line per second on stderr.
@@ -221,7 +222,9 @@ fn parse_ramp(s: &str) -> Result<Profile, String> {
     let p: Profile = s.parse()?;
     match p.segments() {
         [one] if one.from != one.to => Ok(p),
-        _ => Err(format!("{s:?}: a ramp is one FROM-TO@DURATION segment with FROM != TO (use the --*-steps option for more)")),
+        _ => Err(format!(
+            "{s:?}: a ramp is one FROM-TO@DURATION segment with FROM != TO (use the --*-steps option for more)"
+        )),
     }
 }
 
@@ -502,12 +505,7 @@ pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
         check_directory("records", r)?;
     }
     p.records = a.records.clone();
-    if a.pipeline != 1 {
-        return Err(CliError::usage(format!(
-            "invalid --pipeline: {} (allowed: 1; pipelining is not supported yet)",
-            a.pipeline
-        )));
-    }
+    p.pipeline = a.pipeline;
     p.keep_alive = !a.no_keep_alive;
     p.requests_per_connection = a.requests_per_connection;
     Ok(p)

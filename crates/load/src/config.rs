@@ -175,6 +175,8 @@ pub struct LoadParams {
     pub session_rate_schedule: Option<Profile>,
     /// Closed: users varying over the window; `connections` must be its peak.
     pub users_schedule: Option<Profile>,
+    /// HTTP pipelining: requests kept in flight per connection (closed model; 1 = none).
+    pub pipeline: u32,
     /// Open and partly-open: spacing of arrivals (default Poisson).
     pub arrivals: Option<ArrivalKind>,
     /// Closed and partly-open: think time between a response and the next request.
@@ -244,6 +246,7 @@ impl LoadParams {
             rate_schedule: None,
             session_rate_schedule: None,
             users_schedule: None,
+            pipeline: 1,
             arrivals: None,
             think: ThinkTime::default(),
             requests_per_session: None,
@@ -299,6 +302,40 @@ pub struct LoadConfig {
     records: Option<std::path::PathBuf>,
     keep_alive: bool,
     requests_per_connection: Option<u32>,
+    pipeline: u32,
+}
+
+/// Deepest pipeline accepted (wrk2's and memtier's users rarely go past a few dozen).
+const MAX_PIPELINE: u32 = 1024;
+
+/// Pipelining is written for the closed model over HTTP keep-alive: refuse the rest by name.
+fn check_pipeline(p: &LoadParams) -> Result<(), ConfigError> {
+    let depth = p.pipeline;
+    if !(1..=MAX_PIPELINE).contains(&depth) {
+        return Err(refuse("pipeline", format!("an integer in 1..={MAX_PIPELINE}"), depth));
+    }
+    if depth == 1 {
+        return Ok(());
+    }
+    let why = if p.model != Model::Closed {
+        Some(format!("1 with the {} model (pipelining is for the closed model: N connections, each keeping D requests in flight)", p.model.name()))
+    } else if p.memcached.is_some() {
+        Some("1 with memcached (pipelining is written for HTTP only)".to_string())
+    } else if !p.keep_alive {
+        Some("1 without keep-alive (a pipeline needs a persistent connection)".to_string())
+    } else if p.requests_per_connection.is_some() {
+        Some("1 with requests_per_connection".to_string())
+    } else if !p.think.is_zero() {
+        Some("1 with a think time (a pipelined connection sends the next request at each response)".to_string())
+    } else if p.users_schedule.is_some() {
+        Some("1 with a users schedule".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(allowed) => Err(refuse("pipeline", allowed, depth)),
+        None => Ok(()),
+    }
 }
 
 fn refuse(parameter: &'static str, allowed: impl Into<String>, received: impl fmt::Debug) -> ConfigError {
@@ -365,11 +402,9 @@ fn rate_or_schedule(
     match (rate, schedule) {
         (Some(r), None) => check_rate(rate_name, r),
         (None, None) => Err(missing(rate_name, required)),
-        (Some(_), Some(s)) => Err(refuse(
-            schedule_name,
-            format!("either {rate_name} or {schedule_name}, not both"),
-            format_args!("{s}"),
-        )),
+        (Some(_), Some(s)) => {
+            Err(refuse(schedule_name, format!("either {rate_name} or {schedule_name}, not both"), format_args!("{s}")))
+        }
         (None, Some(s)) => {
             let window = s.duration().as_secs_f64();
             if s.is_empty() || s.peak() > MAX_RATE || s.integral_to(window) <= 0.0 || s.duration() > MAX_PERIOD {
@@ -537,6 +572,7 @@ impl LoadConfig {
                 &p.path,
             ));
         }
+        check_pipeline(&p)?;
         if p.memcached.is_some() && !p.keep_alive {
             return Err(refuse("keep_alive", "true with memcached (use requests_per_connection)", false));
         }
@@ -581,6 +617,7 @@ impl LoadConfig {
             records: p.records,
             keep_alive: p.keep_alive,
             requests_per_connection: if p.keep_alive { p.requests_per_connection } else { Some(1) },
+            pipeline: p.pipeline,
         })
     }
 
@@ -600,6 +637,10 @@ impl LoadConfig {
     /// Responses after which a connection is closed and reopened (`None`: never).
     pub fn requests_per_connection(&self) -> Option<u32> {
         self.requests_per_connection
+    }
+    /// HTTP requests kept in flight per connection (1: no pipelining).
+    pub fn pipeline(&self) -> u32 {
+        self.pipeline
     }
     /// Where raw per-request records go, if anywhere.
     pub fn records(&self) -> Option<&std::path::Path> {

@@ -14,8 +14,8 @@
 use crate::schedule::Intensity;
 use archlab_prng::Xoshiro256pp;
 use std::fmt;
-use std::sync::Arc;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The lab's seeded generator (`archlab-prng`): xoshiro256++ seeded through SplitMix64.

@@ -41,8 +41,8 @@ pub use memcached::{
 };
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
-    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary, ThreadCpu,
-    TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
+    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
+    ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
 pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};

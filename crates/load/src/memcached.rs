@@ -14,8 +14,8 @@
 
 use crate::config::ConfigError;
 use crate::dist::{stream, Rng};
-pub use crate::keys::{KeyPattern, KeyPatterns};
 use crate::keys::{gaussian_key, parallel_slice, Zipf};
+pub use crate::keys::{KeyPattern, KeyPatterns};
 use crate::response::{Outcome, Progress};
 use crate::stats::ErrorClass;
 use archlab_wire::memcached::{is_valid_key, parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};

@@ -248,6 +248,7 @@ impl LoadReport {
             },
             flow,
             protocol: if c.memcached().is_some() { "memcached" } else { "http" },
+            pipeline: c.pipeline(),
             memcached: c.memcached().map(|w| MemcachedSummary {
                 retrieval: match w.retrieval {
                     Retrieval::Get => "get",
@@ -360,6 +361,8 @@ pub struct Summary {
     pub sessions: Option<Sessions>,
     /// "http" or "memcached" (added within version 2; absent means "http").
     pub protocol: &'static str,
+    /// HTTP requests kept in flight per connection (1: no pipelining; added within version 2).
+    pub pipeline: u32,
     /// memcached runs only: the workload and its command, hit and miss counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached: Option<MemcachedSummary>,

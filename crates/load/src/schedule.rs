@@ -44,7 +44,11 @@ impl FromStr for Profile {
             let (values, duration) = item.split_once('@').ok_or_else(|| bad(item, "no @DURATION"))?;
             let duration = crate::dist::parse_duration(duration).map_err(|e| bad(item, &e))?;
             let number = |v: &str| -> Result<f64, String> {
-                v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| bad(item, "not a number >= 0"))
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| bad(item, "not a number >= 0"))
             };
             let (from, to) = match values.split_once('-') {
                 Some((a, b)) => (number(a)?, number(b)?),

@@ -48,7 +48,10 @@ fn chi2_critical_0001(k: usize) -> f64 {
 fn ks_uniform(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len() as f64;
-    xs.iter().enumerate().map(|(i, &x)| (x - i as f64 / n).abs().max(((i + 1) as f64 / n - x).abs())).fold(0.0, f64::max)
+    xs.iter()
+        .enumerate()
+        .map(|(i, &x)| (x - i as f64 / n).abs().max(((i + 1) as f64 / n - x).abs()))
+        .fold(0.0, f64::max)
 }
 
 /// Asymptotic KS critical value at alpha = 0.001 (Smirnov's limiting distribution).
@@ -164,11 +167,14 @@ fn planned_send_times_of_a_ramp_follow_its_cumulative_intensity() {
     let d = ks_uniform(xs.clone());
     assert!(d < ks_critical_0001(n), "D {d} (n {n})");
     // Not vacuous: the same times against a flat rate (uniform in time) fail.
-    let flat: Vec<f64> = xs.iter().map(|&x| {
-        // Back to time, then the CDF of a constant rate on [a, b].
-        let t = intensity.inverse(la + x * (lb - la)).unwrap();
-        (t - a) / (b - a)
-    }).collect();
+    let flat: Vec<f64> = xs
+        .iter()
+        .map(|&x| {
+            // Back to time, then the CDF of a constant rate on [a, b].
+            let t = intensity.inverse(la + x * (lb - la)).unwrap();
+            (t - a) / (b - a)
+        })
+        .collect();
     assert!(ks_uniform(flat) > ks_critical_0001(n));
 }
 

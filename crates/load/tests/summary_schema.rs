@@ -53,6 +53,8 @@ fn summaries_of_every_model_match_the_published_schema() {
     let mut closed_steps = base();
     closed_steps.users_schedule = Some("1@100ms,3@200ms".parse().unwrap());
     closed_steps.connections = 3;
+    let mut closed_pipelined = base();
+    closed_pipelined.pipeline = 4;
     let mut partly_steps = base();
     partly_steps.model = Model::PartlyOpen;
     partly_steps.session_rate_schedule = Some("50@150ms,150@150ms".parse().unwrap());
@@ -65,6 +67,7 @@ fn summaries_of_every_model_match_the_published_schema() {
         ("partly-open", partly),
         ("open", open_ramp),
         ("closed", closed_steps),
+        ("closed", closed_pipelined),
         ("partly-open", partly_steps),
     ] {
         let v = summary_of(p);

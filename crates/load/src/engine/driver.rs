@@ -155,6 +155,17 @@ impl Worker<'_> {
             Driver::PartlyOpen { .. } if in_session => Some(planned),
             _ => None,
         };
+        if let (Some(p), true) = (own_next, self.depth > 1) {
+            // A pipelined connection: fill it up to the depth, one write for all.
+            let c = &self.conns[idx];
+            if c.queued < self.depth && !matches!(c.state, State::Closed | State::Connecting { .. }) {
+                for _ in c.queued..self.depth {
+                    self.queue_pipelined(idx, p, now);
+                }
+                self.write_pipelined(idx, now);
+            }
+            return;
+        }
         if let Some(p) = own_next {
             // The user (or session) has its next request planned: send now or at that time.
             if p <= now {
