@@ -2,8 +2,9 @@
 //! (N users looping request -> response -> think time), open (planned send times from a
 //! constant or Poisson schedule, seeded, sharded over threads, each request taking a free
 //! connection or opening one up to a cap) and partly-open (Poisson sessions of several
-//! requests with think times) — over keep-alive HTTP/1.1 or memcached text-protocol connections on T pinned epoll
-//! threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
+//! requests with think times) — with rates or users that may step and ramp inside a run
+//! (`schedule.rs`), over keep-alive HTTP/1.1 (optionally pipelined) or memcached
+//! text-protocol connections on T pinned epoll threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
 //! and sent times, so both the response time (coordinated omission corrected) and the
 //! service time are kept, with the schedule lag and the late and never-started arrivals. A
 //! run yields a [`LoadReport`]: whole-window and per-second HDR histograms, an HDR interval

@@ -100,7 +100,7 @@ pub struct LoadReport {
     /// Connections established before the run started (out of `config.connections()`).
     pub connections_established: usize,
     /// Requests in flight when the window closed: abandoned, counted neither as requests nor
-    /// as errors (at most one per connection).
+    /// as errors (at most one per connection, the pipeline depth with pipelining).
     pub in_flight_at_end: usize,
     /// Partly-open sessions running when the window closed.
     pub sessions_in_progress_at_end: u64,

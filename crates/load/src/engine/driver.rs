@@ -5,7 +5,11 @@
 //! - Closed: slot i is user i. After each response the user thinks (constant, exponential or
 //!   uniform) and its next request is planned at completion + think; nothing queues inside
 //!   the generator, so latency is the service time and coordinated omission is not corrected.
-//! - Open: this thread's shard of the global arrival schedule drives a timerfd entry. A due
+//!   With a users schedule, slots at or above the thread's active count park after their
+//!   request in flight; a timer entry applies each change. With pipelining, an idle call
+//!   fills the connection up to the depth instead of sending one request.
+//! - Open: this thread's shard of the global arrival schedule (fixed rate, or a varying one
+//!   through `schedule.rs`) drives a timerfd entry. A due
 //!   arrival takes an idle connection, or, when none is idle, joins this thread's FIFO
 //!   backlog while a spare slot (below the connection cap) is opened for it. A connection
 //!   that becomes idle takes the oldest backlog entry. The planned time travels with the

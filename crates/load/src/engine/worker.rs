@@ -9,6 +9,11 @@
 //! buffer, so the steady state needs no `epoll_ctl`. Every socket gets a new epoch when it is
 //! closed; events and timers carry the epoch they were made for and are ignored once it has
 //! passed, which makes closing and reopening within one batch of events safe.
+//!
+//! Pipelining (HTTP, closed model): a connection holds up to D requests in flight, the oldest
+//! in the connection's own fields and the others in a FIFO behind it; queued requests are
+//! written as one slice of D copies of the request, and responses, framed one by one from
+//! each read, complete the oldest first. A failure fails every request in flight on it.
 
 use super::driver::Driver;
 use super::recorder::Recorder;
