@@ -1,7 +1,7 @@
 //! Rates and users that change inside one run, against the in-test server (tests/common):
 //! the arrivals of each rate step are Poisson counts of the planned size (Pearson's
 //! goodness-of-fit test on the counts read back from the raw records, not a timing
-//! assertion), the planned send times of a ramp follow the intended cumulative intensity
+//! assertion; the same for partly-open session arrivals), the planned send times of a ramp follow the intended cumulative intensity
 //! (Kolmogorov-Smirnov on Λ(t)/Λ(T)), users start and stop at the scheduled times, and
 //! meaningless combinations are refused. Seeds are fixed, so each statistic is one number
 //! that either passes or fails, every run.
@@ -262,4 +262,36 @@ fn meaningless_schedules_are_refused() {
     p.rate_schedule = Some("0@1s".parse().unwrap());
     p.duration = Duration::from_secs(1);
     assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "rate_schedule");
+}
+
+#[test]
+fn session_arrivals_of_the_partly_open_model_follow_their_steps() {
+    let _g = serial();
+    let server = TestServer::start(Behaviour::default());
+    let steps: Profile = "200@1s,800@1s".parse().unwrap();
+    let path = records_path("sessions");
+    let mut p = LoadParams::new(server.addr);
+    p.model = Model::PartlyOpen;
+    p.session_rate_schedule = Some(steps.clone());
+    p.requests_per_session = Some(archlab_load::SessionLength::Fixed(1));
+    p.session_connection = Some(archlab_load::SessionConnection::Pooled);
+    p.duration = steps.duration();
+    p.warmup = Duration::ZERO;
+    p.connections = 8;
+    p.max_connections = Some(32);
+    p.seed = Some(23);
+    p.records = Some(path.clone());
+    let r = run(p);
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    // One request per session, planned at the session's arrival.
+    let mut counts = [0u64; 2];
+    for (planned, _, _) in planned_and_connections(&path) {
+        counts[(planned / 1_000_000_000) as usize] += 1;
+    }
+    let planned = [200.0, 800.0];
+    let chi: f64 = counts.iter().zip(planned).map(|(&n, mu)| (n as f64 - mu).powi(2) / mu).sum();
+    assert!(chi < chi2_critical_0001(2), "chi2 {chi:.2}: counts {counts:?} vs {planned:?}");
+    let s = serde_json::to_value(r.summary(None)).unwrap();
+    assert_eq!(s["pacing"]["rate_schedule"][1]["from"], 800.0);
+    assert_eq!(s["timeline"][1]["planned_rps"], 800.0);
 }
