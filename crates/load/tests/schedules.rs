@@ -1,9 +1,9 @@
 //! Rates and users that change inside one run, against the in-test server (tests/common):
 //! the arrivals of each rate step are Poisson counts of the planned size (Pearson's
 //! goodness-of-fit test on the counts read back from the raw records, not a timing
-//! assertion; the same for partly-open session arrivals), the planned send times of a ramp follow the intended cumulative intensity
-//! (Kolmogorov-Smirnov on Λ(t)/Λ(T)), users start and stop at the scheduled times, and
-//! meaningless combinations are refused. Seeds are fixed, so each statistic is one number
+//! assertion; the same for partly-open session arrivals), the planned send times of a ramp
+//! follow the intended cumulative intensity (Kolmogorov-Smirnov on Λ(t)/Λ(T)), users start
+//! and stop at the scheduled times, and meaningless combinations are refused. Seeds are fixed, so each statistic is one number
 //! that either passes or fails, every run.
 
 mod common;
