@@ -13,7 +13,7 @@ use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_load::{
     run_load_live, ArrivalKind, ConfigError, KeyPatterns, LiveSecond, LoadConfig, LoadParams, LoadReport, McWorkload,
-    Model, Phase, Ratio, Retrieval, SessionConnection, SessionLength, StopHandle, ThinkTime, ValueSize,
+    Model, Phase, Profile, Ratio, Retrieval, SessionConnection, SessionLength, StopHandle, ThinkTime, ValueSize,
     DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
 use archlab_netio::CpuList;
@@ -38,10 +38,11 @@ pub struct LoadArgs {
     /// (sessions arriving at --session-rate).
     #[arg(long, value_enum, default_value_t = ModelArg::Closed)]
     model: ModelArg,
-    /// Closed: concurrent users N, one keep-alive connection each. Open and partly-open:
-    /// connections opened before the start.
-    #[arg(long, default_value_t = 16)]
-    connections: usize,
+    /// Closed: concurrent users N, one keep-alive connection each (with --users-steps or
+    /// --users-ramp: their peak, which is the default then). Open and partly-open:
+    /// connections opened before the start [default: 16].
+    #[arg(long)]
+    connections: Option<usize>,
     /// Open and partly-open: most connections at once (default: --connections).
     #[arg(long)]
     max_connections: Option<usize>,
@@ -51,6 +52,31 @@ pub struct LoadArgs {
     /// Partly-open model: sessions per second.
     #[arg(long)]
     session_rate: Option<f64>,
+    /// Open model: a varying rate over the window instead of --rate, comma-separated segments
+    /// RATE@DURATION (held) or FROM-TO@DURATION (linear), e.g. "1000@10s,2000@10s" or
+    /// "1000@5s,1000-5000@30s". The window lasts the sum of the segments (--duration may be
+    /// left out), the warm-up holds the first rate; Poisson or constant spacing as --arrivals.
+    #[arg(long, value_parser = parse_profile, value_name = "SEGMENTS")]
+    rate_steps: Option<Profile>,
+    /// Open model: one linear ramp FROM-TO@DURATION, e.g. "1000-5000@30s" (a one-segment
+    /// --rate-steps).
+    #[arg(long, value_parser = parse_ramp, value_name = "FROM-TO@DURATION")]
+    rate_ramp: Option<Profile>,
+    /// Partly-open model: sessions per second varying over the window, as --rate-steps.
+    #[arg(long, value_parser = parse_profile, value_name = "SEGMENTS")]
+    session_rate_steps: Option<Profile>,
+    /// Partly-open model: one linear ramp of sessions per second, as --rate-ramp.
+    #[arg(long, value_parser = parse_ramp, value_name = "FROM-TO@DURATION")]
+    session_rate_ramp: Option<Profile>,
+    /// Closed model: users varying over the window, segments USERS@DURATION or
+    /// FROM-TO@DURATION, e.g. "8@5s,16@5s". A ramp spends equal time at each whole count.
+    /// Users start at the scheduled times; a stopping user finishes its request in flight.
+    /// One connection per user at the peak, opened before the start.
+    #[arg(long, value_parser = parse_profile, value_name = "SEGMENTS")]
+    users_steps: Option<Profile>,
+    /// Closed model: one linear ramp of users FROM-TO@DURATION, e.g. "1-64@30s".
+    #[arg(long, value_parser = parse_ramp, value_name = "FROM-TO@DURATION")]
+    users_ramp: Option<Profile>,
     /// Open and partly-open: spacing of arrivals [default: poisson].
     #[arg(long, value_enum)]
     arrivals: Option<ArrivalsArg>,
@@ -66,9 +92,10 @@ pub struct LoadArgs {
     /// A request sent later than this after its planned time counts as late.
     #[arg(long, value_parser = parse_duration, default_value = "1ms")]
     late_after: Duration,
-    /// Length of the measurement window, e.g. 10s, 500ms.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    duration: Duration,
+    /// Length of the measurement window, e.g. 10s, 500ms [default: 10s, or the length of a
+    /// rate or users schedule, which it must equal when given].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Warm-up before the window; its completions are not recorded.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     warmup: Duration,
@@ -102,9 +129,14 @@ pub struct LoadArgs {
     /// memcached: SETS:GETS cycle per connection (memtier --ratio) [default: 1:10].
     #[arg(long)]
     ratio: Option<Ratio>,
-    /// memcached: key patterns SET:GET, each R (random), S (sequential) or G (gaussian) [default: R:R].
+    /// memcached: key patterns SET:GET (memtier --key-pattern), each R (uniform), S (sequential,
+    /// per connection), G (gaussian, --key-median/--key-stddev), Z (Zipf, --key-zipf-exp) or P
+    /// (parallel: each connection walks its own slice of the range; P:P only) [default: R:R].
     #[arg(long)]
     key_pattern: Option<KeyPatterns>,
+    /// memcached: exponent s of the Z pattern, 0 < s < 5 (memtier --key-zipf-exp) [default: 1].
+    #[arg(long)]
+    key_zipf_exp: Option<f64>,
     /// memcached: key prefix [default: memtier-].
     #[arg(long)]
     key_prefix: Option<String>,
@@ -132,7 +164,8 @@ pub struct LoadArgs {
     /// Close each connection after this many responses and open a new one.
     #[arg(long)]
     requests_per_connection: Option<u32>,
-    /// HTTP pipelining depth (requests in flight per connection); only 1 is supported yet.
+    /// HTTP pipelining depth D: each connection keeps D requests in flight, answered in order
+    /// (closed model, keep-alive, no think time; each response sends the next request).
     #[arg(long, default_value_t = 1)]
     pipeline: u32,
     /// No live line per second on stderr.
@@ -181,6 +214,31 @@ enum SessionConnectionArg {
     Pooled,
 }
 
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    s.parse()
+}
+
+fn parse_ramp(s: &str) -> Result<Profile, String> {
+    let p: Profile = s.parse()?;
+    match p.segments() {
+        [one] if one.from != one.to => Ok(p),
+        _ => Err(format!(
+            "{s:?}: a ramp is one FROM-TO@DURATION segment with FROM != TO (use the --*-steps option for more)"
+        )),
+    }
+}
+
+/// One schedule from a --*-steps / --*-ramp pair (both given is refused).
+fn one_schedule(steps: (&str, &Option<Profile>), ramp: (&str, &Option<Profile>)) -> Result<Option<Profile>, CliError> {
+    match (steps.1, ramp.1) {
+        (Some(_), Some(r)) => Err(CliError::usage(format!(
+            "invalid --{}: {r} (allowed: not with --{}; write a ramp as a FROM-TO@DURATION segment of --{})",
+            ramp.0, steps.0, steps.0
+        ))),
+        (s, r) => Ok(s.clone().or_else(|| r.clone())),
+    }
+}
+
 fn parse_think_time(s: &str) -> Result<ThinkTime, String> {
     s.parse()
 }
@@ -194,6 +252,9 @@ fn option_of(parameter: &str) -> String {
     match parameter {
         "request_timeout" => "timeout".into(),
         "keep_alive" => "no-keep-alive".into(),
+        "rate_schedule" => "rate-steps (or --rate-ramp)".into(),
+        "session_rate_schedule" => "session-rate-steps (or --session-rate-ramp)".into(),
+        "users_schedule" => "users-steps (or --users-ramp)".into(),
         other => other.replace('_', "-"),
     }
 }
@@ -279,10 +340,17 @@ fn print_phase(p: Phase) {
     let _ = out.flush();
 }
 
-/// The live line of one second: `offered` only for models with a schedule.
+/// The live line of one second: the planned rate and the arrivals taken up (`offered`) for
+/// models with a schedule, the planned users for the closed one.
 fn live_line(s: &LiveSecond, open: bool) -> String {
     let ms = |us: Option<f64>| us.map_or("-".to_string(), |u| format!("{:.3}ms", u / 1e3));
-    let offered = if open { format!("offered {:.0}/s ", s.offered_rps) } else { String::new() };
+    let planned = match (s.planned_rps, s.planned_users) {
+        (Some(r), _) => format!("planned {r:.0}/s "),
+        (None, Some(u)) if u.fract() == 0.0 => format!("users {u:.0} "),
+        (None, Some(u)) => format!("users {u:.1} "),
+        (None, None) => String::new(),
+    };
+    let offered = if open { format!("{planned}offered {:.0}/s ", s.offered_rps) } else { planned };
     format!(
         "[{:>4}s] {offered}achieved {:.0}/s p50 {} p99 {} errors {} lag p99 {}",
         s.second + 1,
@@ -353,6 +421,7 @@ fn memcached_workload(a: &LoadArgs) -> Result<Option<McWorkload>, CliError> {
         given("key-max", a.key_max.is_some()),
         given("key-median", a.key_median.is_some()),
         given("key-stddev", a.key_stddev.is_some()),
+        given("key-zipf-exp", a.key_zipf_exp.is_some()),
         given("data-size", a.data_size.is_some()),
         given("verify", a.verify),
     ];
@@ -384,6 +453,10 @@ fn memcached_workload(a: &LoadArgs) -> Result<Option<McWorkload>, CliError> {
         a.verify,
     )
     .map_err(usage_error)?;
+    let w = match a.key_zipf_exp {
+        Some(s) => w.with_zipf_exponent(s).map_err(usage_error)?,
+        None => w,
+    };
     Ok(Some(w))
 }
 
@@ -400,10 +473,15 @@ pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
         ModelArg::Open => Model::Open,
         ModelArg::PartlyOpen => Model::PartlyOpen,
     };
-    p.connections = a.connections;
-    p.max_connections = a.max_connections;
     p.rate = a.rate;
     p.session_rate = a.session_rate;
+    p.rate_schedule = one_schedule(("rate-steps", &a.rate_steps), ("rate-ramp", &a.rate_ramp))?;
+    p.session_rate_schedule =
+        one_schedule(("session-rate-steps", &a.session_rate_steps), ("session-rate-ramp", &a.session_rate_ramp))?;
+    p.users_schedule = one_schedule(("users-steps", &a.users_steps), ("users-ramp", &a.users_ramp))?;
+    let users_peak = p.users_schedule.as_ref().filter(|_| p.model == Model::Closed).map(|u| u.peak() as usize);
+    p.connections = a.connections.or(users_peak).unwrap_or(16);
+    p.max_connections = a.max_connections;
     p.arrivals = a.arrivals.map(|k| match k {
         ArrivalsArg::Constant => ArrivalKind::Constant,
         ArrivalsArg::Poisson => ArrivalKind::Poisson,
@@ -415,7 +493,8 @@ pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
     });
     p.seed = a.seed;
     p.late_after = a.late_after;
-    p.duration = a.duration;
+    let schedule = p.rate_schedule.as_ref().or(p.session_rate_schedule.as_ref()).or(p.users_schedule.as_ref());
+    p.duration = a.duration.or(schedule.map(Profile::duration)).unwrap_or(Duration::from_secs(10));
     p.warmup = a.warmup;
     p.think = a.think_time;
     p.threads = a.threads;
@@ -426,12 +505,7 @@ pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
         check_directory("records", r)?;
     }
     p.records = a.records.clone();
-    if a.pipeline != 1 {
-        return Err(CliError::usage(format!(
-            "invalid --pipeline: {} (allowed: 1; pipelining is not supported yet)",
-            a.pipeline
-        )));
-    }
+    p.pipeline = a.pipeline;
     p.keep_alive = !a.no_keep_alive;
     p.requests_per_connection = a.requests_per_connection;
     Ok(p)
@@ -483,9 +557,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn live_line_shows_offered_only_with_a_schedule() {
+    fn live_line_shows_planned_rate_or_users() {
         let s = LiveSecond {
             second: 2,
+            planned_rps: Some(1000.0),
+            planned_users: None,
             offered_rps: 1000.0,
             throughput_rps: 998.0,
             p50_us: Some(120.0),
@@ -495,9 +571,11 @@ mod tests {
         };
         assert_eq!(
             live_line(&s, true),
-            "[   3s] offered 1000/s achieved 998/s p50 0.120ms p99 0.451ms errors 1 lag p99 -"
+            "[   3s] planned 1000/s offered 1000/s achieved 998/s p50 0.120ms p99 0.451ms errors 1 lag p99 -"
         );
-        assert!(!live_line(&s, false).contains("offered"));
+        let closed = LiveSecond { planned_rps: None, planned_users: Some(16.0), ..s };
+        assert!(live_line(&closed, false).starts_with("[   3s] users 16 achieved 998/s"));
+        assert!(!live_line(&closed, false).contains("offered"));
     }
 
     #[test]

@@ -57,6 +57,11 @@ pub fn run(a: SearchArgs) -> Result<(), CliError> {
             base.model.name()
         )));
     }
+    if let Some(s) = &base.rate_schedule {
+        return Err(CliError::usage(format!(
+            "invalid --rate-steps (or --rate-ramp): {s} (allowed: nothing; the search runs each step at one fixed rate)"
+        )));
+    }
     // Validate the load options once, with a placeholder rate the search replaces.
     if base.rate.is_none() {
         base.rate = Some(a.range.0);

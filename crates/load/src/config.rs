@@ -8,6 +8,7 @@
 
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
 use crate::memcached::McWorkload;
+use crate::schedule::Profile;
 use archlab_netio::CpuList;
 use std::fmt;
 use std::net::SocketAddr;
@@ -65,11 +66,13 @@ impl SessionConnection {
 /// The validated load model.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Pacing {
-    /// `users` keep-alive connections, one user each; no queue inside the generator.
-    Closed { users: usize, think: ThinkTime },
+    /// `users` keep-alive connections, one user each; no queue inside the generator. With a
+    /// `schedule`, `users` is its peak and the users active follow it.
+    Closed { users: usize, think: ThinkTime, schedule: Option<Profile> },
     /// Requests planned by `arrivals`; each takes an idle connection, or opens one while fewer
-    /// than `max_connections` exist, or waits (counted in the response time) for one.
-    Open { arrivals: Arrivals, connections: usize, max_connections: usize },
+    /// than `max_connections` exist, or waits (counted in the response time) for one. With a
+    /// `schedule` (requests per second over the window), the rate of `arrivals` is its mean.
+    Open { arrivals: Arrivals, connections: usize, max_connections: usize, schedule: Option<Profile> },
     /// Sessions planned by `sessions`; `length` requests each, sequential, `think` between them.
     PartlyOpen {
         sessions: Arrivals,
@@ -78,6 +81,8 @@ pub enum Pacing {
         connection: SessionConnection,
         connections: usize,
         max_connections: usize,
+        /// Sessions per second over the window, if the rate varies.
+        schedule: Option<Profile>,
     },
 }
 
@@ -123,6 +128,22 @@ impl Pacing {
         }
     }
 
+    /// The varying arrival rate (open: requests/s, partly-open: sessions/s), if any.
+    pub fn rate_schedule(&self) -> Option<&Profile> {
+        match self {
+            Pacing::Open { schedule, .. } | Pacing::PartlyOpen { schedule, .. } => schedule.as_ref(),
+            Pacing::Closed { .. } => None,
+        }
+    }
+
+    /// The varying number of users of the closed model, if any.
+    pub fn users_schedule(&self) -> Option<&Profile> {
+        match self {
+            Pacing::Closed { schedule, .. } => schedule.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Latency is measured from the planned send time (coordinated omission corrected).
     pub fn corrects_coordinated_omission(&self) -> bool {
         !matches!(self, Pacing::Closed { .. })
@@ -147,6 +168,15 @@ pub struct LoadParams {
     pub rate: Option<f64>,
     /// Partly-open: sessions per second.
     pub session_rate: Option<f64>,
+    /// Open: requests per second varying over the window (instead of `rate`); the window
+    /// (`duration`) must be the schedule's length.
+    pub rate_schedule: Option<Profile>,
+    /// Partly-open: sessions per second varying over the window (instead of `session_rate`).
+    pub session_rate_schedule: Option<Profile>,
+    /// Closed: users varying over the window; `connections` must be its peak.
+    pub users_schedule: Option<Profile>,
+    /// HTTP pipelining: requests kept in flight per connection (closed model; 1 = none).
+    pub pipeline: u32,
     /// Open and partly-open: spacing of arrivals (default Poisson).
     pub arrivals: Option<ArrivalKind>,
     /// Closed and partly-open: think time between a response and the next request.
@@ -213,6 +243,10 @@ impl LoadParams {
             max_connections: None,
             rate: None,
             session_rate: None,
+            rate_schedule: None,
+            session_rate_schedule: None,
+            users_schedule: None,
+            pipeline: 1,
             arrivals: None,
             think: ThinkTime::default(),
             requests_per_session: None,
@@ -268,6 +302,40 @@ pub struct LoadConfig {
     records: Option<std::path::PathBuf>,
     keep_alive: bool,
     requests_per_connection: Option<u32>,
+    pipeline: u32,
+}
+
+/// Deepest pipeline accepted (wrk2's and memtier's users rarely go past a few dozen).
+const MAX_PIPELINE: u32 = 1024;
+
+/// Pipelining is written for the closed model over HTTP keep-alive: refuse the rest by name.
+fn check_pipeline(p: &LoadParams) -> Result<(), ConfigError> {
+    let depth = p.pipeline;
+    if !(1..=MAX_PIPELINE).contains(&depth) {
+        return Err(refuse("pipeline", format!("an integer in 1..={MAX_PIPELINE}"), depth));
+    }
+    if depth == 1 {
+        return Ok(());
+    }
+    let why = if p.model != Model::Closed {
+        Some(format!("1 with the {} model (pipelining is for the closed model: N connections, each keeping D requests in flight)", p.model.name()))
+    } else if p.memcached.is_some() {
+        Some("1 with memcached (pipelining is written for HTTP only)".to_string())
+    } else if !p.keep_alive {
+        Some("1 without keep-alive (a pipeline needs a persistent connection)".to_string())
+    } else if p.requests_per_connection.is_some() {
+        Some("1 with requests_per_connection".to_string())
+    } else if !p.think.is_zero() {
+        Some("1 with a think time (a pipelined connection sends the next request at each response)".to_string())
+    } else if p.users_schedule.is_some() {
+        Some("1 with a users schedule".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(allowed) => Err(refuse("pipeline", allowed, depth)),
+        None => Ok(()),
+    }
 }
 
 fn refuse(parameter: &'static str, allowed: impl Into<String>, received: impl fmt::Debug) -> ConfigError {
@@ -325,11 +393,60 @@ fn is_header_safe(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// The rate of the model: a fixed one, or the mean of a schedule (never both).
+fn rate_or_schedule(
+    (rate_name, rate): (&'static str, Option<f64>),
+    (schedule_name, schedule): (&'static str, Option<&Profile>),
+    required: &str,
+) -> Result<f64, ConfigError> {
+    match (rate, schedule) {
+        (Some(r), None) => check_rate(rate_name, r),
+        (None, None) => Err(missing(rate_name, required)),
+        (Some(_), Some(s)) => {
+            Err(refuse(schedule_name, format!("either {rate_name} or {schedule_name}, not both"), format_args!("{s}")))
+        }
+        (None, Some(s)) => {
+            let window = s.duration().as_secs_f64();
+            if s.is_empty() || s.peak() > MAX_RATE || s.integral_to(window) <= 0.0 || s.duration() > MAX_PERIOD {
+                return Err(refuse(
+                    schedule_name,
+                    format!("segments with rates in 0..={MAX_RATE:e}/s, not all 0, lasting <= 24h in all"),
+                    format_args!("{s}"),
+                ));
+            }
+            Ok(s.mean_over(0.0, window))
+        }
+    }
+}
+
+fn check_users_schedule(users: &Profile, connections: usize) -> Result<(), ConfigError> {
+    let whole = users.segments().iter().all(|s| s.from.fract() == 0.0 && s.to.fract() == 0.0);
+    let peak = users.peak();
+    if users.is_empty() || !whole || peak < 1.0 || peak > MAX_CONNECTIONS as f64 || users.duration() > MAX_PERIOD {
+        return Err(refuse(
+            "users_schedule",
+            format!("segments of whole numbers of users in 0..={MAX_CONNECTIONS}, peak >= 1, lasting <= 24h in all"),
+            format_args!("{users}"),
+        ));
+    }
+    if peak as usize != connections {
+        return Err(refuse(
+            "connections",
+            format!("the peak of the users schedule ({peak}): one connection per user (or leave it out)"),
+            connections,
+        ));
+    }
+    Ok(())
+}
+
 fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
     use Model::*;
     let m = p.model;
     only_for("rate", p.rate, m, &[Open])?;
     only_for("session_rate", p.session_rate, m, &[PartlyOpen])?;
+    only_for("rate_schedule", p.rate_schedule.as_ref(), m, &[Open])?;
+    only_for("session_rate_schedule", p.session_rate_schedule.as_ref(), m, &[PartlyOpen])?;
+    only_for("users_schedule", p.users_schedule.as_ref(), m, &[Closed])?;
     only_for("arrivals", p.arrivals.map(|a| a.name()), m, &[Open, PartlyOpen])?;
     only_for("max_connections", p.max_connections, m, &[Open, PartlyOpen])?;
     only_for("requests_per_session", p.requests_per_session, m, &[PartlyOpen])?;
@@ -357,19 +474,31 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
         return Err(refuse("connections", connections_range(usize::from(m == Closed)), p.connections));
     }
     Ok(match m {
-        Closed => Pacing::Closed { users: p.connections, think },
+        Closed => {
+            if let Some(users) = &p.users_schedule {
+                check_users_schedule(users, p.connections)?;
+            }
+            Pacing::Closed { users: p.connections, think, schedule: p.users_schedule.clone() }
+        }
         Open => {
-            let rate = p.rate.ok_or_else(|| missing("rate", "requests per second, required by the open model"))?;
+            let rate = rate_or_schedule(
+                ("rate", p.rate),
+                ("rate_schedule", p.rate_schedule.as_ref()),
+                "requests per second, required by the open model (or a rate_schedule)",
+            )?;
             Pacing::Open {
-                arrivals: arrivals(check_rate("rate", rate)?),
+                arrivals: arrivals(rate),
                 connections: p.connections,
                 max_connections: pool(p.connections)?,
+                schedule: p.rate_schedule.clone(),
             }
         }
         PartlyOpen => {
-            let rate = p
-                .session_rate
-                .ok_or_else(|| missing("session_rate", "sessions per second, required by the partly-open model"))?;
+            let rate = rate_or_schedule(
+                ("session_rate", p.session_rate),
+                ("session_rate_schedule", p.session_rate_schedule.as_ref()),
+                "sessions per second, required by the partly-open model (or a session_rate_schedule)",
+            )?;
             let length = p.requests_per_session.unwrap_or(SessionLength::Geometric { mean: 5.0 });
             let ok = match length {
                 SessionLength::Fixed(n) => n >= 1,
@@ -383,7 +512,8 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
                 });
             }
             Pacing::PartlyOpen {
-                sessions: arrivals(check_rate("session_rate", rate)?),
+                sessions: arrivals(rate),
+                schedule: p.session_rate_schedule.clone(),
                 length,
                 think,
                 connection: p.session_connection.unwrap_or(SessionConnection::New),
@@ -422,6 +552,15 @@ impl LoadConfig {
             ));
         }
         check_period("duration", p.duration, false)?;
+        if let Some(s) = pacing.rate_schedule().or(pacing.users_schedule()) {
+            if s.duration() != p.duration {
+                return Err(refuse(
+                    "duration",
+                    format!("the length of the schedule ({:?}), or nothing", s.duration()),
+                    p.duration,
+                ));
+            }
+        }
         check_period("warmup", p.warmup, true)?;
         check_period("request_timeout", p.request_timeout, false)?;
         check_period("connect_timeout", p.connect_timeout, false)?;
@@ -433,6 +572,7 @@ impl LoadConfig {
                 &p.path,
             ));
         }
+        check_pipeline(&p)?;
         if p.memcached.is_some() && !p.keep_alive {
             return Err(refuse("keep_alive", "true with memcached (use requests_per_connection)", false));
         }
@@ -442,6 +582,16 @@ impl LoadConfig {
                 return Err(refuse("requests_per_connection", "1 (or nothing) without keep-alive", n))
             }
             _ => {}
+        }
+        if let Some(w) = p.memcached.as_ref().filter(|w| w.is_parallel()) {
+            let keys = w.key_max - w.key_min;
+            if keys < slots as u64 - 1 {
+                return Err(refuse(
+                    "key_pattern",
+                    format!("P:P only with at least one key per connection ({slots} connections)"),
+                    format_args!("P:P over {} keys", keys + 1),
+                ));
+            }
         }
         if let (Some(_), Some(host)) = (&p.memcached, &p.host) {
             return Err(refuse("host", "only with HTTP (this run speaks memcached)", host));
@@ -467,6 +617,7 @@ impl LoadConfig {
             records: p.records,
             keep_alive: p.keep_alive,
             requests_per_connection: if p.keep_alive { p.requests_per_connection } else { Some(1) },
+            pipeline: p.pipeline,
         })
     }
 
@@ -486,6 +637,10 @@ impl LoadConfig {
     /// Responses after which a connection is closed and reopened (`None`: never).
     pub fn requests_per_connection(&self) -> Option<u32> {
         self.requests_per_connection
+    }
+    /// HTTP requests kept in flight per connection (1: no pipelining).
+    pub fn pipeline(&self) -> u32 {
+        self.pipeline
     }
     /// Where raw per-request records go, if anywhere.
     pub fn records(&self) -> Option<&std::path::Path> {
@@ -576,7 +731,7 @@ mod tests {
     fn defaults_are_valid_and_threads_follow_cpus() {
         let c = LoadConfig::new(params()).unwrap();
         assert_eq!((c.threads(), c.host(), c.path()), (1, "127.0.0.1:8080", "/"));
-        assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default() });
+        assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default(), schedule: None });
         let mut p = params();
         p.cpus = Some(CpuList::new(vec![0, 1, 2, 3]).unwrap());
         p.connections = 3;
@@ -603,7 +758,7 @@ mod tests {
         let c = LoadConfig::new(p).unwrap();
         assert!(matches!(
             c.pacing(),
-            Pacing::Open { arrivals: Arrivals::Poisson { .. }, connections: 16, max_connections: 32 }
+            Pacing::Open { arrivals: Arrivals::Poisson { .. }, connections: 16, max_connections: 32, schedule: None }
         ));
         assert_eq!(c.seed(), DEFAULT_SEED);
         let mut p = params();

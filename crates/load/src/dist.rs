@@ -11,9 +11,11 @@
 //! every k-th arrival, so the union of the shards is exactly the one-thread schedule whatever
 //! the number of threads.
 
+use crate::schedule::Intensity;
 use archlab_prng::Xoshiro256pp;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The lab's seeded generator (`archlab-prng`): xoshiro256++ seeded through SplitMix64.
@@ -222,6 +224,9 @@ pub struct ArrivalStream {
     generated: u64,
     shard: u64,
     shards: u64,
+    /// A varying rate: unit-rate points mapped through the inverse cumulative intensity
+    /// (`schedule.rs`); `None` for the constant rate of `arrivals`.
+    intensity: Option<Arc<Intensity>>,
 }
 
 impl ArrivalStream {
@@ -237,13 +242,35 @@ impl ArrivalStream {
             generated: 0,
             shard: shard as u64,
             shards: shards as u64,
+            intensity: None,
         }
+    }
+
+    /// The same shard under a varying rate: the spacing (constant or Poisson) of `arrivals`
+    /// applied to the unit-rate clock, mapped to time through Λ^-1 of `intensity`.
+    pub fn with_intensity(mut self, intensity: Arc<Intensity>) -> ArrivalStream {
+        self.intensity = Some(intensity);
+        self
     }
 
     /// The planned offset (ns) of this shard's next arrival, and advance.
     pub fn next_offset_ns(&mut self) -> u64 {
         let k = self.next_index;
         self.next_index += self.shards;
+        if let Some(intensity) = &self.intensity {
+            let u = match self.arrivals {
+                Arrivals::Constant { .. } => k as f64,
+                Arrivals::Poisson { .. } => {
+                    while self.generated < k {
+                        self.offset_s += self.rng.exponential(1.0);
+                        self.generated += 1;
+                    }
+                    self.offset_s
+                }
+            };
+            // No arrival after the schedule's end.
+            return intensity.inverse(u).map_or(u64::MAX, |s| (s * 1e9).round() as u64);
+        }
         let s = match self.arrivals {
             Arrivals::Constant { rate_per_s } => k as f64 / rate_per_s,
             Arrivals::Poisson { rate_per_s } => {

@@ -2,8 +2,9 @@
 //! (N users looping request -> response -> think time), open (planned send times from a
 //! constant or Poisson schedule, seeded, sharded over threads, each request taking a free
 //! connection or opening one up to a cap) and partly-open (Poisson sessions of several
-//! requests with think times) — over keep-alive HTTP/1.1 or memcached text-protocol connections on T pinned epoll
-//! threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
+//! requests with think times) — with rates or users that may step and ramp inside a run
+//! (`schedule.rs`), over keep-alive HTTP/1.1 (optionally pipelined) or memcached
+//! text-protocol connections on T pinned epoll threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
 //! and sent times, so both the response time (coordinated omission corrected) and the
 //! service time are kept, with the schedule lag and the late and never-started arrivals. A
 //! run yields a [`LoadReport`]: whole-window and per-second HDR histograms, an HDR interval
@@ -20,10 +21,12 @@ mod control;
 mod dist;
 mod engine;
 mod error;
+mod keys;
 mod memcached;
 mod records;
 mod report;
 mod response;
+mod schedule;
 mod search;
 mod stats;
 mod timer;
@@ -39,8 +42,9 @@ pub use memcached::{
 };
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
-    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, Sessions, Summary, ThreadCpu,
-    TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
+    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
+    ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
+pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
 pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};

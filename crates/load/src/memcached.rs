@@ -1,6 +1,6 @@
 //! The memcached workload of the load generator, memtier-compatible where memtier defines
 //! something (notes/load-generators.md §4.3): what to send on one connection (a deterministic
-//! `set`:`get` cycle, keys from the R/S/G key patterns, multi-get of k keys, value sizes from
+//! `set`:`get` cycle, keys from the R/S/G/P/Z key patterns of `keys.rs`, multi-get of k keys, value sizes from
 //! a distribution) and how to read the reply (`archlab_wire::memcached::parse_reply`, element
 //! by element), with optional verification of every value read back. It plugs into the one
 //! connection engine through `response::Codec`; the engine never looks at the protocol.
@@ -14,6 +14,8 @@
 
 use crate::config::ConfigError;
 use crate::dist::{stream, Rng};
+use crate::keys::{gaussian_key, parallel_slice, Zipf};
+pub use crate::keys::{KeyPattern, KeyPatterns};
 use crate::response::{Outcome, Progress};
 use crate::stats::ErrorClass;
 use archlab_wire::memcached::{is_valid_key, parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};
@@ -27,57 +29,6 @@ pub const DEFAULT_KEY_MAX: u64 = 10_000_000;
 pub const MAX_VALUE_SIZE: usize = 1 << 20;
 /// Byte cycle of every value: contains CR LF so that framing by length is exercised.
 const VALUE_BYTES: &[u8] = b"0123456789abcdef\r\n";
-
-/// How keys are drawn for one command (memtier `--key-pattern SET:GET`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum KeyPattern {
-    /// R: uniform over [min, max].
-    Random,
-    /// S: each connection walks min..=max on its own iterator and wraps.
-    Sequential,
-    /// G: normal around `median` with `stddev` (memtier: centre and range/6), clamped.
-    Gaussian,
-}
-
-impl KeyPattern {
-    fn letter(self) -> char {
-        match self {
-            KeyPattern::Random => 'R',
-            KeyPattern::Sequential => 'S',
-            KeyPattern::Gaussian => 'G',
-        }
-    }
-    fn parse(s: &str) -> Result<KeyPattern, String> {
-        match s {
-            "R" => Ok(KeyPattern::Random),
-            "S" => Ok(KeyPattern::Sequential),
-            "G" => Ok(KeyPattern::Gaussian),
-            "P" | "Z" => Err(format!("key pattern {s} is not supported yet (supported: R, S, G)")),
-            _ => Err(format!("unknown key pattern {s:?} (expected R, S or G)")),
-        }
-    }
-}
-
-/// `--key-pattern SET:GET`, e.g. `R:R` (memtier's default) or `S:G`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct KeyPatterns {
-    pub set: KeyPattern,
-    pub get: KeyPattern,
-}
-
-impl FromStr for KeyPatterns {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (a, b) = s.split_once(':').ok_or_else(|| format!("expected SET:GET, e.g. R:R, got {s:?}"))?;
-        Ok(KeyPatterns { set: KeyPattern::parse(a)?, get: KeyPattern::parse(b)? })
-    }
-}
-
-impl fmt::Display for KeyPatterns {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.set.letter(), self.get.letter())
-    }
-}
 
 /// `--ratio S:G`: a deterministic cycle of S sets then G gets per connection (memtier).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +105,8 @@ pub struct McWorkload {
     pub key_max: u64,
     pub key_median: f64,
     pub key_stddev: f64,
+    /// Exponent s of the Z pattern (memtier `--key-zipf-exp`, in (0, 5), default 1).
+    pub key_zipf_exp: f64,
     pub value_size: ValueSize,
     /// Check every value read back (length and bytes) and the order of multi-get replies.
     pub verify: bool,
@@ -194,7 +147,8 @@ impl McWorkload {
             ));
         }
         let range = (key_max - key_min) as f64;
-        let key_median = key_median.unwrap_or(key_min as f64 + range / 2.0);
+        // memtier's defaults (obj_gen.cpp): median len/2 + min + 0.5, then floored draws.
+        let key_median = key_median.unwrap_or(key_min as f64 + range / 2.0 + 0.5);
         let key_stddev = key_stddev.unwrap_or(range / 6.0);
         if !key_stddev.is_finite() || key_stddev < 0.0 || !key_median.is_finite() {
             return Err(err("key_stddev", "a finite number >= 0", key_stddev.to_string()));
@@ -209,16 +163,41 @@ impl McWorkload {
             key_max,
             key_median,
             key_stddev,
+            key_zipf_exp: 1.0,
             value_size,
             verify,
         })
     }
 
+    /// Set the exponent of the Z pattern (memtier `--key-zipf-exp`: 0 < s < 5).
+    pub fn with_zipf_exponent(mut self, s: f64) -> Result<McWorkload, ConfigError> {
+        if !(s > 0.0 && s < 5.0) {
+            return Err(ConfigError {
+                parameter: "key_zipf_exp",
+                allowed: "a number in (0, 5), as memtier".into(),
+                received: s.to_string(),
+            });
+        }
+        if ![self.keys.set, self.keys.get].contains(&KeyPattern::Zipf) {
+            return Err(ConfigError {
+                parameter: "key_zipf_exp",
+                allowed: "only with a Z key pattern".into(),
+                received: s.to_string(),
+            });
+        }
+        self.key_zipf_exp = s;
+        Ok(self)
+    }
+
+    /// Uses the P pattern: the range is split between the connections.
+    pub fn is_parallel(&self) -> bool {
+        self.keys.set == KeyPattern::Parallel
+    }
+
     /// Whether any draw is random (so that a seed means something).
     pub fn is_random(&self) -> bool {
-        let random = |p| p != KeyPattern::Sequential;
-        (self.ratio.sets > 0 && random(self.keys.set))
-            || (self.ratio.gets > 0 && random(self.keys.get))
+        (self.ratio.sets > 0 && self.keys.set.is_random())
+            || (self.ratio.gets > 0 && self.keys.get.is_random())
             || matches!(self.value_size, ValueSize::Uniform { .. })
     }
 
@@ -282,6 +261,10 @@ pub(crate) struct McClient {
     cycle: u32,
     next_set: u64,
     next_get: u64,
+    /// Key range of the S and P iterators: the whole range, or this connection's P slice.
+    walk_min: u64,
+    walk_max: u64,
+    zipf: Option<Zipf>,
     request: Vec<u8>,
     /// Key indices of the retrieval in flight, in request order.
     keys: Vec<u64>,
@@ -300,15 +283,24 @@ pub(crate) struct McClient {
 }
 
 impl McClient {
-    /// The client of connection `slot` of thread `thread`: its own random stream and its own
-    /// sequential iterators starting at the minimum, like memtier's per-client iterators.
-    pub(crate) fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize) -> McClient {
+    /// The client of connection `slot` of thread `thread`, connection `global` of `total` in
+    /// the run: its own random stream and its own sequential iterators starting at the
+    /// minimum (of its slice for P), like memtier's per-client iterators.
+    pub(crate) fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize, global: u64, total: u64) -> McClient {
+        let (walk_min, walk_max) =
+            if w.is_parallel() { parallel_slice(w.key_min, w.key_max, global, total) } else { (w.key_min, w.key_max) };
+        let zipf = [w.keys.set, w.keys.get]
+            .contains(&KeyPattern::Zipf)
+            .then(|| Zipf::new(w.key_max - w.key_min + 1, w.key_zipf_exp));
         McClient {
+            walk_min,
+            walk_max,
+            zipf,
             rng: stream(seed, 0x6d63_0000_0000_0000 | ((thread as u64) << 24) | slot as u64),
             seed,
             cycle: 0,
-            next_set: w.key_min,
-            next_get: w.key_min,
+            next_set: walk_min,
+            next_get: walk_min,
             request: Vec::with_capacity(64),
             keys: Vec::with_capacity(w.multi_get as usize),
             matched: 0,
@@ -326,15 +318,16 @@ impl McClient {
         let (min, max) = (self.w.key_min, self.w.key_max);
         match pattern {
             KeyPattern::Random => min + (self.rng.next_u64() % (max - min + 1)),
-            KeyPattern::Sequential => {
+            KeyPattern::Sequential | KeyPattern::Parallel => {
                 let it = if is_set { &mut self.next_set } else { &mut self.next_get };
                 let k = *it;
-                *it = if k >= max { min } else { k + 1 };
+                *it = if k >= self.walk_max { self.walk_min } else { k + 1 };
                 k
             }
-            KeyPattern::Gaussian => {
-                let x = self.w.key_median + self.w.key_stddev * self.rng.normal();
-                x.round().clamp(min as f64, max as f64) as u64
+            KeyPattern::Gaussian => gaussian_key(&mut self.rng, min, max, self.w.key_median, self.w.key_stddev),
+            KeyPattern::Zipf => {
+                let z = self.zipf.as_ref().expect("built for the Z pattern");
+                min + z.sample(&mut self.rng) - 1
             }
         }
     }
@@ -523,7 +516,7 @@ mod tests {
     #[test]
     fn cycle_ratio_multiget_and_sequential_keys_follow_memtier() {
         let w = workload("1:4", 3, "S:S", "4");
-        let mut c = McClient::new(&w, 1, 0, 0);
+        let mut c = McClient::new(&w, 1, 0, 0, 0, 1);
         let reqs: Vec<String> = (0..6).map(|_| text(c.next_request())).collect();
         // 1 set, then gets of min(3, gets left) keys: 3 then 1; the cycle restarts.
         assert_eq!(reqs[0], "set k-0 0 0 4\r\n0123\r\n");
@@ -537,7 +530,7 @@ mod tests {
     #[test]
     fn patterns_and_sizes_parse_and_refuse() {
         assert_eq!("R:G".parse::<KeyPatterns>().unwrap().to_string(), "R:G");
-        assert!("P:P".parse::<KeyPatterns>().unwrap_err().contains("not supported yet"));
+        assert!("P:R".parse::<KeyPatterns>().unwrap_err().contains("P:P"));
         assert!("R".parse::<KeyPatterns>().is_err());
         assert!("0:0".parse::<Ratio>().is_err());
         assert_eq!("uniform:10-20".parse::<ValueSize>(), Ok(ValueSize::Uniform { min: 10, max: 20 }));
@@ -548,8 +541,8 @@ mod tests {
     #[test]
     fn random_and_gaussian_keys_stay_in_range_and_are_seeded() {
         let w = workload("0:1", 1, "G:G", "1");
-        let mut a = McClient::new(&w, 7, 0, 0);
-        let mut b = McClient::new(&w, 7, 0, 0);
+        let mut a = McClient::new(&w, 7, 0, 0, 0, 1);
+        let mut b = McClient::new(&w, 7, 0, 0, 0, 1);
         let mut seen = [0u32; 10];
         for _ in 0..2000 {
             let k = a.draw(KeyPattern::Gaussian, false);
@@ -564,9 +557,50 @@ mod tests {
     }
 
     #[test]
+    fn parallel_pattern_gives_each_connection_its_own_slice() {
+        // Keys 0..=9 over 3 connections: slices 0..=2, 3..=5, 6..=9; each connection walks its
+        // slice and wraps, set and get iterators apart.
+        let w = workload("1:1", 1, "P:P", "1");
+        let mut seen: Vec<Vec<u64>> = Vec::new();
+        for c in 0..3u64 {
+            let mut client = McClient::new(&w, 1, 0, c as usize, c, 3);
+            let keys: Vec<u64> = (0..8).map(|_| client.draw(KeyPattern::Parallel, true)).collect();
+            seen.push(keys);
+        }
+        assert_eq!(seen[0], [0, 1, 2, 0, 1, 2, 0, 1]);
+        assert_eq!(seen[1], [3, 4, 5, 3, 4, 5, 3, 4]);
+        assert_eq!(seen[2], [6, 7, 8, 9, 6, 7, 8, 9]);
+        // Disjoint and, together, every key of the range.
+        let mut all: Vec<u64> = seen.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        for (i, a) in seen.iter().enumerate() {
+            for b in &seen[i + 1..] {
+                assert!(a.iter().all(|k| !b.contains(k)));
+            }
+        }
+    }
+
+    #[test]
+    fn zipf_keys_start_at_the_minimum_and_need_a_z_pattern() {
+        let w = workload("0:1", 1, "R:Z", "1").with_zipf_exponent(1.2).unwrap();
+        let mut c = McClient::new(&w, 3, 0, 0, 0, 1);
+        let mut counts = [0u32; 10];
+        for _ in 0..5000 {
+            counts[c.draw(KeyPattern::Zipf, false) as usize] += 1;
+        }
+        // Rank 1 (key 0) is the most frequent, rank 2 about 2^-1.2 = 0.44 of it.
+        assert!(counts.windows(2).take(3).all(|p| p[0] > p[1]), "{counts:?}");
+        let e = workload("1:1", 1, "R:R", "1").with_zipf_exponent(1.0).unwrap_err();
+        assert_eq!(e.parameter, "key_zipf_exp");
+        assert!(workload("0:1", 1, "Z:Z", "1").with_zipf_exponent(5.0).is_err());
+    }
+
+    #[test]
     fn replies_are_framed_counted_and_verified_in_any_split() {
         let w = workload("0:3", 3, "S:S", "uniform:0-40");
-        let mut c = McClient::new(&w, 3, 0, 0);
+        let mut c = McClient::new(&w, 3, 0, 0, 0, 1);
         assert_eq!(text(c.next_request()), "get k-0 k-1 k-2\r\n");
         let value = |i: u64| -> Vec<u8> { (0..w.value_len(3, i)).map(|j| value_byte(i, j)).collect() };
         let mut reply = Vec::new();
@@ -587,7 +621,7 @@ mod tests {
             assert_eq!((c.last.hits, c.last.misses, c.last.get_keys), (2, 1, 3));
         }
         // Out of order, wrong bytes, errors.
-        let mut c2 = McClient::new(&w, 3, 0, 0);
+        let mut c2 = McClient::new(&w, 3, 0, 0, 0, 1);
         c2.next_request();
         let mut bad = format!("VALUE k-2 0 {}\r\n", value(2).len()).into_bytes();
         bad.extend_from_slice(&value(2));

@@ -47,6 +47,17 @@ pub struct TimelineEntry {
     pub p99_us: Option<f64>,
     /// Errors of every class in the interval.
     pub errors: u64,
+    /// Open and partly-open: arrivals taken up by the generator in the interval (added
+    /// within version 2, like the two fields below).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<u64>,
+    /// Open and partly-open: mean planned arrival rate over the interval (the schedule's
+    /// intensity; the fixed rate without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_rps: Option<f64>,
+    /// Closed: mean planned number of users over the interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_users: Option<f64>,
 }
 
 /// CPU time one load thread used during the window.
@@ -89,7 +100,7 @@ pub struct LoadReport {
     /// Connections established before the run started (out of `config.connections()`).
     pub connections_established: usize,
     /// Requests in flight when the window closed: abandoned, counted neither as requests nor
-    /// as errors (at most one per connection).
+    /// as errors (at most one per connection, the pipeline depth with pipelining).
     pub in_flight_at_end: usize,
     /// Partly-open sessions running when the window closed.
     pub sessions_in_progress_at_end: u64,
@@ -237,6 +248,7 @@ impl LoadReport {
             },
             flow,
             protocol: if c.memcached().is_some() { "memcached" } else { "http" },
+            pipeline: c.pipeline(),
             memcached: c.memcached().map(|w| MemcachedSummary {
                 retrieval: match w.retrieval {
                     Retrieval::Get => "get",
@@ -248,6 +260,7 @@ impl LoadReport {
                 key_prefix: w.key_prefix.clone(),
                 key_min: w.key_min,
                 key_max: w.key_max,
+                key_zipf_exp: [w.keys.set, w.keys.get].contains(&crate::KeyPattern::Zipf).then_some(w.key_zipf_exp),
                 value_size: w.value_size.to_string(),
                 verify: w.verify,
                 counts: self.totals.memcached,
@@ -348,6 +361,8 @@ pub struct Summary {
     pub sessions: Option<Sessions>,
     /// "http" or "memcached" (added within version 2; absent means "http").
     pub protocol: &'static str,
+    /// HTTP requests kept in flight per connection (1: no pipelining; added within version 2).
+    pub pipeline: u32,
     /// memcached runs only: the workload and its command, hit and miss counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached: Option<MemcachedSummary>,
@@ -364,6 +379,10 @@ pub struct Summary {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LiveSecond {
     pub second: u32,
+    /// Mean planned arrival rate of the second (open and partly-open).
+    pub planned_rps: Option<f64>,
+    /// Mean planned users of the second (closed).
+    pub planned_users: Option<f64>,
     /// Arrivals taken up per second (0 for the closed model, which has no schedule).
     pub offered_rps: f64,
     pub throughput_rps: f64,
@@ -386,6 +405,9 @@ pub struct MemcachedSummary {
     pub key_prefix: String,
     pub key_min: u64,
     pub key_max: u64,
+    /// Exponent of the Z key pattern (only when a Z pattern is used; added within version 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_zipf_exp: Option<f64>,
     pub value_size: String,
     pub verify: bool,
     #[serde(flatten)]
@@ -419,6 +441,37 @@ pub struct PacingSummary {
     pub requests_per_session: Option<SessionLengthSummary>,
     /// "new" or "pooled" (partly-open only).
     pub session_connection: Option<&'static str>,
+    /// Open and partly-open with a varying rate: the segments over the window (the warm-up
+    /// holds the first rate); `rate_per_s` is then their mean. Added within version 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_schedule: Option<Vec<ScheduleSegment>>,
+    /// Closed with a varying number of users: the segments over the window (the warm-up holds
+    /// the first count; a ramp spends equal time at each whole count). Added within version 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users_schedule: Option<Vec<ScheduleSegment>>,
+}
+
+/// One segment of a schedule, from `from` to `to` linearly (equal for a step).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScheduleSegment {
+    /// Start, seconds from the start of the measurement window.
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
+fn segments_of(p: &crate::schedule::Profile) -> Vec<ScheduleSegment> {
+    let mut start = 0.0;
+    p.segments()
+        .iter()
+        .map(|s| {
+            let d = s.duration.as_secs_f64();
+            let seg = ScheduleSegment { start_s: start, duration_s: d, from: s.from, to: s.to };
+            start += d;
+            seg
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -458,6 +511,8 @@ impl PacingSummary {
             think_time: ThinkSummary { distribution: think.kind(), mean_s: think.mean().as_secs_f64(), min_s, max_s },
             requests_per_session: length,
             session_connection: connection,
+            rate_schedule: p.rate_schedule().map(segments_of),
+            users_schedule: p.users_schedule().map(segments_of),
         }
     }
 }

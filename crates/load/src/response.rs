@@ -4,8 +4,9 @@
 //! split across reads is accumulated (rare: heads are small), in a buffer kept per connection
 //! so that steady state allocates nothing.
 //!
-//! Exactly one request is in flight per connection, so any byte after the end of the response
-//! is a protocol violation, not the start of the next response. [`Codec`] puts this reader and
+//! With one request in flight per connection any byte after the end of the response is a
+//! protocol violation ([`ResponseReader::feed`]); with pipelining it is the start of the next
+//! response, in request order ([`ResponseReader::feed_prefix`] says where one ends). [`Codec`] puts this reader and
 //! the memcached client (`memcached.rs`) behind one interface for the connection engine.
 
 use crate::memcached::McClient;
@@ -93,27 +94,37 @@ impl ResponseReader {
         self.body_left.is_some() || !self.head.is_empty()
     }
 
-    /// Take the next piece of input.
+    /// Take the next piece of input, which must not go past the end of the response (one
+    /// request in flight).
     pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+        match self.feed_prefix(data) {
+            (Progress::Done { .. }, used) if used < data.len() => {
+                Progress::Invalid("bytes after the end of the response (only one request was in flight)")
+            }
+            (p, _) => p,
+        }
+    }
+
+    /// Take the next piece of input, which may go on with the next responses (pipelining);
+    /// returns the progress and how many bytes belong to this response.
+    pub(crate) fn feed_prefix(&mut self, data: &[u8]) -> (Progress, usize) {
         let body_bytes = match self.body_left {
             Some(_) => data.len(),
             None => match self.parse_head(data) {
                 Ok(Some(body_bytes)) => body_bytes,
-                Ok(None) => return Progress::More,
-                Err(why) => return Progress::Invalid(why),
+                Ok(None) => return (Progress::More, data.len()),
+                Err(why) => return (Progress::Invalid(why), data.len()),
             },
         };
         let left = self.body_left.expect("head parsed above");
         if body_bytes < left {
             self.body_left = Some(left - body_bytes);
-            return Progress::More;
+            return (Progress::More, data.len());
         }
         let done = Progress::Done { outcome: Outcome::Status(self.status), keep_alive: self.keep_alive };
         self.reset();
-        if body_bytes > left {
-            return Progress::Invalid("bytes after the end of the response (only one request was in flight)");
-        }
-        done
+        // The head and body bytes of this response all came from `data`'s start.
+        (done, data.len() - (body_bytes - left))
     }
 
     /// Parse the head from `data` (appended to an earlier partial head, if any). On success,
@@ -206,6 +217,36 @@ mod tests {
         assert!(matches!(r.feed(b"garbage\r\n\r\n"), Progress::Invalid(_)));
         let mut r = ResponseReader::default();
         assert!(matches!(r.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), Progress::Invalid(_)));
+    }
+
+    #[test]
+    fn pipelined_responses_split_anywhere_are_framed_one_by_one() {
+        // Three responses of different lengths and statuses back to back, cut at every place.
+        let stream = [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"[..],
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+        ]
+        .concat();
+        for cut in 0..=stream.len() {
+            let mut r = ResponseReader::default();
+            let mut statuses = Vec::new();
+            for piece in [&stream[..cut], &stream[cut..]] {
+                let mut at = 0;
+                while at < piece.len() {
+                    let (p, used) = r.feed_prefix(&piece[at..]);
+                    assert!(used > 0 || piece[at..].is_empty(), "cut {cut}");
+                    at += used;
+                    match p {
+                        Progress::Done { outcome: Outcome::Status(s), .. } => statuses.push(s),
+                        Progress::More => {}
+                        other => panic!("cut {cut}: {other:?}"),
+                    }
+                }
+            }
+            assert_eq!(statuses, [200, 404, 200], "cut {cut}");
+            assert!(!r.is_partial());
+        }
     }
 
     #[test]

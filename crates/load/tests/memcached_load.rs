@@ -138,3 +138,69 @@ fn a_silent_server_counts_timeouts_and_the_run_ends_on_time() {
     assert_eq!(r.totals.requests, 0);
     drop(keep);
 }
+
+/// `stats` value of a memcached counter, read over a fresh connection.
+fn mc_stat(addr: SocketAddr, name: &str) -> u64 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"stats\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !got.ends_with(b"END\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8(got).unwrap();
+    let prefix = format!("STAT {name} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn parallel_pattern_loads_every_key_of_the_range_once_per_pass() {
+    let Some(server) = memcached_process::start(&[]) else { return };
+    // Sets only, P:P over keys 0..=99 on 4 connections: each connection walks its own 25 keys,
+    // so as soon as every connection has made 25 sets the server holds all 100 keys and no
+    // other; R:R with as many sets would leave about 100/e of them unwritten.
+    let mut p = params(server.addr, workload("1:0", 1, "P:P", "16", "p-"));
+    p.warmup = Duration::ZERO;
+    let r = run(p);
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert!(r.totals.memcached.sets >= 4 * 25 * 2, "{:?}", r.totals);
+    assert_eq!(mc_stat(server.addr, "curr_items"), 100);
+    // Read every key back, verified: no miss, no wrong value.
+    let r = run(params(server.addr, workload("0:1", 10, "S:S", "16", "p-")));
+    let mc = r.totals.memcached;
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert!(mc.get_keys >= 100 && mc.misses == 0, "{mc:?}");
+    // More connections than keys is refused with the reason.
+    let mut p = params(server.addr, workload("1:0", 1, "P:P", "16", "p-"));
+    p.connections = 101;
+    let e = LoadConfig::new(p).unwrap_err();
+    assert_eq!(e.parameter, "key_pattern");
+}
+
+#[test]
+fn zipf_keys_concentrate_hits_on_the_lowest_ranks() {
+    let Some(server) = memcached_process::start(&[]) else { return };
+    // Set only key 0 (rank 1); Zipf gets with s = 1 over 100 keys hit it with probability
+    // 1/H_100 = 1/5.187 = 0.193 (H_n the harmonic number), uniform gets with 0.01.
+    let mut seed = TcpStream::connect(server.addr).unwrap();
+    seed.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let w = workload("0:1", 1, "R:Z", "8", "z-");
+    let value: Vec<u8> = b"0123456789abcdef\r\n".iter().cycle().take(8).copied().collect();
+    seed.write_all(b"set z-0 0 0 8\r\n").unwrap();
+    seed.write_all(&value).unwrap();
+    seed.write_all(b"\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    let n = seed.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STORED\r\n");
+    let r = run(params(server.addr, w.with_zipf_exponent(1.0).unwrap()));
+    let mc = r.totals.memcached;
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    let n = mc.get_keys as f64;
+    let p = 1.0 / (1..=100).map(|k| 1.0 / k as f64).sum::<f64>();
+    // Binomial(n, p): within 5 standard deviations.
+    let sd = (n * p * (1.0 - p)).sqrt();
+    assert!(n > 500.0 && (mc.hits as f64 - n * p).abs() < 5.0 * sd, "{mc:?} expected {:.0}", n * p);
+}

@@ -207,12 +207,16 @@ fn rate_search_brackets_the_capacity_of_a_server() {
     base.connections = 4;
     base.warmup = Duration::from_millis(100);
     base.duration = Duration::from_millis(400);
+    // A load thread preempted for a few ms on a busy 2-core machine would mark a step as
+    // generator-bound (> 1 % of ~80 arrivals taken up > 1 ms late) and fail it whatever the
+    // server; this test is about the server's capacity, so lateness counts from 20 ms.
+    base.late_after = Duration::from_millis(20);
     let obj = Objective { quantile: 0.99, max_latency: Duration::from_millis(50), max_error_ratio: 0.0 };
     let range = SearchRange { low: 200.0, high: 8000.0, steps: 8, precision: 0.1 };
     let mut seen = 0;
     let r = search_rate(&base, &obj, &range, &mut |_| seen += 1).unwrap();
     assert_eq!(seen, r.steps.len());
-    let (best, _) = r.best.as_ref().expect("the low end passes");
+    let (best, _) = r.best.as_ref().unwrap_or_else(|| panic!("the low end passes: {:#?}", r.steps));
     assert!((500.0..=2100.0).contains(best), "best {best}: {:#?}", r.steps);
     assert!(!r.steps[0].passed, "8000/s is far above capacity");
     let mut closed = base.clone();

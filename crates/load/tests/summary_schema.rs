@@ -46,7 +46,30 @@ fn summaries_of_every_model_match_the_published_schema() {
     partly.requests_per_session = Some(SessionLength::Fixed(2));
     partly.connections = 0;
     partly.max_connections = Some(8);
-    for (model, p) in [("closed", closed), ("open", open), ("partly-open", partly)] {
+    // The same with schedules: a rate ramp and steps, and users steps.
+    let mut open_ramp = base();
+    open_ramp.model = Model::Open;
+    open_ramp.rate_schedule = Some("100@100ms,100-900@200ms".parse().unwrap());
+    let mut closed_steps = base();
+    closed_steps.users_schedule = Some("1@100ms,3@200ms".parse().unwrap());
+    closed_steps.connections = 3;
+    let mut closed_pipelined = base();
+    closed_pipelined.pipeline = 4;
+    let mut partly_steps = base();
+    partly_steps.model = Model::PartlyOpen;
+    partly_steps.session_rate_schedule = Some("50@150ms,150@150ms".parse().unwrap());
+    partly_steps.requests_per_session = Some(SessionLength::Fixed(2));
+    partly_steps.connections = 0;
+    partly_steps.max_connections = Some(8);
+    for (model, p) in [
+        ("closed", closed),
+        ("open", open),
+        ("partly-open", partly),
+        ("open", open_ramp),
+        ("closed", closed_steps),
+        ("closed", closed_pipelined),
+        ("partly-open", partly_steps),
+    ] {
         let v = summary_of(p);
         if let Err(e) = schemas.validate(&v, index) {
             panic!("{model} summary does not match the schema: {e:#}\n{v:#}");
@@ -86,7 +109,7 @@ fn memcached_summaries_match_the_published_schema() {
             Retrieval::Get,
             4,
             Ratio { sets: 1, gets: 10 },
-            "R:R".parse().unwrap(),
+            "R:Z".parse().unwrap(),
             "s-".into(),
             0,
             1000,
@@ -95,6 +118,7 @@ fn memcached_summaries_match_the_published_schema() {
             ValueSize::Fixed(100),
             true,
         )
+        .and_then(|w| w.with_zipf_exponent(0.9))
         .unwrap(),
     );
     let v = summary_of(p);
@@ -103,4 +127,5 @@ fn memcached_summaries_match_the_published_schema() {
     }
     assert_eq!(v["protocol"], "memcached");
     assert!(v["memcached"]["gets"].as_u64().unwrap() > 0);
+    assert_eq!(v["memcached"]["key_zipf_exp"], 0.9);
 }

@@ -8,6 +8,7 @@
 use super::SECOND_NS;
 use crate::error::LoadError;
 use crate::report::{rate, LiveSecond, TimelineEntry};
+use crate::schedule::Plan;
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::interval_log::IntervalLog;
 use std::collections::VecDeque;
@@ -36,6 +37,7 @@ pub(super) struct Aggregator {
     log: IntervalLog<Vec<u8>>,
     /// Seconds closed since the coordinator last took them.
     live: Vec<LiveSecond>,
+    plan: Plan,
 }
 
 #[derive(Default)]
@@ -51,7 +53,7 @@ struct PendingSecond {
 }
 
 impl Aggregator {
-    pub(super) fn new(threads: usize, warmup_end: u64, log: IntervalLog<Vec<u8>>) -> Self {
+    pub(super) fn new(threads: usize, warmup_end: u64, log: IntervalLog<Vec<u8>>, plan: Plan) -> Self {
         Aggregator {
             threads,
             warmup_end,
@@ -61,6 +63,7 @@ impl Aggregator {
             timeline: Vec::new(),
             log,
             live: Vec::new(),
+            plan,
         }
     }
 
@@ -103,7 +106,13 @@ impl Aggregator {
         let h = p.histogram.unwrap_or_else(hdr::new_latency_histogram);
         hdr::merge(&mut self.total, &h);
         let length_s = length_ns as f64 / 1e9;
+        let start_s = f64::from(index);
+        let planned_rps = self.plan.rate(start_s, start_s + length_s);
+        let planned_users = self.plan.users(start_s, start_s + length_s);
         self.timeline.push(TimelineEntry {
+            arrivals: planned_rps.map(|_| p.arrivals),
+            planned_rps,
+            planned_users,
             second: index,
             length_s,
             requests: p.requests,
@@ -114,6 +123,8 @@ impl Aggregator {
         let lag = p.lag.unwrap_or_else(hdr::new_latency_histogram);
         self.live.push(LiveSecond {
             second: index,
+            planned_rps,
+            planned_users,
             offered_rps: rate(p.arrivals, length_s),
             throughput_rps: rate(p.requests, length_s),
             p50_us: hdr::quantile_us(&h, 0.5),

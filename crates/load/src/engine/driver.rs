@@ -5,7 +5,11 @@
 //! - Closed: slot i is user i. After each response the user thinks (constant, exponential or
 //!   uniform) and its next request is planned at completion + think; nothing queues inside
 //!   the generator, so latency is the service time and coordinated omission is not corrected.
-//! - Open: this thread's shard of the global arrival schedule drives a timerfd entry. A due
+//!   With a users schedule, slots at or above the thread's active count park after their
+//!   request in flight; a timer entry applies each change. With pipelining, an idle call
+//!   fills the connection up to the depth instead of sending one request.
+//! - Open: this thread's shard of the global arrival schedule (fixed rate, or a varying one
+//!   through `schedule.rs`) drives a timerfd entry. A due
 //!   arrival takes an idle connection, or, when none is idle, joins this thread's FIFO
 //!   backlog while a spare slot (below the connection cap) is opened for it. A connection
 //!   that becomes idle takes the oldest backlog entry. The planned time travels with the
@@ -18,14 +22,16 @@
 //! Memory: the backlog holds one u64 per waiting arrival; under a server stall it grows by
 //! rate x stall (8 MB per million waiting arrivals) and is bounded by the arrivals of the run.
 
-use super::worker::{State, Worker, ARRIVAL_TIMER};
+use super::worker::{State, Worker, ARRIVAL_TIMER, USERS_TIMER};
 use crate::config::{LoadConfig, Pacing, SessionConnection};
 use crate::dist::{self, ArrivalStream, Rng, SessionLength, ThinkTime};
+use crate::schedule::{user_changes, users_of_thread, Intensity};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Per-thread state of the load model.
 pub(super) enum Driver {
-    Closed { think: ThinkTime, rng: Rng },
+    Closed { think: ThinkTime, rng: Rng, users: Option<UserPlan> },
     Open(Schedule),
     PartlyOpen { sched: Schedule, length: SessionLength, think: ThinkTime, policy: SessionConnection, rng: Rng },
 }
@@ -44,6 +50,16 @@ pub(super) struct Schedule {
     spare: Vec<u32>,
 }
 
+/// A closed run's varying users on this thread: slots below `active` are users at work; the
+/// others finish the request they have in flight, then park until they are started again.
+pub(super) struct UserPlan {
+    /// (offset from t0 in ns, users of this thread from then on).
+    changes: Vec<(u64, usize)>,
+    next: usize,
+    pub(super) active: usize,
+    t0: u64,
+}
+
 impl Schedule {
     fn new(stream: ArrivalStream) -> Schedule {
         Schedule { stream, t0: 0, next_ns: u64::MAX, backlog: VecDeque::new(), free: Vec::new(), spare: Vec::new() }
@@ -53,9 +69,27 @@ impl Schedule {
 impl Driver {
     pub(super) fn new(cfg: &LoadConfig, thread: usize) -> Driver {
         let rng = dist::stream(cfg.seed(), 1 + thread as u64);
-        let stream = |a| ArrivalStream::new(a, cfg.seed(), thread, cfg.threads());
+        let stream = |a| {
+            let s = ArrivalStream::new(a, cfg.seed(), thread, cfg.threads());
+            match cfg.pacing().rate_schedule() {
+                Some(profile) => s.with_intensity(Arc::new(Intensity::new(cfg.warmup(), profile.clone()))),
+                None => s,
+            }
+        };
         match *cfg.pacing() {
-            Pacing::Closed { think, .. } => Driver::Closed { think, rng },
+            Pacing::Closed { think, ref schedule, .. } => {
+                let users = schedule.as_ref().map(|profile| {
+                    let mut changes: Vec<(u64, usize)> = Vec::new();
+                    for (t, n) in user_changes(cfg.warmup(), profile) {
+                        let mine = users_of_thread(n, thread, cfg.threads());
+                        if changes.last().is_none_or(|&(_, m)| m != mine) {
+                            changes.push((t, mine));
+                        }
+                    }
+                    UserPlan { active: changes[0].1, changes, next: 1, t0: 0 }
+                });
+                Driver::Closed { think, rng, users }
+            }
             Pacing::Open { arrivals, .. } => Driver::Open(Schedule::new(stream(arrivals))),
             Pacing::PartlyOpen { sessions, length, think, connection, .. } => {
                 Driver::PartlyOpen { sched: Schedule::new(stream(sessions)), length, think, policy: connection, rng }
@@ -92,9 +126,15 @@ impl Worker<'_> {
                 _ => {}
             }
         }
+        if let Driver::Closed { users: Some(plan), .. } = &mut self.driver {
+            plan.t0 = t0;
+            if let Some(&(t, _)) = plan.changes.get(plan.next) {
+                self.timers.push(t0 + t, USERS_TIMER, 0);
+            }
+        }
         if let Some(s) = self.driver.schedule() {
             s.t0 = t0;
-            s.next_ns = t0 + s.stream.next_offset_ns();
+            s.next_ns = t0.saturating_add(s.stream.next_offset_ns());
             self.timers.push(s.next_ns, ARRIVAL_TIMER, 0);
         }
     }
@@ -113,10 +153,23 @@ impl Worker<'_> {
         let c = &self.conns[idx];
         let (epoch, planned, in_session) = (c.epoch, c.planned_ns, c.session_left > 0);
         let own_next = match &self.driver {
+            // A stopped user stays parked (its connection open) until it is started again.
+            Driver::Closed { users: Some(plan), .. } if idx >= plan.active => return,
             Driver::Closed { .. } => Some(planned),
             Driver::PartlyOpen { .. } if in_session => Some(planned),
             _ => None,
         };
+        if let (Some(p), true) = (own_next, self.depth > 1) {
+            // A pipelined connection: fill it up to the depth, one write for all.
+            let c = &self.conns[idx];
+            if c.queued < self.depth && !matches!(c.state, State::Closed | State::Connecting { .. }) {
+                for _ in c.queued..self.depth {
+                    self.queue_pipelined(idx, p, now);
+                }
+                self.write_pipelined(idx, now);
+            }
+            return;
+        }
         if let Some(p) = own_next {
             // The user (or session) has its next request planned: send now or at that time.
             if p <= now {
@@ -155,7 +208,7 @@ impl Worker<'_> {
     pub(super) fn completed(&mut self, idx: usize, t: u64, reusable: bool) {
         let mut release = false;
         match &mut self.driver {
-            Driver::Closed { think, rng } => self.conns[idx].planned_ns = t + think.sample_ns(rng),
+            Driver::Closed { think, rng, .. } => self.conns[idx].planned_ns = t + think.sample_ns(rng),
             Driver::Open(_) => {}
             Driver::PartlyOpen { think, rng, policy, .. } => {
                 let c = &mut self.conns[idx];
@@ -208,6 +261,38 @@ impl Worker<'_> {
         }
     }
 
+    /// The users timer fired: apply the changes due by `now`. Started users send their first
+    /// request planned at the change time; stopped ones finish what they have in flight
+    /// (see `idle`).
+    pub(super) fn users_due(&mut self, now: u64) {
+        let Driver::Closed { users: Some(plan), .. } = &mut self.driver else { return };
+        let before = plan.active;
+        let mut started_at = now;
+        while let Some(&(t, n)) = plan.changes.get(plan.next) {
+            if plan.t0 + t > now {
+                self.timers.push(plan.t0 + t, USERS_TIMER, 0);
+                break;
+            }
+            plan.active = n;
+            plan.next += 1;
+            started_at = plan.t0 + t;
+        }
+        let after = plan.active;
+        for idx in before..after {
+            let c = &mut self.conns[idx];
+            match c.state {
+                State::Open => {
+                    c.planned_ns = started_at;
+                    self.idle(idx, now);
+                }
+                State::Closed if now < self.rec.end => self.connect(idx, now),
+                // Connecting: `idle` runs once connected. In flight: a user stopped and
+                // started again before its response came; it goes on after it.
+                _ => c.planned_ns = started_at,
+            }
+        }
+    }
+
     /// The arrival timer fired: take up every arrival due by `now`, then re-arm.
     pub(super) fn arrivals_due(&mut self, now: u64) {
         let end = self.rec.end;
@@ -220,7 +305,7 @@ impl Worker<'_> {
                 }
                 return;
             }
-            s.next_ns = s.t0 + s.stream.next_offset_ns();
+            s.next_ns = s.t0.saturating_add(s.stream.next_offset_ns());
             self.rec.arrival(p, now);
             self.dispatch_arrival(p, now);
         }
@@ -265,7 +350,7 @@ impl Worker<'_> {
         }
         while s.next_ns < end {
             self.rec.never_started(s.next_ns, false);
-            s.next_ns = s.t0 + s.stream.next_offset_ns();
+            s.next_ns = s.t0.saturating_add(s.stream.next_offset_ns());
         }
     }
 }

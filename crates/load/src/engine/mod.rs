@@ -87,6 +87,9 @@ pub fn run_load_live(
 ) -> Result<LoadReport, LoadError> {
     let mut request = Vec::with_capacity(128 + cfg.path().len() + cfg.host().len());
     write_request(&mut request, Method::Get, cfg.host(), cfg.path(), cfg.keep_alive(), &[]);
+    // Pipelining: D copies back to back, so that any run of queued requests (they are all the
+    // same bytes) is one slice of it and one `send`.
+    let batch = request.repeat(cfg.pipeline() as usize);
     let wakers = (0..cfg.threads())
         .map(|_| Waker::new())
         .collect::<io::Result<Vec<_>>>()
@@ -104,6 +107,7 @@ pub fn run_load_live(
         records,
         cfg,
         request: &request,
+        batch: &batch,
         start: Gate::new(),
         release: Gate::new(),
         end_ns: AtomicU64::new(u64::MAX),
@@ -169,6 +173,8 @@ enum Start {
 struct Shared<'a> {
     cfg: &'a LoadConfig,
     request: &'a [u8],
+    /// The request repeated `pipeline` times.
+    batch: &'a [u8],
     start: Gate<Start>,
     /// Opened after [`Phase::End`] was reported: threads may close their connections.
     release: Gate<()>,
@@ -314,7 +320,7 @@ fn coordinate(
     let comments: Vec<&str> = comments.iter().map(String::as_str).collect();
     let log = IntervalLog::begin(Vec::new(), anchor.wall_of(warmup_end), &comments)
         .map_err(|e| LoadError::Internal(e.to_string()))?;
-    let mut agg = Aggregator::new(threads, warmup_end, log);
+    let mut agg = Aggregator::new(threads, warmup_end, log, crate::schedule::Plan::of(cfg));
     if let Some(mut file) = sh.records.as_ref() {
         let header = RecordsHeader {
             connections: cfg.max_connections() as u32,

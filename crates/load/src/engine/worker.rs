@@ -9,6 +9,11 @@
 //! buffer, so the steady state needs no `epoll_ctl`. Every socket gets a new epoch when it is
 //! closed; events and timers carry the epoch they were made for and are ignored once it has
 //! passed, which makes closing and reopening within one batch of events safe.
+//!
+//! Pipelining (HTTP, closed model): a connection holds up to D requests in flight, the oldest
+//! in the connection's own fields and the others in a FIFO behind it; queued requests are
+//! written as one slice of D copies of the request, and responses, framed one by one from
+//! each read, complete the oldest first. A failure fails every request in flight on it.
 
 use super::driver::Driver;
 use super::recorder::Recorder;
@@ -39,6 +44,8 @@ const MAX_EVENTS: usize = 1024;
 const TIMER_TOKEN: u64 = u64::MAX;
 /// Timer "connection index" of the arrival schedule (open and partly-open models).
 pub(super) const ARRIVAL_TIMER: u32 = u32::MAX;
+/// Timer "connection index" of the closed model's users schedule.
+pub(super) const USERS_TIMER: u32 = u32::MAX - 1;
 const WAKER_TOKEN: u64 = u64::MAX - 1;
 
 /// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
@@ -56,7 +63,7 @@ pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
     let result = w.drive(t0_ns).map(|()| {
         w.count_never_started();
         let mut summary = w.rec.finish();
-        summary.in_flight = w.conns.iter().filter(|c| c.in_flight()).count();
+        summary.in_flight = w.conns.iter().map(Conn::requests_in_flight).sum();
         summary.thread = i;
         summary.sessions_in_progress = w.conns.iter().filter(|c| c.session_left > 0).count() as u64;
         Box::new(summary)
@@ -100,6 +107,12 @@ pub(super) struct Conn {
     req_bytes: u32,
     /// Responses completed on the current socket (for `requests_per_connection`).
     served: u32,
+    /// Pipelining: requests in flight (the front one above, then `behind`), and the bytes of
+    /// queued requests not yet written (`write_pos` into the current one).
+    pub(super) queued: u32,
+    behind: std::collections::VecDeque<(u64, u64)>,
+    owed: usize,
+    write_pos: usize,
     /// Partly-open model: requests left in the session bound to this slot (0 = none).
     pub(super) session_left: u32,
     /// Length drawn for that session.
@@ -119,6 +132,10 @@ impl Conn {
             resp_bytes: 0,
             req_bytes: 0,
             served: 0,
+            queued: 0,
+            behind: std::collections::VecDeque::new(),
+            owed: 0,
+            write_pos: 0,
             session_left: 0,
             session_len: 0,
             codec,
@@ -131,6 +148,15 @@ impl Conn {
 
     pub(super) fn in_flight(&self) -> bool {
         matches!(self.state, State::Sending { .. } | State::Awaiting)
+    }
+
+    /// Requests sent and not answered (more than one only when pipelining).
+    pub(super) fn requests_in_flight(&self) -> usize {
+        if self.queued > 0 {
+            self.queued as usize
+        } else {
+            usize::from(self.in_flight())
+        }
     }
 }
 
@@ -149,6 +175,8 @@ pub(super) struct Worker<'a> {
     poller: Poller,
     pub(super) timers: Timers,
     pub(super) conns: Vec<Conn>,
+    /// HTTP pipelining depth (1: one request in flight per connection).
+    pub(super) depth: u32,
     rbuf: Box<[u8]>,
     pub(super) rec: Recorder,
     pub(super) driver: Driver,
@@ -170,6 +198,7 @@ impl<'a> Worker<'a> {
             pin_current_thread(&[cpu]).map_err(|e| io_error(format!("cannot pin load thread {i} to CPU {cpu}"), e))?;
         }
         let n = cfg.slots_of_thread(i);
+        let conn_base = (0..i).map(|j| cfg.slots_of_thread(j)).sum::<usize>();
         let records = match &sh.records {
             None => None,
             Some(f) => Some(f.try_clone().map_err(|e| io_error("cannot share the records file", e))?),
@@ -189,10 +218,18 @@ impl<'a> Worker<'a> {
                 .map(|slot| {
                     Conn::new(match cfg.memcached() {
                         None => Codec::Http(ResponseReader::default()),
-                        Some(w) => Codec::Memcached(Box::new(McClient::new(w, cfg.seed(), i, slot))),
+                        Some(w) => Codec::Memcached(Box::new(McClient::new(
+                            w,
+                            cfg.seed(),
+                            i,
+                            slot,
+                            (conn_base + slot) as u64,
+                            cfg.max_connections() as u64,
+                        ))),
                     })
                 })
                 .collect(),
+            depth: cfg.pipeline(),
             rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
             rec: Recorder::new(tx, cfg, records),
             driver: Driver::new(cfg, i),
@@ -200,7 +237,7 @@ impl<'a> Worker<'a> {
             now: now_ns(),
             initial: cfg.connections_of_thread(i),
             first_connect_error: None,
-            conn_base: (0..i).map(|j| cfg.slots_of_thread(j)).sum::<usize>() as u32,
+            conn_base: conn_base as u32,
         })
     }
 
@@ -274,6 +311,17 @@ impl<'a> Worker<'a> {
                 if self.conns.get(idx).is_none_or(|c| c.epoch != (tok >> 32) as u32) {
                     return; // the socket this event was for is closed already
                 }
+                if self.depth > 1 && matches!(self.conns[idx].state, State::Sending { .. }) {
+                    // A pipeline reads and writes at once: the server may wait for us to read
+                    // before it takes more requests, and the other way round.
+                    if ev.writable {
+                        self.write_pipelined(idx, self.now);
+                    }
+                    if (ev.readable || ev.closed) && self.conns[idx].epoch == (tok >> 32) as u32 {
+                        self.on_readable(idx);
+                    }
+                    return;
+                }
                 match self.conns[idx].state {
                     State::Connecting { .. } => self.on_connect_ready(idx),
                     State::Sending { sent } if ev.writable && !ev.readable && !ev.closed => {
@@ -341,6 +389,10 @@ impl<'a> Worker<'a> {
         c.epoch = c.epoch.wrapping_add(1);
         c.state = State::Closed;
         c.served = 0;
+        c.queued = 0;
+        c.behind.clear();
+        c.owed = 0;
+        c.write_pos = 0;
         c.codec.reset();
     }
 
@@ -358,10 +410,90 @@ impl<'a> Worker<'a> {
         self.rec.error(now, class, detail);
         if self.conns[idx].in_flight() {
             self.record(idx, now, 0, Some(class));
+            // Pipelining: the requests behind the front one are lost with the connection, each
+            // counted once in the same class.
+            while self.conns[idx].queued > 1 {
+                self.promote(idx);
+                self.rec.error(now, class, detail);
+                self.record(idx, now, 0, Some(class));
+            }
         }
         self.close(idx);
         if self.started && self.lost(idx, now) && now < self.rec.end {
             self.connect(idx, now);
+        }
+    }
+
+    /// Pipelining: queue one more request planned at `planned` on `idx` (written by the next
+    /// `write_pipelined`).
+    pub(super) fn queue_pipelined(&mut self, idx: usize, planned: u64, now: u64) {
+        let len = self.sh.request.len();
+        let c = &mut self.conns[idx];
+        if c.queued == 0 {
+            c.planned_ns = planned;
+            c.sent_ns = now;
+            c.first_ns = 0;
+            c.resp_bytes = 0;
+            c.req_bytes = len as u32;
+        } else {
+            c.behind.push_back((planned, now));
+        }
+        c.queued += 1;
+        c.owed += len;
+        self.rec.sent(now, planned);
+    }
+
+    /// Pipelining: write what is owed on `idx`, as far as the socket takes it.
+    pub(super) fn write_pipelined(&mut self, idx: usize, now: u64) {
+        let len = self.sh.request.len();
+        let c = &mut self.conns[idx];
+        let fd = c.fd();
+        let result = loop {
+            if c.owed == 0 {
+                break Ok(true);
+            }
+            // write_pos + owed = len x (requests not wholly written) <= the batch's length.
+            let from = &self.sh.batch[c.write_pos..c.write_pos + c.owed];
+            // SAFETY: `from` is a live slice of the shared batch.
+            let n = unsafe { libc::send(fd, from.as_ptr() as *const libc::c_void, from.len(), libc::MSG_NOSIGNAL) };
+            if n >= 0 {
+                c.owed -= n as usize;
+                c.write_pos = (c.write_pos + n as usize) % len;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => break Ok(false),
+                _ => break Err(e),
+            }
+        };
+        let was_waiting = matches!(c.state, State::Sending { .. });
+        let (state, interest) = match result {
+            Ok(true) => (if c.queued > 0 { State::Awaiting } else { State::Open }, Interest::READABLE),
+            Ok(false) => (State::Sending { sent: 0 }, Interest::BOTH),
+            Err(e) => {
+                let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Write };
+                return self.fail(idx, class, now, &e);
+            }
+        };
+        c.state = state;
+        if was_waiting != matches!(state, State::Sending { .. }) {
+            if let Err(e) = self.poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
+                self.fail(idx, ErrorClass::Write, now, &e);
+            }
+        }
+    }
+
+    /// Pipelining: the front request is done with; the next one in flight takes its place.
+    fn promote(&mut self, idx: usize) {
+        let c = &mut self.conns[idx];
+        c.queued = c.queued.saturating_sub(1);
+        if let Some((planned, sent)) = c.behind.pop_front() {
+            c.planned_ns = planned;
+            c.sent_ns = sent;
+            c.first_ns = 0;
+            c.resp_bytes = 0;
         }
     }
 
@@ -439,6 +571,9 @@ impl<'a> Worker<'a> {
             if !in_flight {
                 return self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
             }
+            if self.depth > 1 {
+                return self.read_pipelined(idx, n, now);
+            }
             if c.first_ns == 0 {
                 c.first_ns = now;
             }
@@ -467,12 +602,43 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Pipelining: the `n` bytes received hold the ends of one or more responses, matched in
+    /// order to the requests in flight (HTTP/1.1 answers in request order).
+    fn read_pipelined(&mut self, idx: usize, n: usize, now: u64) {
+        let epoch = self.conns[idx].epoch;
+        let mut at = 0;
+        while at < n {
+            let c = &mut self.conns[idx];
+            if c.epoch != epoch || c.queued == 0 {
+                if c.epoch == epoch {
+                    self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
+                }
+                return;
+            }
+            if c.first_ns == 0 {
+                c.first_ns = now;
+            }
+            let Codec::Http(reader) = &mut c.codec else { unreachable!("pipelining is HTTP only") };
+            let (progress, used) = reader.feed_prefix(&self.rbuf[at..n]);
+            c.resp_bytes = c.resp_bytes.saturating_add(used as u32);
+            at += used;
+            match progress {
+                Progress::More => {}
+                Progress::Done { outcome, keep_alive } => self.complete(idx, now, outcome, keep_alive),
+                Progress::Invalid(why) => return self.fail(idx, ErrorClass::Parse, now, &why),
+            }
+        }
+    }
+
     /// The response on `idx` completed at `t`: record it, then think, send or reconnect.
     fn complete(&mut self, idx: usize, t: u64, outcome: Outcome, keep_alive: bool) {
         if t >= self.rec.end {
             // After the window: the request stays "in flight at the end", like those whose
             // response has not arrived, and nothing more is sent.
             return;
+        }
+        if self.depth > 1 {
+            return self.complete_pipelined(idx, t, outcome, keep_alive);
         }
         let c = &mut self.conns[idx];
         // A response before the whole request was written leaves the stream unusable; a
@@ -492,6 +658,37 @@ impl<'a> Worker<'a> {
         }
         self.record(idx, t, status, class);
         self.completed(idx, t, reusable);
+    }
+
+    /// Pipelining: the front request's response completed at `t`. The next request goes out
+    /// at once (closed model, no think time); a response that closes the connection loses the
+    /// requests behind it, counted `closed`.
+    fn complete_pipelined(&mut self, idx: usize, t: u64, outcome: Outcome, keep_alive: bool) {
+        let c = &self.conns[idx];
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns);
+        let (status, class) = match outcome {
+            Outcome::Status(s) => (s, ErrorClass::of_status(s)),
+            Outcome::Ok => (0, None),
+            Outcome::Failed(c) => (0, Some(c)),
+        };
+        self.record(idx, t, status, class);
+        self.promote(idx);
+        let c = &mut self.conns[idx];
+        if !keep_alive {
+            if c.queued > 0 {
+                return self.fail(
+                    idx,
+                    ErrorClass::Closed,
+                    t,
+                    &"the server closed a pipelined connection with requests in flight",
+                );
+            }
+            return self.reopen(idx, t);
+        }
+        if c.queued == 0 && c.owed == 0 {
+            c.state = State::Open;
+        }
+        self.completed(idx, t, true);
     }
 
     /// Keep the raw record of the request on `idx`, ended at `t` (when records are on).
@@ -520,6 +717,10 @@ impl<'a> Worker<'a> {
         while let Some((idx, epoch)) = self.timers.pop_due(now) {
             if idx == ARRIVAL_TIMER {
                 self.arrivals_due(now);
+                continue;
+            }
+            if idx == USERS_TIMER {
+                self.users_due(now);
                 continue;
             }
             let idx = idx as usize;

@@ -29,6 +29,9 @@ pub struct Behaviour {
     /// (after, length): every response due in [first request + after, + length) is held
     /// until the end of that interval, as if the server froze (a GC pause, a `^Z`).
     pub stall: Option<(Duration, Duration)>,
+    /// Answer every second request of a connection (the 2nd, 4th, ...) with this status, so
+    /// that a client can check it matched the responses to its requests in order.
+    pub alternate_status: Option<u16>,
 }
 
 impl Default for Behaviour {
@@ -41,6 +44,7 @@ impl Default for Behaviour {
             hang: false,
             close_after_response: false,
             stall: None,
+            alternate_status: None,
         }
     }
 }
@@ -97,6 +101,11 @@ fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool,
     let head = format!("HTTP/1.1 {} Test\r\nContent-Length: {}\r\n{conn_header}\r\n", b.status, b.body_len);
     let mut response = head.into_bytes();
     response.extend_from_slice(&body);
+    let alternate = b.alternate_status.map(|st| {
+        let mut r = format!("HTTP/1.1 {st} Alt\r\nContent-Length: {}\r\n{conn_header}\r\n", b.body_len).into_bytes();
+        r.extend_from_slice(&body);
+        r
+    });
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let mut requests = 0u64;
@@ -129,7 +138,11 @@ fn serve(mut s: TcpStream, b: &Behaviour, served: &AtomicU64, stop: &AtomicBool,
             if !b.delay.is_zero() {
                 std::thread::sleep(b.delay);
             }
-            if s.write_all(&response).is_err() {
+            let this = match &alternate {
+                Some(alt) if requests.is_multiple_of(2) => alt,
+                _ => &response,
+            };
+            if s.write_all(this).is_err() {
                 return;
             }
             served.fetch_add(1, Ordering::SeqCst);
