@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 from conftest import run_cli, spec_text
 
@@ -51,6 +52,47 @@ def check_row_is_the_summary(row: dict, summary: dict) -> None:
     assert row["p99_us"] == summary[reported]["p99"] and row["service_p99_us"] == summary["service_time_us"]["p99"]
     assert row["errors"] == summary["errors"]["total"] == sum(row["errors_by_class"].values()) == 0
     assert sum(summary["status_codes"].values()) == summary["requests"]
+
+
+# The interactive response time law (Denning & Buzen 1978, "The operational analysis of queueing
+# network models", ACM Computing Surveys 10(3); Jain 1991, "The Art of Computer Systems
+# Performance Analysis", §33.2): N users that think Z on average between a response and their
+# next request achieve X = N / (R + Z). It holds for any think-time distribution, so it checks
+# that an exponential Z reaches the engine with its mean intact. Tolerance: the mean of ~800
+# exponential draws is within 4 % (one standard deviation) of Z; the rest is room for late
+# timer wake-ups and client overhead on a loaded 2-core machine, which lengthen the cycle.
+LAW_TOLERANCE = 0.25
+
+
+def test_closed_model_with_exponential_think_time_obeys_the_response_time_law(engine_path, tmp_path):
+    users, z = 4, 0.010
+    spec = tmp_path / "spec.toml"
+    experiment = 'name = "think"\nrepetitions = 1\nwarmup = "200ms"\nduration = "2s"'
+    load = 'model = "closed"\nthink_time = "exp:10ms"\nrecords = true'
+    spec.write_text(spec_text(experiment=experiment, factors=FACTORS + f"concurrency = [{users}]", load=load))
+    store = Store(tmp_path / "runs")
+    handle = run_spec(spec, store, stream=io.StringIO())
+    _, (row,) = store.load_run(handle.run_id)
+    assert row["status"] == "ok", row["error"]
+    summary = json.loads(Path(row["summary_path"]).read_text())
+    check_row_is_the_summary(row, summary)
+    assert (row["think_time"], row["think_time_s"]) == ("exp:10ms", pytest.approx(z))
+    assert summary["pacing"]["think_time"]["distribution"] == "exponential"
+    r = row["mean_us"] / 1e6
+    predicted = users / (r + z)
+    assert abs(row["throughput_rps"] - predicted) <= LAW_TOLERANCE * predicted, (row["throughput_rps"], predicted)
+    # The think times drawn (next planned send - last completion, per user) are exponential,
+    # not constant: their coefficient of variation is 1 (a constant's is 0); 0.6 leaves > 10
+    # standard errors of room at this sample size.
+    recs = np.concatenate(list(RecordsFile.open(Path(row["summary_path"]).with_name("records.bin")).chunks()))
+    gaps = []
+    for conn in np.unique(recs["connection"]):
+        mine = np.sort(recs[recs["connection"] == conn], order="planned_ns")
+        gaps.append((mine["planned_ns"][1:].astype(np.int64) - mine["done_ns"][:-1].astype(np.int64)) / 1e9)
+    think = np.concatenate(gaps)
+    assert len(think) > 200 and think.min() >= 0
+    assert think.std() / think.mean() > 0.6
+    assert abs(think.mean() - z) <= LAW_TOLERANCE * z
 
 
 def test_closed_model_run(engine_path, tmp_path):

@@ -205,6 +205,57 @@ def test_db_spec_runs_and_stops_postgres(engine_path, bindir, tmp_path, token):
     assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before
 
 
+def test_db_section_sets_the_pool_and_the_table(engine_path, bindir, tmp_path, token, monkeypatch):
+    """``[db] pool = 2, rows = 500``: the database the runner makes has 500 rows, and while the
+    cell runs the server holds exactly 2 connections to it, counted by PostgreSQL itself."""
+    from archlab.lab import runner
+
+    started: list[postgres.Postgres] = []
+    real_start = runner.postgres.start
+
+    def start_and_keep(*args, **kwargs):  # the real service; the test only keeps a handle on it
+        db = real_start(*args, **kwargs)
+        started.append(db)
+        return db
+
+    monkeypatch.setattr(runner.postgres, "start", start_and_keep)
+    path = tmp_path / "spec.toml"
+    factors = f'architecture = ["blocking"]\nworkload = ["/db?id={ROWS}"]\nconcurrency = [2]'
+    experiment = 'name = "dbpool"\nrepetitions = 1\nwarmup = "200ms"\nduration = "1s"'
+    path.write_text(spec_text(experiment=experiment, factors=factors) + f'[db]\npool = 2\nwait = "2s"\nrows = {ROWS}\n')
+    seen: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if started:
+                try:
+                    seen.append((
+                        started[0].psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'archlab'", timeout_s=5).strip(),
+                        started[0].psql("SELECT count(*), max(id) FROM emp", timeout_s=5).strip(),
+                    ))  # fmt: skip
+                except Exception:  # noqa: BLE001 - the run stopped the database under us
+                    pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        handle = run_spec(path, Store(tmp_path / "runs"))
+    finally:
+        done.set()
+        watcher.join(30)
+    _, (row,) = Store(tmp_path / "runs").load_run(handle.run_id)
+    assert row["status"] == "ok", row["error"]
+    assert row["requests"] > 0 and row["errors"] == 0
+    assert started and started[0].rows == ROWS
+    assert {table for _, table in seen} == {f"{ROWS}|{ROWS}"}
+    # The server opens its pool at start-up (one connection after the other) and holds it: the
+    # most backends seen is the pool's size (the default pool would show 10).
+    assert max(int(n) for n, _ in seen) == 2, seen
+    assert _no_postgres_left(token) == []
+
+
 def test_ctrl_c_mid_run_stops_postgres_and_removes_its_directory(engine_path, bindir, tmp_path, token):
     before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
     path = tmp_path / "spec.toml"

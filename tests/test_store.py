@@ -25,7 +25,9 @@ BRIEF_COLUMNS = (
     "handoffs_per_request generator_bound "
     # The open and partly-open models.
     "load_model rate_rps session_rate offered_rps service_p50_us service_p99_us service_p999_us schedule_lag_p99_us "
-    "sent_late never_started source"
+    "sent_late never_started source "
+    # The distribution of a random think time (NULL: constant).
+    "think_time"
 ).split()
 
 
@@ -189,7 +191,7 @@ def test_a_catalog_from_before_a_column_was_added_is_migrated(tmp_path, experime
     # A catalog written before handoffs_per_request existed: the store adds the column on open.
     path = tmp_path / "runs" / "archlab.duckdb"
     path.parent.mkdir()
-    old_columns = [(n, t) for n, t in RESULT_COLUMNS if n not in ("handoffs_per_request", "generator_bound", "source")]
+    old_columns = [(n, t) for n, t in RESULT_COLUMNS if n not in ("handoffs_per_request", "generator_bound", "source", "think_time")]
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE results (" + ", ".join(f"{n} {t}" for n, t in old_columns) + ")")
     con.close()
@@ -201,3 +203,4 @@ def test_a_catalog_from_before_a_column_was_added_is_migrated(tmp_path, experime
     assert rows[0]["handoffs_per_request"] is None and rows[0]["throughput_rps"] == 1000.0
     assert "generator_bound" in rows[0]
     assert rows[0]["source"] == "measured"  # simulated runs say "simulated" (archlab.sim.record)
+    assert rows[0]["think_time"] is None  # the cell's think time is constant

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from archlab.errors import EngineNotFound, ProcessFailed
-from archlab.spec.model import Cell, Experiment, Placement
+from archlab.spec.model import Cell, DbSettings, Experiment, Placement
 from archlab.spec.registry import ArchitectureInfo
 from archlab.spec.units import engine_duration
 
@@ -91,14 +91,19 @@ class Engine:
             raise ProcessFailed(f"{BINARY} architectures --json", f"printed invalid JSON ({e})") from None
         return tuple(ArchitectureInfo.from_mapping(item) for item in items)
 
-    def serve_argv(self, cell: Cell, placement: Placement, downstream: str | None = None, db: str | None = None) -> list[str]:
+    def serve_argv(
+        self, cell: Cell, placement: Placement, downstream: str | None = None, db: str | None = None,
+        db_settings: DbSettings | None = None,
+    ) -> list[str]:  # fmt: skip
         """``downstream``: HOST:PORT of the service ``/call`` calls; ``db``: the
-        ``postgresql://`` URL of ``/db``'s database (see :mod:`archlab.lab.services`)."""
+        ``postgresql://`` URL of ``/db``'s database (see :mod:`archlab.lab.services`), with the
+        pool and wait of ``db_settings`` (the spec's ``[db]``; the server's defaults if None)."""
         argv = [str(self.path), "serve", "--arch", cell.architecture, "--host", "127.0.0.1", "--port", "0"]
         if downstream is not None:
             argv += ["--downstream", downstream]
         if db is not None:
-            argv += ["--db", db]
+            settings = db_settings or DbSettings()
+            argv += ["--db", db, "--db-pool", str(settings.pool), "--db-wait-ms", str(settings.wait_ms)]
         if cell.threads is not None:
             argv += ["--threads", str(cell.threads)]
         if cell.loops is not None:
@@ -111,9 +116,10 @@ class Engine:
         self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path,
         records_path: Path | None = None, repetition: int = 1,
     ) -> list[str]:
-        """The ``load`` command of one cell and repetition. The open models' seed is the spec's
-        seed plus the repetition minus one: every repetition draws its own arrival schedule
-        (repetitions measure the spread), and a rerun draws the same ones."""
+        """The ``load`` command of one cell and repetition. When the cell draws at random
+        (arrivals, session lengths, think times), the seed is the spec's seed plus the
+        repetition minus one: every repetition draws its own schedule (repetitions measure the
+        spread), and a rerun draws the same ones."""
         load = experiment.load
         argv = [
             str(self.path),
@@ -131,8 +137,6 @@ class Engine:
                 "--connections", str(load.connections),
                 "--max-connections", str(load.max_connections),
             ]  # fmt: skip
-            if load.is_random:
-                argv += ["--seed", str((load.seed if load.seed is not None else DEFAULT_SEED) + repetition - 1)]
             if load.model == "open":
                 argv += ["--rate", _rate(cell.rate_rps)]
             else:
@@ -147,7 +151,9 @@ class Engine:
             "--warmup", engine_duration(experiment.warmup_s),
         ]  # fmt: skip
         if load.model != "open":  # the open model has no think time (the engine refuses it)
-            argv += ["--think-time", engine_duration(cell.think_time_s)]
+            argv += ["--think-time", cell.think_time.engine_syntax()]
+        if load.is_random_with(cell.think_time):
+            argv += ["--seed", str((load.seed if load.seed is not None else DEFAULT_SEED) + repetition - 1)]
         argv += [
             "--timeout", engine_duration(load.timeout_s),
             "--cpus", experiment.placement.client_cpu_list,

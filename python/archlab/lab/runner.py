@@ -96,7 +96,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
-                database = postgres.start(group, handle.directory) if any(needs_postgres(c.workload) for c, _ in pending) else None
+                database = _start_database(group, handle) if any(needs_postgres(c.workload) for c, _ in pending) else None
                 try:
                     for cell, rep in pending:
                         progress.cell_started(cell, rep)
@@ -118,6 +118,13 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     finally:
         progress.close()
     return "complete"
+
+
+def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
+    """The run's PostgreSQL, with the table size of the spec's ``[db]`` and room for its pool
+    (one server at a time, plus the lab's own psql sessions)."""
+    db = handle.experiment.db_settings
+    return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10))
 
 
 def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
@@ -163,14 +170,15 @@ def _measure(
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
-        services = {}
+        services: dict[str, object] = {}
         if downstream is not None:
             services["downstream"] = downstream.address
         if database is not None and needs_postgres(cell.workload):
             if database.process.poll() is not None:
                 raise database.process.failure("exited during the run")
             services["db"] = database.url
-        server_argv = engine.serve_argv(cell, exp.placement, **services)
+            services["db_settings"] = exp.db_settings  # [db] pool and wait
+        server_argv = engine.serve_argv(cell, exp.placement, **services)  # type: ignore[arg-type]
         server = group.start("server", server_argv, files.server_stderr)
         try:
             host, port = _listening_address(server, config.ready_timeout_s)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+from archlab.spec.units import short_duration
 from archlab.stats import Interval, mean_confidence_interval
 
 __all__ = [
@@ -96,9 +97,10 @@ METRICS: dict[str, Metric] = {
 }
 
 # Columns that name a cell; every other column is a measurement or bookkeeping.
-_IDENTITY = ("architecture", "workload", "concurrency", "rate_rps", "session_rate", "threads", "loops", "think_time_s")
-# Factors already shown in their own column or axis, never repeated in a series label.
-_SHOWN_ELSEWHERE = {"architecture", "workload", "concurrency", "rate_rps", "session_rate", "rate"}
+_IDENTITY = ("architecture", "workload", "concurrency", "rate_rps", "session_rate", "threads", "loops", "think_time_s", "think_time")
+# Factors already shown in their own column or axis, never repeated in a series label
+# (think_time_s is shown as the readable think_time, see _settings).
+_SHOWN_ELSEWHERE = {"architecture", "workload", "concurrency", "rate_rps", "session_rate", "rate", "think_time_s"}
 
 
 @dataclass(frozen=True, order=True)
@@ -196,6 +198,11 @@ class Cell:
 def _settings(row: Row) -> dict[str, object]:
     """Every factor of the row but the repetition: the identity of its cell."""
     settings = {name: row.get(name) for name in _IDENTITY}
+    # The think time as a label reads it: its distribution ('exp:5ms') when random, else its
+    # constant value ('10ms'); a think_time factor's raw level (seconds) would read worse.
+    think_s = _number(row.get("think_time_s"))
+    if settings["think_time"] is None and think_s is not None:
+        settings["think_time"] = short_duration(think_s)
     factors = row.get("factors")
     for name, value in (factors.items() if isinstance(factors, Mapping) else ()):
         settings.setdefault(name, value)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Union
 
-from archlab.spec.units import format_cpu_list, short_duration
+from archlab.spec.units import engine_duration, format_cpu_list, short_duration
 
 Level = Union[str, int, float]
 
@@ -45,7 +45,8 @@ LOAD_KEY_MODELS: dict[str, tuple[LoadModel, ...]] = {
     "schedule": ("open", "partly-open"),
     "connections": ("open", "partly-open"),
     "max_connections": ("open", "partly-open"),
-    "seed": ("open", "partly-open"),
+    # Every model: the closed one draws at random too when its think time is random.
+    "seed": LOAD_MODELS,
     "requests_per_session": ("partly-open",),
     "session_connection": ("partly-open",),
 }
@@ -64,6 +65,101 @@ SERVER_OPTION_NAMES = (
     "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
     "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "copies",
 )  # fmt: skip
+
+
+# Keys of [db]: the /db workload's connection pool and table (see DbSettings).
+DB_KEYS = ("pool", "wait", "rows")
+# The request path of the workload that queries the lab's PostgreSQL database.
+DB_PATH = "/db"
+
+
+def needs_database(workload: str) -> bool:
+    """Whether a cell's workload (a request target such as ``/db?id=1``) queries the database."""
+    return workload.split("?", 1)[0] == DB_PATH
+
+
+ThinkDistribution = Literal["constant", "exp", "uniform"]
+
+
+@dataclass(frozen=True)
+class ThinkTime:
+    """Think time between a response and the next request of a user (closed) or session
+    (partly-open): constant, exponential with mean ``low_s``, or uniform on [``low_s``,
+    ``high_s``]; the engine's ``5ms``, ``exp:5ms`` and ``uniform:2ms-8ms``."""
+
+    distribution: ThinkDistribution = "constant"
+    low_s: float = 0.0  # the constant, the exponential's mean, or the uniform's minimum
+    high_s: float | None = None  # the uniform's maximum
+
+    @property
+    def mean_s(self) -> float:
+        """The mean think time Z, as the interactive response time law uses it."""
+        return (self.low_s + self.high_s) / 2 if self.high_s is not None else self.low_s
+
+    @property
+    def is_random(self) -> bool:
+        return self.distribution != "constant"
+
+    def engine_syntax(self) -> str:
+        """As ``archlab-engine load --think-time`` takes it, in whole microseconds."""
+        if self.distribution == "uniform":
+            assert self.high_s is not None
+            return f"uniform:{engine_duration(self.low_s)}-{engine_duration(self.high_s)}"
+        prefix = "exp:" if self.distribution == "exp" else ""
+        return prefix + engine_duration(self.low_s)
+
+    @property
+    def text(self) -> str:
+        """Readable and canonical: ``5ms``, ``exp:5ms``, ``uniform:2ms-8ms``."""
+        if self.distribution == "uniform":
+            assert self.high_s is not None
+            return f"uniform:{short_duration(self.low_s)}-{short_duration(self.high_s)}"
+        return ("exp:" if self.distribution == "exp" else "") + short_duration(self.low_s)
+
+    @property
+    def level(self) -> Level:
+        """A factor level: seconds (a float) when constant, as specs always stored it, else
+        :attr:`text`."""
+        return self.low_s if not self.is_random else self.text
+
+    @property
+    def stored(self) -> str | None:
+        """The catalog's ``think_time`` column: None for a constant (``think_time_s`` says it
+        all, as in catalogs written before random think times), else :attr:`text`."""
+        return self.text if self.is_random else None
+
+    @classmethod
+    def from_level(cls, level: Level) -> "ThinkTime":
+        """The inverse of :attr:`level` (the text of a random level is canonical, so exact)."""
+        if not isinstance(level, str):
+            return cls("constant", float(level))
+        kind, _, value = level.partition(":")
+        if kind == "uniform":
+            low, _, high = value.partition("-")
+            return cls("uniform", _label_seconds(low), _label_seconds(high))
+        return cls("exp", _label_seconds(value))
+
+
+def _label_seconds(text: str) -> float:
+    """Seconds of a :func:`short_duration` label (``10ms``, ``1500us``, ``2s``)."""
+    for unit, scale in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+        if text.endswith(unit):
+            return int(text[: -len(unit)]) * scale
+    raise ValueError(f"not a duration label: {text!r}")
+
+
+@dataclass(frozen=True)
+class DbSettings:
+    """The ``/db`` workload's settings: the server's connection pool (``serve --db-pool``), how
+    long a request waits for a free connection before a 503 (``--db-wait-ms``), and the rows of
+    the lab database's table ``emp``. The defaults are the server's and the service's."""
+
+    pool: int = 10
+    wait_ms: int = 1000
+    rows: int = 10_000
+
+    def to_dict(self) -> dict:
+        return {"pool": self.pool, "wait_ms": self.wait_ms, "rows": self.rows}
 
 
 @dataclass(frozen=True)
@@ -100,7 +196,7 @@ class LoadSettings:
     open models only and are None for the closed model (validation refuses them there)."""
 
     model: LoadModel
-    think_time_s: float
+    think_time: ThinkTime
     timeout_s: float
     # Open and partly-open: spacing of the planned arrivals.
     schedule: Schedule | None = None
@@ -116,18 +212,33 @@ class LoadSettings:
     records: bool = False
 
     @property
-    def is_random(self) -> bool:
-        """Whether anything is drawn at random (then ``seed`` matters; the engine refuses a seed
-        otherwise): Poisson arrivals or geometric session lengths (think times are constant)."""
+    def think_time_s(self) -> float:
+        """The mean think time of ``[load] think_time``."""
+        return self.think_time.mean_s
+
+    def is_random_with(self, think: ThinkTime) -> bool:
+        """Whether a cell with this think time draws anything at random (then ``seed`` matters;
+        the engine refuses a seed otherwise): Poisson arrivals, geometric session lengths or a
+        random think time."""
         geometric = self.requests_per_session is not None and self.requests_per_session.distribution == "geometric"
-        return self.model != "closed" and (self.schedule == "poisson" or geometric)
+        return (self.model != "closed" and (self.schedule == "poisson" or geometric)) or (self.model != "open" and think.is_random)
+
+    @property
+    def is_random(self) -> bool:
+        """:meth:`is_random_with` the think time of ``[load]``."""
+        return self.is_random_with(self.think_time)
 
     def to_dict(self) -> dict:
-        """JSON-able form; the closed model's keeps exactly its historical keys, so the hashes
-        of closed specs written before the open models existed do not change."""
+        """JSON-able form; the closed model's keeps exactly its historical keys unless a random
+        think time or a seed is set, so the hashes of older specs do not change. ``think_time_s``
+        is the mean; ``think_time`` names the distribution when it is random."""
         d: dict[str, object] = {"model": self.model, "think_time_s": self.think_time_s, "timeout_s": self.timeout_s}
+        if self.think_time.is_random:
+            d["think_time"] = self.think_time.text
         if self.model != "closed":
             d.update(schedule=self.schedule, connections=self.connections, max_connections=self.max_connections, seed=self.seed)
+        elif self.seed is not None:
+            d["seed"] = self.seed
         if self.model == "partly-open":
             assert self.requests_per_session is not None
             d.update(requests_per_session=self.requests_per_session.engine_syntax(), session_connection=self.session_connection)
@@ -162,7 +273,7 @@ class Cell:
     concurrency: int | None
     threads: int | None
     loops: int | None
-    think_time_s: float
+    think_time: ThinkTime
     # The levels of the factors the experiment varies, in canonical order (for the catalog).
     factors: tuple[tuple[str, Level], ...]
     # Fixed server options besides threads and loops (ServerOptions.extra).
@@ -170,6 +281,11 @@ class Cell:
     # Open model: planned arrivals per second; partly-open: planned sessions per second.
     rate_rps: float | None = None
     session_rate: float | None = None
+
+    @property
+    def think_time_s(self) -> float:
+        """The mean think time of the cell."""
+        return self.think_time.mean_s
 
     def factor_levels(self) -> dict[str, Level]:
         return dict(self.factors)
@@ -186,6 +302,12 @@ class Experiment:
     server: ServerOptions
     load: LoadSettings
     placement: Placement
+    # The [db] section; None when the spec has none (then the defaults of DbSettings apply).
+    db: DbSettings | None = None
+
+    @property
+    def db_settings(self) -> DbSettings:
+        return self.db if self.db is not None else DbSettings()
 
     def factor(self, name: str) -> Factor | None:
         return next((f for f in self.factors if f.name == name), None)
@@ -197,7 +319,7 @@ class Experiment:
         cells = []
         for index, combo in enumerate(itertools.product(*(f.levels for f in ordered))):
             levels = dict(zip((f.name for f in ordered), combo))
-            think = levels.get("think_time", self.load.think_time_s)
+            think = ThinkTime.from_level(levels["think_time"]) if "think_time" in levels else self.load.think_time
             cell = Cell(
                 index=index,
                 cell_id=cell_id(levels),
@@ -206,7 +328,7 @@ class Experiment:
                 concurrency=_opt_int(levels.get("concurrency")),
                 threads=_opt_int(levels.get("threads", self.server.threads)),
                 loops=_opt_int(levels.get("loops", self.server.loops)),
-                think_time_s=float(think),
+                think_time=think,
                 factors=tuple((f.name, levels[f.name]) for f in ordered),
                 server_options=self.server.extra,
                 rate_rps=_opt_float(levels.get("rate")),
@@ -227,7 +349,7 @@ class Experiment:
         """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
         server: dict[str, object] = {"threads": self.server.threads, "loops": self.server.loops}
         server.update(self.server.extra)  # only the options set: older specs keep their hash
-        return {
+        d = {
             "name": self.name,
             "description": self.description,
             "repetitions": self.repetitions,
@@ -238,6 +360,9 @@ class Experiment:
             "load": self.load.to_dict(),
             "placement": {"server_cpus": self.placement.server_cpu_list, "client_cpus": self.placement.client_cpu_list},
         }
+        if self.db is not None:  # only when given: specs without [db] keep their hash
+            d["db"] = self.db.to_dict()
+        return d
 
     def spec_hash(self) -> str:
         """sha256 of the canonical JSON (sorted keys, no whitespace) of :meth:`to_dict`."""
@@ -272,7 +397,7 @@ _ID_PARTS = {
     "session_rate": lambda v: f"s{_plain_number(v)}",
     "threads": lambda v: f"t{v}",
     "loops": lambda v: f"l{v}",
-    "think_time": lambda v: f"think-{short_duration(float(v))}",
+    "think_time": lambda v: "think-" + (slug(v) if isinstance(v, str) else short_duration(float(v))),
 }
 
 

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from archlab.errors import SpecError
-from archlab.spec.model import FACTOR_NAMES, LOAD_KEYS, SERVER_OPTION_NAMES
+from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, SERVER_OPTION_NAMES
 
 # Section -> keys it accepts; the one place that lists the spec's vocabulary.
 SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -22,6 +22,7 @@ SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "server": SERVER_OPTION_NAMES,
         "load": LOAD_KEYS,
         "placement": ("server_cpus", "client_cpus"),
+        "db": DB_KEYS,
     }
 )
 REQUIRED_SECTIONS = ("experiment", "factors")

@@ -12,9 +12,11 @@ import difflib
 import os
 from dataclasses import dataclass
 from typing import Mapping
+from urllib.parse import parse_qs, urlsplit
 
 from archlab.errors import SpecError
 from archlab.spec.model import (
+    DB_PATH,
     FACTOR_MODELS,
     FACTOR_NAMES,
     LEVEL_FACTOR,
@@ -23,6 +25,7 @@ from archlab.spec.model import (
     REQUIRED_FACTORS,
     SCHEDULES,
     SESSION_CONNECTIONS,
+    DbSettings,
     Experiment,
     Factor,
     Level,
@@ -32,11 +35,13 @@ from archlab.spec.model import (
     SERVER_OPTION_NAMES,
     ServerOptions,
     SessionRequests,
+    ThinkTime,
+    needs_database,
     slug,
 )
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import ArchitectureInfo, Registry
-from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
+from archlab.spec.units import DURATION_SYNTAX, format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
 _WORKLOAD_EXAMPLES = "a workload target such as '/prime?n=27059', '/sort?n=100000' or '/echo?size=1024'"
@@ -67,6 +72,8 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     load = _load(raw.section("load"))
     factors = _factors(raw.section("factors"), env.registry, load.model)
     _check_not_fixed_and_varied(factors, raw)
+    _check_seed(load, factors)
+    db = _db(raw, factors)
     _check_option_applicability(factors, server, env.registry)
     placement = _placement(raw.section("placement"), env.cpus)
     return Experiment(
@@ -79,6 +86,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         server=server,
         load=load,
         placement=placement,
+        db=db,
     )
 
 
@@ -162,13 +170,14 @@ def _load(t: Mapping[str, object]) -> LoadSettings:
                 value,
                 hint=f"{key} applies to the {_models_text(LOAD_KEY_MODELS[key])}",
             )
-    think_time_s = parse_duration(t.get("think_time", 0), "load.think_time")
+    think_time = parse_think_time(t.get("think_time", 0), "load.think_time")
     timeout_s = parse_duration(t.get("timeout", "5s"), "load.timeout", strict=True)
     records = t.get("records", False)
     if not isinstance(records, bool):
         raise SpecError("load.records", "true or false", records)
     if model == "closed":
-        return LoadSettings(model="closed", think_time_s=think_time_s, timeout_s=timeout_s, records=records)
+        seed = _int(t["seed"], "load.seed", 0) if "seed" in t else None
+        return LoadSettings(model="closed", think_time=think_time, timeout_s=timeout_s, seed=seed, records=records)
     schedule = t.get("schedule", "poisson")
     if schedule not in SCHEDULES:
         raise SpecError("load.schedule", "one of " + ", ".join(f"'{s}'" for s in SCHEDULES), schedule)
@@ -184,7 +193,7 @@ def _load(t: Mapping[str, object]) -> LoadSettings:
     seed = _int(t["seed"], "load.seed", 0) if "seed" in t else None
     settings = LoadSettings(
         model=model,  # type: ignore[arg-type]
-        think_time_s=think_time_s,
+        think_time=think_time,
         timeout_s=timeout_s,
         schedule=schedule,  # type: ignore[arg-type]
         connections=connections,
@@ -201,14 +210,69 @@ def _load(t: Mapping[str, object]) -> LoadSettings:
             requests_per_session=_session_requests(t.get("requests_per_session", "geometric:5")),
             session_connection=session_connection,  # type: ignore[arg-type]
         )
-    if seed is not None and not settings.is_random:
+    return settings
+
+
+def _check_seed(load: LoadSettings, factors: tuple[Factor, ...]) -> None:
+    """The engine refuses a seed when nothing is random; a think-time factor with a random level
+    makes the experiment random (its constant cells then run without the seed)."""
+    if load.seed is None:
+        return
+    think = next((f for f in factors if f.name == "think_time"), None)
+    thinks = [ThinkTime.from_level(v) for v in think.levels] if think is not None else [load.think_time]
+    if not any(load.is_random_with(z) for z in thinks):
         raise SpecError(
             "load.seed",
             "no seed when nothing is random",
-            seed,
-            hint="a seed applies to schedule = 'poisson' or geometric requests_per_session",
+            load.seed,
+            hint="a seed applies to schedule = 'poisson', geometric requests_per_session "
+            "or a random think_time ('exp:MEAN' or 'uniform:MIN-MAX')",
         )
-    return settings
+
+
+THINK_TIME_SYNTAX = (
+    "a think time: a duration such as '5ms' (constant), 'exp:5ms' (exponential, mean 5 ms) "
+    "or 'uniform:2ms-8ms' (uniform from 2 to 8 ms), at most 24h"
+)
+# The engine's bound on every period (crates/load/src/config.rs, MAX_PERIOD).
+_MAX_THINK_S = 24 * 3600.0
+
+
+def parse_think_time(value: object, field: str) -> ThinkTime:
+    """``5ms`` or a number of seconds (constant), ``exp:MEAN`` (also ``exponential:``) or
+    ``uniform:MIN-MAX``, with the spec's duration syntax inside."""
+    if isinstance(value, str) and ":" in value:
+        kind, _, rest = value.partition(":")
+        kind = kind.strip()
+        if kind in ("exp", "exponential"):
+            think = ThinkTime("exp", _think_part(rest, field, value))
+            if think.low_s <= 0:
+                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="an exponential think time needs a mean > 0")
+        elif kind == "uniform":
+            low, dash, high = rest.partition("-")
+            if not dash:
+                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="uniform needs MIN-MAX")
+            think = ThinkTime("uniform", _think_part(low, field, value), _think_part(high, field, value))
+            assert think.high_s is not None
+            if think.high_s < think.low_s:
+                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="uniform MIN-MAX needs MIN <= MAX")
+        else:
+            raise SpecError(field, THINK_TIME_SYNTAX, value, hint=f"unknown distribution {kind!r} (allowed: exp, uniform)")
+    else:
+        try:
+            think = ThinkTime("constant", parse_duration(value, field))
+        except SpecError:
+            raise SpecError(field, THINK_TIME_SYNTAX, value) from None
+    if max(think.low_s, think.high_s or 0.0) > _MAX_THINK_S:
+        raise SpecError(field, THINK_TIME_SYNTAX, value)
+    return think
+
+
+def _think_part(text: str, field: str, value: object) -> float:
+    try:
+        return parse_duration(text, field)
+    except SpecError:
+        raise SpecError(field, THINK_TIME_SYNTAX, value, hint=f"{text.strip()!r} is not {DURATION_SYNTAX}") from None
 
 
 _SESSION_SYNTAX = "an integer >= 1 (fixed), 'fixed:N' or 'geometric:MEAN' with MEAN >= 1"
@@ -282,8 +346,8 @@ def _positive_level(value: object, field: str, _registry: Registry) -> int:
     return _int(value, field, 1)
 
 
-def _think_time_level(value: object, field: str, _registry: Registry) -> float:
-    return parse_duration(value, field)
+def _think_time_level(value: object, field: str, _registry: Registry) -> Level:
+    return parse_think_time(value, field).level
 
 
 def _rate_level(value: object, field: str, _registry: Registry) -> float:
@@ -353,6 +417,60 @@ def _check_option_applicability(factors: tuple[Factor, ...], server: ServerOptio
                     value,
                     hint=f"{option} applies to {', '.join(takers) or 'no registered architecture'}; "
                     f"put {arch.name!r} in an experiment of its own",
+                )
+
+
+# Bounds of the server's flags (crates/server: --db-pool, --db-wait-ms) and of the lab
+# database's table (archlab.lab.services.postgres.ROWS_MAX).
+_DB_POOL_MAX = 1024
+_DB_WAIT_MS = (1, 60_000)
+_DB_ROWS_MAX = 10_000_000
+
+
+def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
+    """``[db]``: refused unless some cell runs the database workload, so a setting is never
+    silently ignored; each key defaults to the server's (or the service's) own default."""
+    workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
+    db_workloads = [w for w in workloads if needs_database(w)]
+    if "db" not in raw.tables:
+        _check_db_ids(db_workloads, DbSettings().rows, f"the default db.rows ({DbSettings().rows})")
+        return None
+    t = raw.section("db")
+    if not db_workloads:
+        raise SpecError(
+            "db",
+            f"no [db] section, since no workload queries the database ({DB_PATH}?id=N)",
+            ", ".join(f"{k} = {t[k]!r}" for k in t) or "[db]",
+            hint=f"the workloads are {', '.join(workloads)}; [db] configures the {DB_PATH} workload only",
+        )
+    defaults = DbSettings()
+    pool = t.get("pool", defaults.pool)
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= _DB_POOL_MAX:
+        raise SpecError("db.pool", f"an integer in 1..={_DB_POOL_MAX} (connections of the server's pool)", pool)
+    wait_allowed = f"a duration from {_DB_WAIT_MS[0]}ms to {_DB_WAIT_MS[1] // 1000}s in whole milliseconds, such as '1s' or '250ms'"
+    wait_ms = defaults.wait_ms
+    if "wait" in t:
+        wait_s = parse_duration(t["wait"], "db.wait")
+        wait_ms = round(wait_s * 1000)
+        if abs(wait_s * 1000 - wait_ms) > 1e-6 or not _DB_WAIT_MS[0] <= wait_ms <= _DB_WAIT_MS[1]:
+            raise SpecError("db.wait", wait_allowed, t["wait"])
+    rows = t.get("rows", defaults.rows)
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= _DB_ROWS_MAX:
+        raise SpecError("db.rows", f"an integer in 1..={_DB_ROWS_MAX:,} (rows of table emp)", rows)
+    _check_db_ids(db_workloads, rows, f"db.rows ({rows})")
+    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows)
+
+
+def _check_db_ids(workloads: list[str], rows: int, source: str) -> None:
+    """A ``/db?id=N`` beyond the table would answer 404 to every request: refuse it here."""
+    for w in workloads:
+        for ident in parse_qs(urlsplit(w).query).get("id", []):
+            if ident.isdigit() and int(ident) > rows:
+                raise SpecError(
+                    "factors.workload",
+                    f"{DB_PATH}?id=N with N <= {source}",
+                    w,
+                    hint="table emp has ids 1..=rows; set [db] rows to at least the id",
                 )
 
 

@@ -73,6 +73,9 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("never_started", "BIGINT"),
     # measured | simulated (archlab simulate); NULL in rows written before it existed: measured.
     ("source", "VARCHAR"),
+    # The think time's distribution ('exp:5ms', 'uniform:2ms-8ms'); NULL for a constant one
+    # (and in older catalogs): think_time_s, its mean, says it all then.
+    ("think_time", "VARCHAR"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 

@@ -224,6 +224,7 @@ def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord, lo
         "threads": cell.threads,
         "loops": cell.loops,
         "think_time_s": cell.think_time_s,
+        "think_time": cell.think_time.stored,
         "rate_rps": cell.rate_rps,
         "session_rate": cell.session_rate,
         "factors": cell.factor_levels(),

@@ -36,9 +36,10 @@ from pathlib import Path
 
 from archlab.errors import ArchlabError, ProcessFailed
 from archlab.lab.processes import ManagedProcess, ProcessGroup, RunAs, die_with_parent
+from archlab.spec.model import DbSettings, needs_database
 
-#: Rows of table ``emp`` unless the caller says otherwise (ids 1..=ROWS_DEFAULT).
-ROWS_DEFAULT = 10_000
+#: Rows of table ``emp`` unless the caller (a spec's ``[db] rows``) says otherwise (ids 1..=ROWS_DEFAULT).
+ROWS_DEFAULT = DbSettings().rows
 #: Largest table: :func:`first_name` pads ids to 8 digits.
 ROWS_MAX = 10_000_000
 DATABASE = "archlab"
@@ -56,7 +57,7 @@ class PostgresUnavailable(ArchlabError):
 
 def needs_postgres(workload: str) -> bool:
     """Whether a cell's workload (a request target such as ``/db?id=1``) queries the database."""
-    return workload.split("?", 1)[0] == "/db"
+    return needs_database(workload)
 
 
 def first_name(row_id: int) -> str:

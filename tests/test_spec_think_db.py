@@ -1,0 +1,264 @@
+"""Think-time distributions and ``[db]`` settings in specs: the three think-time forms of the
+engine (``5ms``, ``exp:5ms``, ``uniform:2ms-8ms``) are accepted wherever a think time is, refused
+with the parameter, the allowed forms and the value received, reach ``archlab-engine load
+--think-time`` with the same meaning (and a seed, since they draw at random), name their cells
+readably and are stored apart; ``[db]`` sets the ``/db`` server's pool and wait and the table's
+rows, is refused when no cell queries the database, and reaches ``serve`` as its flags. The hash
+of a spec with a constant think time is the one it had before distributions existed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ARCHITECTURES, CheckingRegistry, spec_text
+
+from archlab.errors import SpecError
+from archlab.lab.engine import DEFAULT_SEED, Engine
+from archlab.spec import SpecEnvironment, parse_spec
+from archlab.spec.model import DbSettings, ThinkTime
+from archlab.store import CellRecord, Store
+
+ARCH = 'architecture = ["blocking"]\nworkload = ["/echo?size=64"]\n'
+ENGINE = Engine(Path("/bin/archlab-engine"))
+
+
+class DbRegistry(CheckingRegistry):
+    """Also knows ``/db?id=N``, as the data plane does."""
+
+    def check_workload(self, target: str) -> None:
+        if target.split("?", 1)[0] != "/db":
+            super().check_workload(target)
+
+
+@pytest.fixture
+def db_env() -> SpecEnvironment:
+    return SpecEnvironment(registry=DbRegistry(ARCHITECTURES), cpus=frozenset({0, 1}))
+
+
+def parse(env, load: str, factors: str, **sections: str):
+    return parse_spec(spec_text(load=load, factors=ARCH + factors, **sections), "t.toml", env)
+
+
+def flags(argv: list[str]) -> dict[str, str]:
+    return dict(zip(argv[2::2], argv[3::2]))
+
+
+def load_flags(exp, cell_index: int = 0, repetition: int = 1) -> dict[str, str]:
+    argv = ENGINE.load_argv("127.0.0.1:9", exp.cells()[cell_index], exp, Path("s.json"), Path("h.log"), repetition=repetition)
+    return flags(argv)
+
+
+# --- think times ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "think", "engine", "text"),
+    [
+        ('"5ms"', ThinkTime("constant", 0.005), "5000us", "5ms"),
+        ("0.25", ThinkTime("constant", 0.25), "250000us", "250ms"),
+        ('"exp:5ms"', ThinkTime("exp", 0.005), "exp:5000us", "exp:5ms"),
+        ('"exponential:1.5s"', ThinkTime("exp", 1.5), "exp:1500000us", "exp:1500ms"),
+        ('"uniform:2ms-8ms"', ThinkTime("uniform", 0.002, 0.008), "uniform:2000us-8000us", "uniform:2ms-8ms"),
+        ('"uniform: 250us - 1ms"', ThinkTime("uniform", 0.00025, 0.001), "uniform:250us-1000us", "uniform:250us-1ms"),
+    ],
+)
+def test_think_time_forms_reach_the_engine(env, value, think, engine, text):
+    exp = parse(env, f'model = "closed"\nthink_time = {value}', "concurrency = [4]")
+    assert exp.load.think_time == think and exp.load.think_time.text == text
+    f = load_flags(exp)
+    assert f["--think-time"] == engine
+    # The engine's own parser reads these (crates/load/src/dist.rs); random ones need a seed.
+    assert ("--seed" in f) == think.is_random
+
+
+def test_means_are_the_distributions_means(env):
+    exp = parse(env, 'model = "closed"\nthink_time = "uniform:2ms-8ms"', "concurrency = [4]")
+    assert exp.load.think_time_s == pytest.approx(0.005) and exp.cells()[0].think_time_s == pytest.approx(0.005)
+    exp = parse(env, 'model = "closed"\nthink_time = "exp:7ms"', "concurrency = [4]")
+    assert exp.cells()[0].think_time_s == pytest.approx(0.007)
+
+
+def test_random_think_time_seeds_each_repetition(env):
+    exp = parse(env, 'model = "closed"\nthink_time = "exp:5ms"\nseed = 11', "concurrency = [4]")
+    assert [load_flags(exp, repetition=r)["--seed"] for r in (1, 2, 3)] == ["11", "12", "13"]
+    exp = parse(env, 'model = "closed"\nthink_time = "exp:5ms"', "concurrency = [4]")
+    assert load_flags(exp)["--seed"] == str(DEFAULT_SEED)
+
+
+def test_partly_open_takes_a_think_distribution(env):
+    load = 'model = "partly-open"\nschedule = "constant"\nrequests_per_session = 3\nthink_time = "uniform:1ms-3ms"'
+    exp = parse(env, load, "session_rate = [20]")
+    f = load_flags(exp)
+    assert f["--think-time"] == "uniform:1000us-3000us" and f["--model"] == "partly-open"
+    assert f["--seed"] == str(DEFAULT_SEED)  # constant arrivals and fixed sessions, but random thinks
+
+
+def test_think_factor_mixes_forms_with_readable_distinct_cells(env):
+    exp = parse(env, 'model = "closed"\nseed = 5', 'concurrency = [2]\nthink_time = ["5ms", "exp:5ms", "uniform:0ms-10ms"]')
+    cells = exp.cells()
+    assert [c.cell_id for c in cells] == [
+        "blocking__echo-size-64__c2__think-5ms",
+        "blocking__echo-size-64__c2__think-exp-5ms",
+        "blocking__echo-size-64__c2__think-uniform-0s-10ms",
+    ]
+    assert [c.think_time_s for c in cells] == pytest.approx([0.005] * 3)  # same mean, three cells
+    assert [c.think_time.stored for c in cells] == [None, "exp:5ms", "uniform:0s-10ms"]
+    engine = [load_flags(exp, i) for i in range(3)]
+    assert [f["--think-time"] for f in engine] == ["5000us", "exp:5000us", "uniform:0us-10000us"]
+    # The engine refuses a seed when nothing is random: the constant cell runs without it.
+    assert ["--seed" in f for f in engine] == [False, True, True]
+    assert exp.to_dict()["factors"]["think_time"] == [0.005, "exp:5ms", "uniform:0s-10ms"]
+
+
+def test_same_distribution_twice_is_refused(env):
+    with pytest.raises(SpecError, match=r"^factors.think_time\[1\]: expected levels that differ from each other, got 'exp:0.005s'"):
+        parse(env, 'model = "closed"', 'concurrency = [2]\nthink_time = ["exp:5ms", "exp:0.005s"]')
+
+
+SYNTAX = (
+    "a think time: a duration such as '5ms' (constant), 'exp:5ms' (exponential, mean 5 ms) "
+    "or 'uniform:2ms-8ms' (uniform from 2 to 8 ms), at most 24h"
+)
+
+
+@pytest.mark.parametrize(
+    ("load", "factors", "message"),
+    [
+        pytest.param('model = "closed"\nthink_time = "gamma:5ms"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'gamma:5ms' (unknown distribution 'gamma' (allowed: exp, uniform))",
+                     id="unknown-distribution"),
+        pytest.param('model = "closed"\nthink_time = "exp:fast"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'exp:fast' ('fast' is not a duration", id="bad-mean"),
+        pytest.param('model = "closed"\nthink_time = "exp:0ms"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'exp:0ms' (an exponential think time needs a mean > 0)",
+                     id="exp-zero"),
+        pytest.param('model = "closed"\nthink_time = "uniform:8ms-2ms"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'uniform:8ms-2ms' (uniform MIN-MAX needs MIN <= MAX)",
+                     id="uniform-backwards"),
+        pytest.param('model = "closed"\nthink_time = "uniform:5ms"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'uniform:5ms' (uniform needs MIN-MAX)", id="uniform-one-bound"),
+        pytest.param('model = "closed"\nthink_time = "fast"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'fast'", id="not-a-duration"),
+        pytest.param('model = "closed"\nthink_time = true', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got True", id="bool"),
+        pytest.param('model = "closed"\nthink_time = "exp:25h"', "concurrency = [2]",
+                     f"load.think_time: expected {SYNTAX}, got 'exp:25h'", id="too-long"),
+        pytest.param('model = "closed"', 'concurrency = [2]\nthink_time = ["1ms", "uniform:x-2ms"]',
+                     f"factors.think_time[1]: expected {SYNTAX}, got 'uniform:x-2ms' ('x' is not a duration", id="factor-level"),
+        pytest.param('model = "open"\nthink_time = "exp:1ms"', "rate = [10]",
+                     "load.think_time: expected no think_time for the 'open' model, got 'exp:1ms' (think_time applies to the "
+                     "'closed' and 'partly-open' models)", id="open-refuses"),
+        pytest.param('model = "closed"\nthink_time = "1ms"\nseed = 3', "concurrency = [2]",
+                     "load.seed: expected no seed when nothing is random, got 3", id="seed-with-constant-think"),
+        pytest.param('model = "closed"\nseed = 3', 'concurrency = [2]\nthink_time = ["0s", "1ms"]',
+                     "load.seed: expected no seed when nothing is random, got 3", id="seed-with-constant-factor"),
+    ],
+)
+def test_think_time_refusals(env, load, factors, message):
+    with pytest.raises(SpecError) as e:
+        parse(env, load, factors)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+# Hashes of these specs computed before think-time distributions existed: a constant think time
+# (fixed or as a factor) must keep its spec hash, so older runs still match their specs.
+OLD_HASHES = {
+    ('model = "closed"\nthink_time = "5ms"', "concurrency = [4]"):
+        "8aa576768e02cd2040986c970bb43b0dd3a40683870f2f334348f5f3bcf09d1d",
+    ('model = "closed"', 'concurrency = [4]\nthink_time = ["0s", "10ms"]'):
+        "ad60537c6bb26cba975867f39d747b277fd9f825f86500aab9849a283a431f4e",
+    ('model = "partly-open"\nthink_time = "1ms"', "session_rate = [50]"):
+        "e142df3c05669eb30f4a373ee9e043ce47d0277aba96b7092d89396eb8c73165",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec", "digest"), list(OLD_HASHES.items()))
+def test_constant_think_specs_keep_their_hash(env, spec, digest):
+    assert parse(env, *spec).spec_hash() == digest
+
+
+def test_distributions_change_the_hash(env):
+    constant = parse(env, 'model = "closed"\nthink_time = "5ms"', "concurrency = [4]")
+    random = parse(env, 'model = "closed"\nthink_time = "exp:5ms"', "concurrency = [4]")
+    assert constant.to_dict()["load"]["think_time_s"] == random.to_dict()["load"]["think_time_s"]
+    assert random.to_dict()["load"]["think_time"] == "exp:5ms" and "think_time" not in constant.to_dict()["load"]
+    assert constant.spec_hash() != random.spec_hash()
+
+
+def test_catalog_keeps_the_distribution(env, tmp_path):
+    exp = parse(env, 'model = "closed"', 'concurrency = [2]\nthink_time = ["5ms", "exp:5ms"]')
+    store = Store(tmp_path / "runs")
+    handle = store.create_run(exp, "x", None)
+    for cell in exp.cells():
+        handle.record(cell, 1, CellRecord.failed("not run"))
+    _, rows = store.load_run(handle.run_id)
+    assert [(r["think_time_s"], r["think_time"]) for r in rows] == [(0.005, None), (0.005, "exp:5ms")]
+
+
+def test_report_labels_tell_the_distributions_apart(env):
+    from archlab.report.aggregate import aggregate
+
+    base = {"architecture": "blocking", "workload": "/echo?size=64", "concurrency": 2, "status": "ok", "throughput_rps": 100.0}
+    rows = [
+        {**base, "think_time_s": 0.005, "think_time": None, "factors": {"think_time": 0.005}},
+        {**base, "think_time_s": 0.005, "think_time": "exp:5ms", "factors": {"think_time": "exp:5ms"}},
+    ]
+    cells = aggregate(rows)
+    assert sorted(c.label for c in cells) == ["blocking (think_time=5ms)", "blocking (think_time=exp:5ms)"]
+
+
+# --- [db] -----------------------------------------------------------------------------------
+
+DB_FACTORS = 'architecture = ["blocking"]\nworkload = ["/db?id=42", "/echo?size=8"]\nconcurrency = [2]'
+
+
+def parse_db(env, db: str | None, factors: str = DB_FACTORS):
+    sections = {"factors": factors} if db is None else {"factors": factors, "db": db}
+    return parse_spec(spec_text(**sections), "t.toml", env)
+
+
+def test_db_defaults_are_the_servers(db_env):
+    exp = parse_db(db_env, None)
+    assert exp.db is None and exp.db_settings == DbSettings(pool=10, wait_ms=1000, rows=10_000)
+    assert "db" not in exp.to_dict()  # specs without [db] keep their hash
+    exp = parse_db(db_env, "")
+    assert exp.db == DbSettings() and exp.to_dict()["db"] == {"pool": 10, "wait_ms": 1000, "rows": 10_000}
+
+
+def test_db_settings_reach_serve_for_db_cells_only(db_env):
+    exp = parse_db(db_env, 'pool = 2\nwait = "250ms"\nrows = 500')
+    assert exp.db == DbSettings(pool=2, wait_ms=250, rows=500)
+    db_cell, echo_cell = exp.cells()
+    argv = ENGINE.serve_argv(db_cell, exp.placement, db="postgresql://a:b@127.0.0.1:9/c", db_settings=exp.db_settings)
+    f = flags(argv)
+    assert (f["--db"], f["--db-pool"], f["--db-wait-ms"]) == ("postgresql://a:b@127.0.0.1:9/c", "2", "250")
+    argv = ENGINE.serve_argv(echo_cell, exp.placement, db_settings=exp.db_settings)
+    assert not {"--db", "--db-pool", "--db-wait-ms"} & set(argv)
+
+
+@pytest.mark.parametrize(
+    ("db", "factors", "message"),
+    [
+        pytest.param("pool = 0", DB_FACTORS, "db.pool: expected an integer in 1..=1024 (connections of the server's pool), got 0", id="pool-0"),
+        pytest.param("pool = 1025", DB_FACTORS, "db.pool: expected an integer in 1..=1024", id="pool-big"),
+        pytest.param('pool = "2"', DB_FACTORS, "db.pool: expected an integer in 1..=1024", id="pool-str"),
+        pytest.param('wait = "0ms"', DB_FACTORS,
+                     "db.wait: expected a duration from 1ms to 60s in whole milliseconds, such as '1s' or '250ms', got '0ms'", id="wait-0"),
+        pytest.param('wait = "61s"', DB_FACTORS, "db.wait: expected a duration from 1ms to 60s", id="wait-big"),
+        pytest.param('wait = "1500us"', DB_FACTORS, "db.wait: expected a duration from 1ms to 60s in whole milliseconds", id="wait-fraction"),
+        pytest.param('wait = "soon"', DB_FACTORS, "db.wait: expected a duration such as", id="wait-syntax"),
+        pytest.param("rows = 0", DB_FACTORS, "db.rows: expected an integer in 1..=10,000,000 (rows of table emp), got 0", id="rows-0"),
+        pytest.param("rows = 20", DB_FACTORS, "factors.workload: expected /db?id=N with N <= db.rows (20), got '/db?id=42'", id="id-beyond-rows"),
+        pytest.param("poool = 2", DB_FACTORS, "db.poool: expected a key one of pool, wait, rows, got 'poool'", id="typo"),
+        pytest.param("pool = 2", 'architecture = ["blocking"]\nworkload = ["/echo?size=8"]\nconcurrency = [2]',
+                     "db: expected no [db] section, since no workload queries the database (/db?id=N), got 'pool = 2' "
+                     "(the workloads are /echo?size=8; [db] configures the /db workload only)", id="no-db-cell"),
+        pytest.param(None, 'architecture = ["blocking"]\nworkload = ["/db?id=10001"]\nconcurrency = [2]',
+                     "factors.workload: expected /db?id=N with N <= the default db.rows (10000), got '/db?id=10001'", id="id-beyond-default"),
+    ],
+)
+def test_db_refusals(db_env, db, factors, message):
+    with pytest.raises(SpecError) as e:
+        parse_db(db_env, db, factors)
+    assert str(e.value).startswith(message), str(e.value)
