@@ -10,10 +10,14 @@ field, the allowed values and the value received. The spec's vocabulary:
 (concurrency for "closed", rate for "open", session_rate for "partly-open"), threads, loops,
 think_time (optional), each a non-empty list, crossed in a full factorial design; ``[server]``
 threads, loops fixed for every cell; ``[load]`` model ("closed", "open" or "partly-open"),
-timeout, records, and each model's own keys: think_time (closed, partly-open); schedule,
-connections, max_connections, seed (open, partly-open); requests_per_session,
-session_connection (partly-open). A key of another model is refused;
-``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the others).
+timeout, records, seed (whenever something is drawn at random), and each model's own keys:
+think_time (closed, partly-open; "5ms" constant, "exp:5ms" exponential with that mean or
+"uniform:2ms-8ms", also as factor levels); schedule, connections, max_connections (open,
+partly-open); requests_per_session, session_connection (partly-open). A key of another model is
+refused; ``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the
+others); ``[db]`` pool (1..=1024, default 10), wait (a duration, whole ms from 1ms to 60s, default
+"1s") and rows (default 10,000) of the ``/db`` workload's connection pool and table, refused when
+no workload is ``/db``.
 """
 
 from __future__ import annotations
