@@ -201,8 +201,9 @@ def timestamp_server(out: str) -> None:
     np.save(out, stamps[:n].reshape(-1, 2))
 
 
-def added_latency(cpus: tuple[int, int], duration: int) -> tuple[float, float, int, int]:
-    """One run: (p50, p99 of the added latency in us, requests matched, requests recorded)."""
+def added_latency(cpus: tuple[int, int], duration: int, busy_poll: bool) -> tuple[float, float, int, int]:
+    """One run: (p50, p99 of the added latency in us, requests matched, requests recorded). With
+    `busy_poll` the generator spins on its socket (`--busy-poll`) as the server does."""
     server_cpu, client_cpu = cpus
     with tempfile.TemporaryDirectory() as d:
         stamps_path = Path(d) / "server.npy"
@@ -216,7 +217,7 @@ def added_latency(cpus: tuple[int, int], duration: int) -> tuple[float, float, i
             subprocess.run(
                 [str(ENGINE), "load", "--target", f"127.0.0.1:{port}", "--connections", "1", "--duration", f"{duration}s",
                  "--warmup", "1s", "--cpus", str(client_cpu), "--quiet", "--records", str(records),
-                 "--json", str(Path(d) / "s.json")],
+                 "--json", str(Path(d) / "s.json"), *(["--busy-poll"] if busy_poll else [])],
                 capture_output=True, text=True, check=True, timeout=duration + 30,
             )
             server.wait(10)
@@ -238,7 +239,11 @@ def added_latency(cpus: tuple[int, int], duration: int) -> tuple[float, float, i
     i = np.searchsorted(received, sent)
     found = i < len(received)
     i = np.where(found, i, 0)
-    found &= (received[i] <= done) & (replied[i] <= done)
+    # Matched on the receive alone: on loopback the reply can reach a spinning generator before
+    # the server's `send` returns and it reads the clock, so `replied` may pass `done`; such a
+    # request then adds less than the server's own time (its added latency is small or negative)
+    # and leaving it out would bias the figure upwards.
+    found &= received[i] <= done
     added_ns = (done[found] - sent[found]).astype(np.int64) - (replied[i[found]] - received[i[found]]).astype(np.int64)
     p50, p99 = np.percentile(added_ns, [50, 99]) / 1000.0
     return float(p50), float(p99), int(found.sum()), int(gen.size)
@@ -295,13 +300,20 @@ def main() -> int:
     if "latency" in parts:
         print("\n4. added latency: generator service time minus the server's own, per request "
               "(closed model, 1 connection, busy-polling timestamping server)")
-        p50s = []
+        # Both ways of waiting, alternating: sleeping in epoll (the default, which adds the
+        # thread's wake-up to every response) and `--busy-poll` (for latency measurements).
+        p50s: dict[bool, list[float]] = {False: [], True: []}
         for i in range(a.reps):
-            p50, p99, matched, total = added_latency((sc, cc), d)
-            p50s.append(p50)
-            print(f"  rep {i + 1}: p50 {p50:6.2f} us   p99 {p99:7.2f} us   ({matched:,} of {total:,} requests matched)")
-        median = statistics.median(p50s)
-        print(f"  median p50: {median:.2f} us ({'meets' if median < 10 else 'MISSES'} the target < 10 us)")
+            for busy in (i % 2 == 1, i % 2 == 0):
+                p50, p99, matched, total = added_latency((sc, cc), d, busy)
+                p50s[busy].append(p50)
+                mode = "--busy-poll" if busy else "epoll sleep"
+                print(f"  rep {i + 1} {mode:<11}: p50 {p50:6.2f} us   p99 {p99:7.2f} us   "
+                      f"({matched:,} of {total:,} requests matched)")
+        for busy in (False, True):
+            median = statistics.median(p50s[busy])
+            mode = "--busy-poll" if busy else "epoll sleep"
+            print(f"  median p50, {mode}: {median:.2f} us ({'meets' if median < 10 else 'MISSES'} the target < 10 us)")
     return 0
 
 

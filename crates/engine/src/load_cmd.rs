@@ -92,6 +92,11 @@ pub struct LoadArgs {
     /// A request sent later than this after its planned time counts as late.
     #[arg(long, value_parser = parse_duration, default_value = "1ms")]
     late_after: Duration,
+    /// Spin on the sockets instead of sleeping in epoll, so that no response waits for a load
+    /// thread to wake up: for latency measurements with --cpus reserved for the generator. The
+    /// threads then use their whole CPUs, so CPU use no longer flags a generator-bound run.
+    #[arg(long)]
+    busy_poll: bool,
     /// Length of the measurement window, e.g. 10s, 500ms [default: 10s, or the length of a
     /// rate or users schedule, which it must equal when given].
     #[arg(long, value_parser = parse_duration)]
@@ -493,6 +498,7 @@ pub(crate) fn params_of(a: &LoadArgs) -> Result<LoadParams, CliError> {
     });
     p.seed = a.seed;
     p.late_after = a.late_after;
+    p.busy_poll = a.busy_poll;
     let schedule = p.rate_schedule.as_ref().or(p.session_rate_schedule.as_ref()).or(p.users_schedule.as_ref());
     p.duration = a.duration.or(schedule.map(Profile::duration)).unwrap_or(Duration::from_secs(10));
     p.warmup = a.warmup;

@@ -189,6 +189,10 @@ pub struct LoadParams {
     pub seed: Option<u64>,
     /// An arrival sent later than this after its planned time counts as late.
     pub late_after: Duration,
+    /// Poll the sockets without sleeping (epoll with a zero timeout): each load thread spins on
+    /// its CPU, so no response waits for the thread to be woken up. For latency measurements
+    /// on CPUs reserved for the generator; the CPU-busy test of `generator_bound` is then off.
+    pub busy_poll: bool,
     /// Length of the measurement window.
     pub duration: Duration,
     /// Time before the window during which completions are not recorded.
@@ -253,6 +257,7 @@ impl LoadParams {
             session_connection: None,
             seed: None,
             late_after: Duration::from_millis(1),
+            busy_poll: false,
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(1),
             threads: None,
@@ -292,6 +297,7 @@ pub struct LoadConfig {
     pacing: Pacing,
     seed: u64,
     late_after: Duration,
+    busy_poll: bool,
     duration: Duration,
     warmup: Duration,
     threads: usize,
@@ -607,6 +613,7 @@ impl LoadConfig {
             pacing,
             seed: p.seed.unwrap_or(DEFAULT_SEED),
             late_after: p.late_after,
+            busy_poll: p.busy_poll,
             duration: p.duration,
             warmup: p.warmup,
             threads,
@@ -666,6 +673,9 @@ impl LoadConfig {
     }
     pub fn late_after(&self) -> Duration {
         self.late_after
+    }
+    pub fn busy_poll(&self) -> bool {
+        self.busy_poll
     }
     /// Connections opened before the start (closed model: the users).
     pub fn connections(&self) -> usize {

@@ -330,3 +330,32 @@ fn keep_alive_off_and_requests_per_connection_replace_connections() {
     let per_connection = r.totals.requests as f64 / r.totals.connections_opened.max(1) as f64;
     assert!((per_connection - 3.0).abs() < 0.5, "{per_connection} requests per connection: {r:?}");
 }
+
+#[test]
+fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu() {
+    let _g = serial();
+    // A 2 ms server delay: a sleeping load thread would use almost no CPU, a busy-polling one
+    // uses all of its window. The counts must stay exact, and the spinning must not by itself
+    // mark the run generator-bound (it is the mode's design, not a sign of overload).
+    let server = TestServer::start(Behaviour { delay: ms(2), ..Default::default() });
+    let mut p = params(server.addr, 2, ms(100), ms(400));
+    p.busy_poll = true;
+    let r = run(p);
+    std::thread::sleep(ms(100));
+    let completed = r.totals.requests + r.warmup_totals.requests;
+    let served = server.served();
+    assert!(r.totals.requests > 0, "{r:?}");
+    assert!(
+        served >= completed && served <= completed + r.in_flight_at_end as u64,
+        "served {served}, completed {completed}"
+    );
+    assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
+    assert!(r.latency.min() as f64 >= 2e6 * 0.999, "min {} ns", r.latency.min());
+    let s = r.summary(None);
+    assert!(s.generator.busy_poll);
+    let busy: f64 = r.thread_cpu.iter().map(|t| t.user_s + t.sys_s).sum::<f64>() / r.window_s();
+    // It did spin (a sleeping thread waiting on 2 ms responses uses a few % of its CPU) ...
+    assert!(busy > 0.3, "load thread busy {:.0}% of the window", busy * 100.0);
+    // ... and that alone is no reason to call the run generator-bound.
+    assert!(s.generator.bound_reasons.iter().all(|r| !r.contains("busy")), "{:?}", s.generator.bound_reasons);
+}

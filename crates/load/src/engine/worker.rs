@@ -283,9 +283,8 @@ impl<'a> Worker<'a> {
         loop {
             self.timers.rearm().map_err(failed)?;
             let wake_at = self.rec.end.min(next_scan).min(self.rec.next_roll);
-            self.poller
-                .wait(&mut events, Some(Duration::from_nanos(wake_at.saturating_sub(self.now))))
-                .map_err(failed)?;
+            let sleep = if cfg.busy_poll() { 0 } else { wake_at.saturating_sub(self.now) };
+            self.poller.wait(&mut events, Some(Duration::from_nanos(sleep))).map_err(failed)?;
             self.now = now_ns();
             self.rec.end = self.sh.end_ns.load(Ordering::Relaxed);
             if self.now >= self.rec.end {
