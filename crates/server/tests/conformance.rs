@@ -51,6 +51,18 @@ fn get(s: &mut TcpStream, target: &str) -> Response {
     read_response(s, &mut Vec::new())
 }
 
+/// `s` again if the server has closed it while it was idle (a shared blocking handler may close
+/// an idle keep-alive connection that another connection starves for, RFC 9112 §9.8; the FIN is
+/// already here by the time the starving connection has its answer), else `s` as it is.
+fn reopened_if_closed(s: &mut TcpStream, addr: SocketAddr) {
+    s.set_nonblocking(true).unwrap();
+    let closed = matches!(s.peek(&mut [0u8; 1]), Ok(0));
+    s.set_nonblocking(false).unwrap();
+    if closed {
+        *s = connect(addr);
+    }
+}
+
 /// After an error response the server must close: the next read sees end of stream.
 fn assert_closed(s: &mut TcpStream, buf: &[u8]) {
     assert!(buf.is_empty(), "unexpected bytes after the error response");
@@ -184,6 +196,7 @@ fn malformed_requests_are_refused_and_closed_while_others_are_served() {
             assert_eq!(r.status, *status, "{arch}: {what}: {}", r.head);
             assert!(r.head.contains("Connection: close"), "{arch}: {what}");
             assert_closed(&mut s, &buf);
+            reopened_if_closed(&mut other, addr);
             assert_eq!(get(&mut other, "/echo?size=2").status, 200, "{arch}: served after {what}");
         }
     });
@@ -233,6 +246,21 @@ fn options_are_applied() {
     write!(waiting, "GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     let head = read_response(&mut waiting, &mut Vec::new()).head;
     assert!(head.contains("keep-alive"), "{head}");
+    // A connection handed to a handler held by an idle keep-alive client is not left waiting:
+    // the handler closes the idle connection and serves it (a one-thread pool, and one actor).
+    for (arch, options) in [
+        ("blocking", ServerOptions { threads: Some(1), ..Default::default() }),
+        ("blocking-actor", ServerOptions { handlers: Some(1), ..Default::default() }),
+    ] {
+        let addr = start(arch, &options);
+        let mut idle = connect(addr);
+        assert_eq!(get(&mut idle, "/echo?size=1").status, 200, "{arch}");
+        let mut starving = connect(addr);
+        assert_eq!(get(&mut starving, "/echo?size=3").status, 200, "{arch}: the second connection was served");
+        let mut rest = Vec::new();
+        idle.read_to_end(&mut rest).expect("the idle connection was closed");
+        assert!(rest.is_empty(), "{arch}");
+    }
     let addr = start("netty", &ServerOptions { loops: Some(3), ..Default::default() });
     let mut conns: Vec<TcpStream> = (0..6).map(|_| connect(addr)).collect();
     for s in &mut conns {

@@ -18,7 +18,10 @@
 //! disabling keep-alive when its threads run short. Handing an idle keep-alive connection
 //! back instead would not work: a handler that picks it up blocks in `read` on a client with
 //! nothing to say while others wait. Under pressure this architecture therefore pays a TCP
-//! connection per request, which is its real cost.
+//! connection per request, which is its real cost. The policy is asked at response time, so
+//! a handler also wakes while its client is idle and closes that idle connection when another
+//! has been starving for a handler through two checks (50 ms apart; `serve_yielding`): an
+//! actor's mailbox is served only by its actor, and idle clients can hold every pool thread.
 
 use crate::acceptor::accept_blocking;
 use crate::frontend::blocking_conn::BlockingConn;
@@ -51,7 +54,7 @@ impl Server for BlockingHandOff {
             move |conn: BlockingConn| {
                 let waiting = || sender.get().is_some_and(|s| s.backlog() > 0);
                 let policy = || if waiting() { KeepAlive::Refuse } else { KeepAlive::AsRequested };
-                conn.serve(&limits, &mut scratch, policy);
+                conn.serve_yielding(&limits, &mut scratch, policy, waiting);
             }
         })?;
         let _ = sender.set(started.clone());
