@@ -31,6 +31,7 @@ use std::fmt::Display;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
+use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -467,21 +468,8 @@ impl<'a> Worker<'a> {
                 _ => break Err(e),
             }
         };
-        let was_waiting = matches!(c.state, State::Sending { .. });
-        let (state, interest) = match result {
-            Ok(true) => (if c.queued > 0 { State::Awaiting } else { State::Open }, Interest::READABLE),
-            Ok(false) => (State::Sending { sent: 0 }, Interest::BOTH),
-            Err(e) => {
-                let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Write };
-                return self.fail(idx, class, now, &e);
-            }
-        };
-        c.state = state;
-        if was_waiting != matches!(state, State::Sending { .. }) {
-            if let Err(e) = self.poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
-                self.fail(idx, ErrorClass::Write, now, &e);
-            }
-        }
+        let written = if c.queued > 0 { State::Awaiting } else { State::Open };
+        self.after_write(idx, fd, now, result, written, State::Sending { sent: 0 });
     }
 
     /// Pipelining: the front request is done with; the next one in flight takes its place.
@@ -538,17 +526,24 @@ impl<'a> Worker<'a> {
                 _ => break Err(e),
             }
         };
+        self.after_write(idx, fd, now, result, State::Awaiting, State::Sending { sent });
+    }
+
+    /// After a write attempt on `idx`: the state `written` when everything owed went out, or
+    /// `stuck` (a `Sending` state) when the socket buffer filled; a failed write ends the
+    /// connection. Writability is watched only while a request is stuck in the socket buffer.
+    fn after_write(&mut self, idx: usize, fd: RawFd, now: u64, result: io::Result<bool>, written: State, stuck: State) {
+        let c = &mut self.conns[idx];
         let was_waiting = matches!(c.state, State::Sending { .. });
         let (state, interest) = match result {
-            Ok(true) => (State::Awaiting, Interest::READABLE),
-            Ok(false) => (State::Sending { sent }, Interest::BOTH),
+            Ok(true) => (written, Interest::READABLE),
+            Ok(false) => (stuck, Interest::BOTH),
             Err(e) => {
                 let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Write };
                 return self.fail(idx, class, now, &e);
             }
         };
         c.state = state;
-        // Writability is watched only while a request is stuck in the socket buffer.
         if was_waiting != matches!(state, State::Sending { .. }) {
             if let Err(e) = self.poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
                 self.fail(idx, ErrorClass::Write, now, &e);
