@@ -9,7 +9,7 @@ use crate::frontend::multi_reactor::{self, LoopWrites, DEFAULT_WRITE_SPIN};
 use crate::frontend::pool::BlockingHandOff;
 use crate::frontend::staged::{Hop, Ops, Staged};
 use crate::frontend::{ncopy, reactor, thread_per_connection, uring, work_stealing};
-use crate::options::{OptionName, OptionValue, ServerOptions};
+use crate::options::{OptionError, OptionName, ServerOptions};
 use crate::Server;
 use archlab_handoff::{ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
 use std::fmt;
@@ -316,27 +316,56 @@ pub fn listen_options(name: &str) -> archlab_netio::socket::ListenOptions {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildError {
-    UnknownArchitecture { name: String },
-    OptionNotAccepted { architecture: &'static str, option: OptionName },
-    OptionOutOfRange { option: OptionName, value: OptionValue, allowed: &'static str },
+    UnknownArchitecture {
+        name: String,
+    },
+    OptionNotAccepted {
+        architecture: &'static str,
+        option: OptionName,
+        value: serde_json::Value,
+    },
+    /// A value out of its option's range.
+    Invalid(OptionError),
+}
+
+impl BuildError {
+    /// The refusal as the option contract says it: the field, the allowed values, the value.
+    pub fn option_error(&self) -> OptionError {
+        match self {
+            BuildError::UnknownArchitecture { name } => {
+                let names: Vec<&str> = REGISTRY.iter().map(|a| a.name).collect();
+                OptionError::new("architecture", format!("one of {}", names.join(", ")), format!("{name:?}"))
+            }
+            BuildError::OptionNotAccepted { architecture, option, value } => {
+                let a = lookup(architecture).expect("registered");
+                let accepted: Vec<&str> = a.options().map(|o| o.as_str()).collect();
+                let takers: Vec<&str> = REGISTRY.iter().filter(|a| a.accepts_option(*option)).map(|a| a.name).collect();
+                OptionError::new(
+                    option.as_str(),
+                    format!(
+                        "no {option} value for architecture '{architecture}', which accepts options: {}",
+                        accepted.join(", ")
+                    ),
+                    archlab_options::plain(value),
+                )
+                .with_hint(format!("{option} applies to {}", takers.join(", ")))
+            }
+            BuildError::Invalid(e) => e.clone(),
+        }
+    }
 }
 
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::UnknownArchitecture { name } => {
-                let names: Vec<&str> = REGISTRY.iter().map(|a| a.name).collect();
-                write!(f, "architecture: expected one of {}, got {name:?}", names.join(", "))
-            }
-            BuildError::OptionNotAccepted { architecture, option } => {
+            BuildError::UnknownArchitecture { .. } => self.option_error().fmt(f),
+            BuildError::OptionNotAccepted { architecture, option, .. } => {
                 let a = lookup(architecture).expect("registered");
                 let accepted: Vec<&str> = a.options().map(|o| o.as_str()).collect();
                 let accepted = accepted.join(", ");
                 write!(f, "option {option} does not apply to architecture {architecture} (it accepts: {accepted})")
             }
-            BuildError::OptionOutOfRange { option, value, allowed } => {
-                write!(f, "{option}: expected {allowed}, got {value}")
-            }
+            BuildError::Invalid(e) => e.fmt(f),
         }
     }
 }
@@ -347,21 +376,24 @@ pub fn lookup(name: &str) -> Option<&'static Architecture> {
     REGISTRY.iter().find(|a| a.name == name)
 }
 
-/// Build the named architecture, refusing options it does not use and values out of range.
-pub fn build(name: &str, options: &ServerOptions) -> Result<Box<dyn Server>, BuildError> {
+/// Check an architecture and its options without building it: the name is registered, every
+/// option with a name of its own is one the architecture accepts, and every value is in range.
+pub fn check(name: &str, options: &ServerOptions) -> Result<&'static Architecture, BuildError> {
     let arch = lookup(name).ok_or_else(|| BuildError::UnknownArchitecture { name: name.to_string() })?;
-    for option in OptionName::ALL {
-        if let Some(value) = options.get(option) {
+    for &option in OptionName::ALL {
+        if let Some(value) = options.value_of(option) {
             if !arch.accepts_option(option) {
-                return Err(BuildError::OptionNotAccepted { architecture: arch.name, option });
-            }
-            if let OptionValue::Count(n) = value {
-                if !option.check(n) {
-                    return Err(BuildError::OptionOutOfRange { option, value, allowed: option.allowed() });
-                }
+                return Err(BuildError::OptionNotAccepted { architecture: arch.name, option, value });
             }
         }
     }
+    options.check_values().map_err(BuildError::Invalid)?;
+    Ok(arch)
+}
+
+/// Build the named architecture, refusing options it does not use and values out of range.
+pub fn build(name: &str, options: &ServerOptions) -> Result<Box<dyn Server>, BuildError> {
+    let arch = check(name, options)?;
     Ok((arch.build)(options))
 }
 
