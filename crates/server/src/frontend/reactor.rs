@@ -13,14 +13,18 @@
 //! the route's stages when ready, and come back through the loop's [`Inbox`]. Connections are registered
 //! edge-triggered for both directions once (no `epoll_ctl` per request); a read shorter than
 //! the free buffer space proves the socket drained, which saves the extra `read` returning
-//! `EAGAIN`. The listener is level-triggered so that a backlog left after a transient accept
+//! `EAGAIN`, except once the poller has reported the peer's close (EPOLLRDHUP, EPOLLHUP): the
+//! end of stream behind the data raises no further edge, so the loop then reads on to end of
+//! stream or `EAGAIN` (a client that half-closes after its request, or leaves mid-request, is
+//! noticed and its descriptor closed). While the process is out of descriptors and the
+//! acceptor has no reserve left (`acceptor::PAUSE`), the listener is not watched. The listener is level-triggered so that a backlog left after a transient accept
 //! error is seen again. Requests queue in socket buffers; the thread blocks only in
 //! `epoll_wait`. Expected bottleneck: the one core, and head-of-line blocking when a request
 //! is CPU-heavy. A connection closed after a refused request lingers (see `conn::LINGER`): its write side
 //! is shut down and its input discarded until the client closes or the deadline passes; the
 //! deadlines bound the `epoll_wait` timeout.
 
-use crate::acceptor::accept_pending;
+use crate::acceptor::{accept_pending, Backlog};
 use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::frontend::hybrid::{self, Router};
 use crate::frontend::staged::{Back, Job, Route};
@@ -52,6 +56,9 @@ pub(crate) struct Conn {
     /// Closing after refusing a request: linger instead of closing at once.
     pub(crate) refused: bool,
     read_paused: bool,
+    /// The poller reported the peer's close (EPOLLRDHUP/EPOLLHUP/EPOLLERR): read on to EOF or
+    /// an error, since no further edge will come.
+    peer_closed: bool,
     /// Set once the write side is shut down: input is discarded until then.
     lingering_until: Option<Instant>,
     discarded: usize,
@@ -120,6 +127,7 @@ impl Slab {
             closing: false,
             refused: false,
             read_paused: false,
+            peer_closed: false,
             lingering_until: None,
             discarded: 0,
             resume_hop: 0,
@@ -191,6 +199,8 @@ pub struct EventLoop {
     lingering: VecDeque<(Instant, usize)>,
     /// Connections whose flush stopped at the write-spin limit (netty's flush tasks).
     flush_tasks: Vec<usize>,
+    /// Out of descriptors without a reserve: the listener is not watched until then.
+    accept_resumes: Option<Instant>,
 }
 
 impl EventLoop {
@@ -228,6 +238,7 @@ impl EventLoop {
             scratch: Scratch::new(options),
             lingering: VecDeque::new(),
             flush_tasks: Vec::new(),
+            accept_resumes: None,
         })
     }
 
@@ -241,17 +252,25 @@ impl EventLoop {
         let mut tasks = Vec::new();
         loop {
             let timeout = if self.flush_tasks.is_empty() {
-                self.lingering.front().map(|(t, _)| t.saturating_duration_since(Instant::now()))
+                let next = [self.lingering.front().map(|(t, _)| *t), self.accept_resumes].into_iter().flatten().min();
+                next.map(|t| t.saturating_duration_since(Instant::now()))
             } else {
                 Some(std::time::Duration::ZERO)
             };
             self.poller.wait(&mut events, timeout)?;
             self.expire_lingering();
+            self.resume_accepting()?;
             for ev in &events {
                 match ev.token {
                     LISTENER => self.accept()?,
                     WAKER => self.take_inbox(),
-                    token => self.on_ready((token - FIRST_CONN) as usize, true),
+                    token => {
+                        let idx = (token - FIRST_CONN) as usize;
+                        if ev.closed {
+                            self.peer_closed(idx);
+                        }
+                        self.on_ready(idx, true)
+                    }
                 }
             }
             std::mem::swap(&mut tasks, &mut self.flush_tasks);
@@ -267,7 +286,33 @@ impl EventLoop {
             return Ok(());
         };
         let limits = &self.options.limits;
-        accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, staged))
+        if let Backlog::Paused(pause) =
+            accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, staged))?
+        {
+            // Level-triggered, the listener would be ready again at once: stop watching it.
+            let none = Interest { readable: false, writable: false };
+            poller.reregister(listener.as_raw_fd(), LISTENER, none, Trigger::Level)?;
+            self.accept_resumes = Some(Instant::now() + pause);
+        }
+        Ok(())
+    }
+
+    fn resume_accepting(&mut self) -> io::Result<()> {
+        match (self.accept_resumes, &self.listener) {
+            (Some(t), Some(listener)) if t <= Instant::now() => {
+                self.accept_resumes = None;
+                self.poller.reregister(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The poller saw the peer close: from now on a short read does not prove the socket
+    /// drained (the end of stream behind the data raises no further edge).
+    fn peer_closed(&mut self, idx: usize) {
+        if let Some(Some(conn)) = self.conns.slots.get_mut(idx) {
+            conn.peer_closed = true;
+        }
     }
 
     fn take_inbox(&mut self) {
@@ -413,7 +458,7 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, writes: &mut W
                         conn.refused = flow == Flow::Refused;
                     } else if conn.output.pending() >= OUTPUT_HIGH_WATER {
                         conn.read_paused = true;
-                    } else if n < room {
+                    } else if n < room && !conn.peer_closed {
                         break; // drained: the next arrival raises a new edge
                     }
                 }
