@@ -62,6 +62,11 @@ impl ServeProcess {
     pub fn rusage(&mut self) -> serde_json::Value {
         // SAFETY: plain system call on our own child's pid.
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGUSR1) }, 0);
+        self.rusage_line()
+    }
+
+    /// Read up to the next `rusage` line, parsed.
+    fn rusage_line(&mut self) -> serde_json::Value {
         loop {
             let mut line = String::new();
             assert!(self.stdout.read_line(&mut line).expect("stdout") > 0, "the server ended");
