@@ -44,12 +44,14 @@ fn tracer_of(pid: u32, tid: &str) -> u32 {
 }
 
 /// `strace -f -c` attached to every thread of `pid`; returns once every thread is traced.
+// The child is returned to the caller, which waits for it (clippy cannot see that).
+#[allow(clippy::zombie_processes)]
 fn attach_strace(pid: u32, summary: &std::path::Path) -> Child {
     let mut cmd = Command::new("strace");
     cmd.args(["-f", "-qq", "-c", "-o"]).arg(summary);
     // With -f, attaching to the process attaches every thread of it.
     cmd.arg("-p").arg(pid.to_string());
-    let strace = cmd.stdout(Stdio::null()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| {
+    let mut strace = cmd.stdout(Stdio::null()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| {
         panic!("cannot run strace ({e}): install Debian's strace package (scripts/bootstrap test does)")
     });
     // Wait (bounded) until the kernel reports every thread as traced.
@@ -62,7 +64,11 @@ fn attach_strace(pid: u32, summary: &std::path::Path) -> Child {
         if tasks.iter().all(|t| tracer_of(pid, t) == strace.id()) {
             return strace;
         }
-        assert!(Instant::now() < deadline, "strace did not attach to every thread of {pid}");
+        if Instant::now() > deadline {
+            let _ = strace.kill();
+            let _ = strace.wait();
+            panic!("strace did not attach to every thread of {pid}");
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
