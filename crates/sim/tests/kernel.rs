@@ -1,4 +1,4 @@
-//! Engine behaviour that can be checked exactly: hand-computed trajectories of small traces
+//! Kernel behaviour that can be checked exactly: hand-computed trajectories of small traces
 //! (FCFS, processor sharing, drops, fork-join with a failed branch), determinism across thread
 //! counts, Little's accounting identity, and validation errors naming their field.
 
