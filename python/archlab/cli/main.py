@@ -1,6 +1,7 @@
 """The ``archlab`` command line: the argument parser, and the one mapping from errors to exit
-codes (invalid spec or argument: 2; any other lab error: 1; Ctrl-C: 130, SIGTERM: 143). Every
-message goes to stderr as ``archlab: error: ...``; tracebacks are kept for real bugs."""
+codes (input the user can fix -- a spec, an option, a file given to a verb -- 2; any other lab
+error: 1; Ctrl-C: 130, SIGTERM: 143; each error class carries its status). Every message goes to
+stderr as one line ``archlab: error: ...``; tracebacks are kept for real bugs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Sequence
 
 from archlab import __version__
 from archlab.cli import commands
-from archlab.errors import ArchlabError, Interrupted, InvalidValue
+from archlab.errors import ArchlabError, Interrupted
 
 # The export formats of `archlab records export` (archlab.lab.rawrecords.FORMATS; spelled here
 # so the parser does not import NumPy).
@@ -143,12 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
-    except InvalidValue as e:  # a spec, option or model parameter that is not allowed
+    except ArchlabError as e:  # 2: input the user can fix (InvalidValue and its kind); 1: the lab failed
         print(f"archlab: error: {e}", file=sys.stderr)
-        return 2
-    except ArchlabError as e:
-        print(f"archlab: error: {e}", file=sys.stderr)
-        return 1
+        return e.exit_status
     except Interrupted as e:
         return e.exit_code
     except KeyboardInterrupt:
