@@ -5,7 +5,7 @@ simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` 
 
 from typing import TypedDict
 
-__all__ = ["architectures", "check_workload", "mser", "simulate", "version"]
+__all__ = ["architectures", "check_simulation", "check_workload", "mser", "simulate", "version"]
 
 class _Architecture(TypedDict):
     name: str
@@ -31,7 +31,10 @@ def version() -> str:
 
 def simulate(model_json: str, run_json: str) -> str:
     """Simulate a model (JSON, the core's model format) under a run configuration (JSON);
-    returns the outcome as JSON. Runs with the GIL released."""
+    returns the outcome as JSON. Runs with the GIL released; Ctrl-C stops it (KeyboardInterrupt)."""
+
+def check_simulation(model_json: str, run_json: str) -> None:
+    """Validate a model and a run configuration as ``simulate`` does, without running them."""
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""

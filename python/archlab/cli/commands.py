@@ -11,7 +11,8 @@ from pathlib import Path
 from archlab.errors import Interrupted, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
-from archlab.store import CATALOG_FILE, RunHandle, Store
+from archlab.cli.stores import known_run, open_store
+from archlab.store import RunHandle, Store
 
 DEFAULT_SPEC = Path("experiments") / "quickstart.toml"
 
@@ -28,34 +29,6 @@ def default_spec() -> Path:
 
 def _say(text: str) -> None:
     print(f"archlab: {text}", file=sys.stderr, flush=True)
-
-
-def open_store(directory: str | Path) -> Store:
-    """The result store of ``--store``: a directory (made when missing) whose catalog, if there
-    is one, opens. Checked here so that a file, or a directory holding something else, is named
-    as the option the user wrote instead of failing deep inside the store."""
-    path = Path(directory)
-    allowed = f"a result store directory (made when missing) with a DuckDB catalog {CATALOG_FILE}"
-    if path.exists() and not path.is_dir():
-        raise SpecError("--store", allowed, str(directory), "not a directory")
-    store = Store(path)
-    if (path / CATALOG_FILE).exists():
-        try:
-            store.runs()
-        except StoreError as e:
-            raise SpecError("--store", allowed, str(directory), _first_line(str(e))) from None
-    return store
-
-
-def known_run(store: Store, run_id: str, what: str = "RUN_ID") -> str:
-    """``run_id`` when the store's catalog lists it."""
-    if not (store.root / CATALOG_FILE).exists() or store.catalog.run(run_id) is None:
-        raise SpecError(what, f"a run id of the store {store.root} (`archlab runs --store {store.root}` lists them)", run_id)
-    return run_id
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def run(args: argparse.Namespace) -> int:

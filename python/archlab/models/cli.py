@@ -119,7 +119,7 @@ def _model(args: argparse.Namespace) -> int:
 
 
 def _model_run(args: argparse.Namespace) -> int:
-    from archlab.cli.commands import known_run, open_store
+    from archlab.cli.stores import known_run, open_store
 
     store = open_store(args.store)
     manifest, rows = store.load_run(known_run(store, args.run, "--run"))
