@@ -62,7 +62,8 @@ def test_store_commands_on_an_empty_store(tmp_path):
 
 @pytest.mark.parametrize(
     "argv",
-    [["runs"], ["report", "x"], ["run", "--resume", "x"], ["model", "--run", "x"], ["records", "export", "x"]],
+    [["runs"], ["report", "x"], ["run", "--resume", "x"], ["model", "--run", "x"], ["records", "export", "x"],
+     ["analyze", "x"]],
     ids=lambda argv: argv[0],
 )
 def test_a_store_that_is_not_one_is_named_as_the_option(tmp_path, argv):

@@ -24,7 +24,8 @@ _SUFFIX_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h":
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)$")
 _PERCENTILE_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)%\s+(\S+)\s*$")
 _SPECTRUM_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+(\d(?:\.\d+)?)\s+(\d+)(?:\s+\S+)?\s*$")
-_THREAD_LATENCY = re.compile(r"^\s*Latency\s+(\S+)\s+(\S+)\s+(\S+)")
+# wrk's "Thread Stats" row (not wrk2's "Latency Distribution (HdrHistogram - ...)" heading).
+_THREAD_LATENCY = re.compile(r"^\s*Latency\s+(\d\S*)\s+(\d\S*)\s+(\d\S*)")
 _REQUESTS = re.compile(r"^\s*(\d+) requests in ")
 
 
