@@ -139,7 +139,10 @@ def _percentiles(path: Path, unit: str | None) -> PercentileReport:
         raise LatencyError(f"{path}: expected a latency file, got no such file")
     text = path.read_text(encoding="utf-8", errors="replace")
     spectrum_unit = "ms" if any(marker in text for marker in _WRK2_MARKERS) else unit
-    report = parse_percentile_text(text, unit=unit or spectrum_unit or "ms", spectrum_unit=spectrum_unit or "ms")
+    try:
+        report = parse_percentile_text(text, unit=unit or spectrum_unit or "ms", spectrum_unit=spectrum_unit or "ms")
+    except LatencyError as error:
+        raise LatencyError(f"{path}: {error}") from None
     if report.samples is not None and spectrum_unit is None:
         raise LatencyError(f"{path}: expected the unit of its values (HdrHistogram prints them divided by "
                            "outputValueUnitScalingRatio, and the file does not say by how much), got none: "

@@ -27,7 +27,6 @@ rows of each file. :func:`read_jtl_rows` says what each of these left out (:clas
 from __future__ import annotations
 
 import csv
-import io
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -177,8 +176,11 @@ def _read_one(path: Path, query: _Query, columns: tuple[str, ...] | None) -> Jtl
 # --- CSV -----------------------------------------------------------------------------------------
 
 def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] | None) -> JtlRows:
-    first_line = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
-    first = next(csv.reader(io.StringIO(first_line)), [])
+    first_line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace").lstrip("\ufeff")
+    try:
+        first = next(csv.reader([first_line]), [])
+    except csv.Error:  # e.g. a carriage return or NUL inside the line: not a CSV header or row
+        first = [first_line]
     if "timeStamp" in first or "elapsed" in first:
         names, header, layout = tuple(first), True, "CSV with a header line"
     elif columns is not None:
@@ -189,7 +191,7 @@ def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] |
             raise LatencyError(
                 f"{path}: expected JMeter CSV results, a header line naming timeStamp and elapsed or rows in JMeter's "
                 f"default layout (5.x: 17 fields, 2.13: 12 fields, starting with the epoch-ms timeStamp); got a first "
-                f"line of {len(first)} fields {_clip(first_line)!r} (--jtl-columns names another layout)")
+                f"line of {len(first)} fields {_shown(first_line)} (--jtl-columns names another layout)")
         layout, names = known
         header = False
         layout = f"CSV without a header, {layout}"
@@ -197,8 +199,9 @@ def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] |
         + (["timeStamp"] if query.warmup_s or query.cooldown_s else [])
     missing = [n for n in needed if n not in names]
     if missing:
+        hint = " (JMeter writes Connect with jmeter.save.saveservice.connect_time=true)" if "Connect" in missing else ""
         raise LatencyError(f"{path}: expected the JMeter columns {', '.join(needed)}, got no {', '.join(missing)} among "
-                           f"{', '.join(names)} (JMeter writes Connect with jmeter.save.saveservice.connect_time=true)")
+                           f"{_clip(', '.join(names), 200)}{hint}")
     size = path.stat().st_size
     with open(path, "rb") as handle:
         handle.seek(max(0, size - 1))
@@ -307,6 +310,13 @@ def _rejected(connection: duckdb.DuckDBPyConnection) -> tuple[int, str | None]:
     return int(count), (f"line {line}: {_clip(message.splitlines()[0], 120)}" if count else None)
 
 
+def _shown(line: str) -> str:
+    """A line quoted in an error, or said to be binary when it is not text."""
+    if sum(not c.isprintable() for c in line) > len(line) // 10:
+        return f"of {len(line)} characters that are not text (binary data?)"
+    return repr(_clip(line))
+
+
 def _text(path: Path) -> str:
     return str(path).replace("'", "''")
 
@@ -363,6 +373,8 @@ def _read_xml(path: Path, query: _Query) -> JtlRows:
             except ET.ParseError as error:  # not well-formed before the end of the file
                 line, column = error.position
                 raise LatencyError(f"{path}:{line}:{column}: expected JMeter XML results, got {_clip(str(error), 120)}") from None
+            except LookupError as error:  # an XML declaration naming an encoding Python does not know
+                raise LatencyError(f"{path}: expected JMeter XML results, got {_clip(str(error), 120)}") from None
     try:
         parser.close()
         take(parser.read_events())
