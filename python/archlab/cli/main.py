@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from archlab import __version__
 from archlab.cli import commands
@@ -67,8 +67,17 @@ def _add_lazy_verbs(sub: argparse._SubParsersAction, argv: Sequence[str]) -> Non
             sub.add_parser(name, help=help_text, add_help=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line answer to a bad command line, like every other refusal (argparse
+    prints the whole usage first, which buries the reason); ``--help`` still shows the usage.
+    Subparsers are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archlab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="archlab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"archlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from archlab.errors import SpecError, StoreError
 from archlab.store import CATALOG_FILE, Store
 
@@ -22,7 +24,7 @@ def open_store(directory: str | Path) -> Store:
     if (path / CATALOG_FILE).exists():
         try:
             store.runs()
-        except StoreError as e:
+        except (StoreError, duckdb.Error) as e:  # DuckDB's own when the file opens but is cut short
             raise SpecError("--store", allowed, str(directory), _first_line(str(e))) from None
     return store
 

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="latency files, merged exactly; or one archlab run directory or run id")
     parser.add_argument("--store", metavar="DIR", default="runs", help="result store for a run id (default: ./runs)")
     parser.add_argument("--cell", action="append", metavar="CELL_ID", help="cell of a run to analyse (repeatable; default: every cell)")
-    parser.add_argument("--repetitions", type=lambda text: [int(r) for r in text.split(",")], metavar="R1,R2",
+    parser.add_argument("--repetitions", type=_comma_list(int, "integers"), metavar="R1,R2",
                         help="repetitions of a run to merge (default: every successful one)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect)")
     parser.add_argument("--column", help="value column of a plain CSV/Parquet file")
@@ -44,11 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "included, or the only ones analysed")
     parser.add_argument("--label", action="append", metavar="LABEL",
                         help="JMeter sampler label to analyse (repeatable; default: every label)")
-    parser.add_argument("--jtl-columns", type=lambda text: [c.strip() for c in text.split(",")], metavar="NAME,NAME",
+    parser.add_argument("--jtl-columns", type=_comma_list(str.strip, "column names"), metavar="NAME,NAME",
                         help="columns of a JMeter CSV without a header line, when not one of JMeter's default layouts")
     parser.add_argument("--warmup", type=float, default=0.0, metavar="SECONDS", help="drop the first SECONDS of each file")
     parser.add_argument("--cooldown", type=float, default=0.0, metavar="SECONDS", help="drop the last SECONDS of each file")
-    parser.add_argument("--percentiles", type=lambda text: [float(p) for p in text.split(",")],
+    parser.add_argument("--percentiles", type=_comma_list(float, "numbers"),
                         default=list(DEFAULT_PERCENTILES), help="comma-separated, in percent (default 50,90,95,99,99.9)")
     parser.add_argument("--quantile-method", choices=[m.value for m in QuantileMethod] + ["nearest_rank"],
                         default="linear", help="percentile definition (default linear = NumPy/H&F 7)")
@@ -77,6 +77,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="HTML",
                         help="also write a self-contained HTML report with plots (a run: every chosen cell, "
                              "with a summary table and one collapsible section per cell)")
+
+
+def _comma_list(convert, what: str):
+    """An argparse type: comma-separated values, each converted (a bad one is named)."""
+    def parse(text: str) -> list:
+        try:
+            values = [convert(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+        if any(v == "" for v in values):
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+        return values
+    return parse
 
 
 def _is_run(path: str, store: str) -> bool:
