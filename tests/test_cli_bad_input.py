@@ -13,6 +13,7 @@ so the truncated JTL case is one cut inside its header line.
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -103,6 +104,10 @@ def inputs(tmp_path_factory) -> Path:
     (d / "records-cut.rec").write_bytes(b"ALRECv1\0" + (1).to_bytes(4, "little") + (40).to_bytes(4, "little")
                                         + (48).to_bytes(4, "little") + (1).to_bytes(4, "little") + bytes(16) + bytes(30))
     (d / "points.rec").write_text("N,X\n1,2\n")
+    # A whole records file of one record (the layout of crates/load/src/records.rs, as test_rawrecords.py writes it).
+    label = b"GET /"
+    (d / "records-ok.rec").write_bytes(b"ALRECv1\0" + struct.pack("<IIIIQQ", 1, 40 + len(label), 48, 1, 0, 0) + label
+                                       + struct.pack("<QQQQIIIHBB", 0, 10, 500, 900, 100, 40, 0, 200, 0, 0))
     latency_data = Path(__file__).resolve().parent / "latency" / "data"
     shutil.copy(latency_data / "jmeter213_default.jtl", d / "results.jtl")
     shutil.copy(latency_data / "hdrh_us.hgrm", d / "us.hgrm")
@@ -144,6 +149,8 @@ CASES = [
     ("records", "truncated", ["records", "export", "records-cut.rec"], "records-cut.rec: truncated last record"),
     ("records", "wrong types", ["records", "export", "points.rec"], "points.rec: not an archlab records file"),
     ("records", "out of range", ["records", "export", "records-cut.rec", "--format", "xml"], "argument --format: invalid choice"),
+    ("records", "missing directory", ["records", "export", "records-ok.rec", "--output", "nope/out.parquet"],
+     "--output: expected a file path in an existing directory"),
     ("architectures", "wrong types", ["architectures", "--json"], "unrecognized arguments: --json"),
     ("analyze", "empty", ["analyze", "empty.jtl"], "empty.jtl: expected JMeter results (CSV or XML), got an empty file"),
     ("analyze", "binary", ["analyze", "binary.jtl"], "binary.jtl: expected JMeter CSV results"),
