@@ -236,3 +236,14 @@ def test_a_directory_is_named_as_such(tmp_path):
     with pytest.raises(LatencyError, match=r"expected a latency file \(or an archlab run directory, with its "
                                            r"manifest.json\), got a directory$"):
         read_file(tmp_path)
+
+
+def test_parquet_of_several_runs_trims_each_run_by_its_own_timestamps(tmp_path):
+    from archlab.latency.readers import convert_to_parquet
+
+    runs = [DATA / "jmeter213_default.jtl", DATA / "jmeter213_connect.jtl"]
+    both = convert_to_parquet(runs, tmp_path / "both.parquet", ["timeStamp", "elapsed", "success", "label"])
+    trimmed = read_jtl(both, warmup_s=0.2, cooldown_s=0.1)
+    separate = read_jtl(runs[0], warmup_s=0.2, cooldown_s=0.1).merge(read_jtl(runs[1], warmup_s=0.2, cooldown_s=0.1))
+    assert trimmed.values.tolist() == separate.values.tolist() and trimmed.counts.tolist() == separate.counts.tolist()
+    assert trimmed.n < read_jtl(both).n

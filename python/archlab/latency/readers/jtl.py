@@ -55,6 +55,7 @@ JMETER213_DEFAULT_COLUMNS = ("timeStamp", "elapsed", "label", "responseCode", "r
 DEFAULT_LAYOUTS = {len(JMETER5_DEFAULT_COLUMNS): ("JMeter 5.x default layout", JMETER5_DEFAULT_COLUMNS),
                    len(JMETER213_DEFAULT_COLUMNS): ("JMeter 2.13 default layout", JMETER213_DEFAULT_COLUMNS)}
 MEASURES = ("elapsed", "Latency", "Connect")
+SOURCE_COLUMN = "source_file"  # convert_to_parquet's column naming each row's original file
 XML_ATTRIBUTES = {"elapsed": "t", "Latency": "lt", "Connect": "ct"}
 # Which samples count: failed ones are left out by default, as a failed sample's time is not a
 # response time of the service (an error page, a timeout, a refused connection).
@@ -267,19 +268,23 @@ def _read_table(path: Path, table: str, names: tuple[str, ...] | None, query: _Q
         columns.append("CAST(success AS VARCHAR) AS ok")
     if query.labels:
         columns.append("CAST(label AS VARCHAR) AS label")
-    if trimming:
-        columns.append('TRY_CAST("timeStamp" AS DOUBLE) AS t')
-    rows = f"rows AS (SELECT {', '.join(columns)} FROM {table})"
-    if trimming:
-        sql = (f"WITH {rows}, bounds AS (SELECT min(t) AS first, max(t) AS last FROM rows) "
-               f"SELECT {category} AS c, v, count(*) FROM rows, bounds GROUP BY ALL")
-    else:
-        sql = f"WITH {rows} SELECT {category} AS c, v, count(*) FROM rows GROUP BY ALL"
     connection = duckdb.connect()
     try:
         if query.memory_limit:
             connection.execute(f"SET memory_limit = '{query.memory_limit}'")
         connection.execute("SET preserve_insertion_order = false")
+        if trimming:
+            # Windows are measured per run: per file, or per source_file of a Parquet file that
+            # convert_to_parquet made from several.
+            known = names or [r[0] for r in connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()]
+            run = quote(SOURCE_COLUMN) if SOURCE_COLUMN in known else "''"
+            columns += ['TRY_CAST("timeStamp" AS DOUBLE) AS t', f"{run} AS run"]
+        rows = f"rows AS (SELECT {', '.join(columns)} FROM {table})"
+        if trimming:
+            sql = (f"WITH {rows}, bounds AS (SELECT run, min(t) AS first, max(t) AS last FROM rows GROUP BY run) "
+                   f"SELECT {category} AS c, v, count(*) FROM rows JOIN bounds USING (run) GROUP BY c, v")
+        else:
+            sql = f"WITH {rows} SELECT {category} AS c, v, count(*) FROM rows GROUP BY c, v"
         groups = connection.execute(sql).fetchall()
         rejected, problem = _rejected(connection) if names is not None else (0, None)
     except duckdb.Error as error:
