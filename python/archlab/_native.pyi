@@ -10,6 +10,7 @@ __all__ = [
     "OptionError",
     "architectures",
     "check_server",
+    "check_simulation",
     "check_workload",
     "mser",
     "server_options_schema",
@@ -56,7 +57,10 @@ def version() -> str:
 
 def simulate(model_json: str, run_json: str) -> str:
     """Simulate a model (JSON, the core's model format) under a run configuration (JSON);
-    returns the outcome as JSON. Runs with the GIL released."""
+    returns the outcome as JSON. Runs with the GIL released; Ctrl-C stops it (KeyboardInterrupt)."""
+
+def check_simulation(model_json: str, run_json: str) -> None:
+    """Validate a model and a run configuration as ``simulate`` does, without running them."""
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""

@@ -16,7 +16,7 @@ from hdrh.log import HistogramLogReader
 
 from archlab.latency import LatencyError, quantile
 from archlab.latency.cli import add_arguments, run
-from archlab.latency.readers import detect_format, read, read_load_summary, read_run_cell, run_cells
+from archlab.latency.readers import detect_format, read, read_file, read_load_summary, read_run_cell, run_cells
 
 SPEC = textwrap.dedent("""\
     [experiment]
@@ -155,3 +155,19 @@ def test_cli_reports_every_cell_of_a_run(stored_run, tmp_path, capsys):
     page = out.read_text()
     assert f"latency analysis of run {run_id}" in page and f"{cell_id} (repetitions 1, 2)" in page
     assert "<details" in page and "data:image/png;base64" in page
+
+
+def test_failed_requests_of_a_summary_are_said_to_be_missing_from_its_log(stored_run, tmp_path):
+    # The engine's HDR log holds 2xx responses only: a summary with errors says so instead of
+    # analysing the successes as if they were every request.
+    _, _, _, summaries = stored_run
+    path, summary = summaries[0]
+    document = json.loads(path.read_text())
+    document["errors"]["total"] = 7
+    document["hdr_log"] = str(path.parent / summary["hdr_log"])
+    (tmp_path / "s.json").write_text(json.dumps(document))
+    reading = read_file(tmp_path / "s.json")
+    assert reading.samples.n == summary["requests"]
+    assert reading.notes == ("7 failed requests are not in the HDR log (the load generator records 2xx responses only; "
+                             "the summary's errors.by_class counts them)",)
+    assert summary["errors"]["total"] == 0 and read_file(path).notes == ()

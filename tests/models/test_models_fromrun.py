@@ -163,7 +163,8 @@ def test_model_run_verb_reads_the_store(tmp_path, capsys, monkeypatch):
             assert run_id == "RID"
             return MANIFEST, rows
 
-    monkeypatch.setattr("archlab.store.Store", FakeStore)
+    monkeypatch.setattr("archlab.cli.stores.open_store", FakeStore)
+    monkeypatch.setattr("archlab.cli.stores.known_run", lambda store, run_id, what: run_id)
     assert run(parse(["model", "--run", "RID", "--store", str(tmp_path)])) == 0
     out = capsys.readouterr().out
     assert "netty, /echo?size=1024" in out and "X model" in out and "N = X (R + Z): holds on 28 of 28" in out

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use crate::error::{non_negative, positive, SimError};
+use crate::field_path::{check, Shape, NUMBER, NUMBERS};
 use crate::rng::Stream;
 
 /// A distribution as written in a model.
@@ -26,6 +27,20 @@ pub enum DistSpec {
     /// Resampled uniformly from measured `samples` (the empirical distribution).
     Empirical { samples: Vec<f64> },
 }
+
+/// The fields of [`DistSpec`], to name the field of a parse error ([`crate::field_path`]).
+pub static DIST: Shape = Shape::Tagged {
+    check: check::<DistSpec>,
+    tag: "dist",
+    variants: &[
+        ("deterministic", &[("value", &NUMBER)]),
+        ("exponential", &[("mean", &NUMBER)]),
+        ("lognormal", &[("mean", &NUMBER), ("cv", &NUMBER)]),
+        ("gamma", &[("mean", &NUMBER), ("cv", &NUMBER)]),
+        ("uniform", &[("low", &NUMBER), ("high", &NUMBER)]),
+        ("empirical", &[("samples", &NUMBERS)]),
+    ],
+};
 
 /// A validated distribution, ready to sample.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +90,17 @@ impl DistSpec {
 }
 
 impl Dist {
+    /// Whether every variate is 0, however it is written (a step that takes no time);
+    /// [`Dist::is_zero`] is the narrower test the kernel uses to skip scheduling.
+    pub fn takes_no_time(&self) -> bool {
+        match self {
+            Dist::Deterministic(v) => *v == 0.0,
+            Dist::Uniform { low, width } => *low == 0.0 && *width == 0.0,
+            Dist::Empirical(samples) => samples.iter().all(|x| *x == 0.0),
+            Dist::Exponential { .. } | Dist::LogNormal { .. } | Dist::Gamma { .. } => false,
+        }
+    }
+
     /// One variate.
     #[inline]
     pub fn sample(&self, rng: &mut Stream) -> f64 {

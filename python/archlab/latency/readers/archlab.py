@@ -21,13 +21,18 @@ from archlab.latency.readers.hdr import read_hdr_log
 from archlab.latency.samples import Samples
 
 SUMMARY_SCHEMA = "archlab/load-summary"
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
 SUMMARY_VERSIONS = (1, 2)
 HDR_UNIT = "ns"  # the engine's interval logs record integer nanoseconds
 
 
 def is_load_summary(path: str | Path) -> bool:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             head = handle.read(4096)
     except OSError:
         return False
@@ -38,8 +43,8 @@ def load_summary_document(path: str | Path) -> dict:
     path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise LatencyError(f"{path}: cannot read the load summary: {error}") from error
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, or not JSON
+        raise LatencyError(f"{path}: expected an archlab load summary (JSON), got {_clip(str(error))}") from None
     if not isinstance(document, dict) or document.get("schema") != SUMMARY_SCHEMA:
         raise LatencyError(f"{path}: not an archlab load summary (schema {SUMMARY_SCHEMA!r} expected)")
     if document.get("schema_version") not in SUMMARY_VERSIONS:
