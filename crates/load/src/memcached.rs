@@ -252,8 +252,9 @@ enum Expect {
 }
 
 /// One connection's memcached client: its command cycle, key iterators and random stream,
-/// the request being sent, and the reply being read.
-pub(crate) struct McClient {
+/// the request being sent, and the reply being read. Public so that the fuzz targets
+/// (`fuzz/`) drive the generator's own reply handling.
+pub struct McClient {
     w: McWorkload,
     seed: u64,
     rng: Rng,
@@ -286,7 +287,7 @@ impl McClient {
     /// The client of connection `slot` of thread `thread`, connection `global` of `total` in
     /// the run: its own random stream and its own sequential iterators starting at the
     /// minimum (of its slice for P), like memtier's per-client iterators.
-    pub(crate) fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize, global: u64, total: u64) -> McClient {
+    pub fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize, global: u64, total: u64) -> McClient {
         let (walk_min, walk_max) =
             if w.is_parallel() { parallel_slice(w.key_min, w.key_max, global, total) } else { (w.key_min, w.key_max) };
         let zipf = [w.keys.set, w.keys.get]
@@ -339,7 +340,7 @@ impl McClient {
     }
 
     /// Build the next request of the cycle; returns its bytes.
-    pub(crate) fn next_request(&mut self) -> &[u8] {
+    pub fn next_request(&mut self) -> &[u8] {
         let Ratio { sets, gets } = self.w.ratio;
         if self.cycle >= sets + gets {
             self.cycle = 0;
@@ -379,6 +380,11 @@ impl McClient {
         &self.request
     }
 
+    /// The counts of the reply that completed last.
+    pub fn last_counts(&self) -> McCounts {
+        self.last
+    }
+
     /// The request built last.
     #[inline]
     pub(crate) fn request(&self) -> &[u8] {
@@ -386,13 +392,13 @@ impl McClient {
     }
 
     /// Forget the reply being read (the connection was closed).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.pending.clear();
         self.expect = Expect::Nothing;
     }
 
     /// Take the next piece of the reply.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+    pub fn feed(&mut self, data: &[u8]) -> Progress {
         if self.pending.is_empty() {
             let (progress, used) = self.walk(data);
             if progress == Progress::More {
