@@ -120,6 +120,10 @@ pub struct Model {
 /// `repeat times` is unrolled; beyond this the model should use `again` instead.
 const MAX_UNROLLED_REPEATS: u32 = 1000;
 
+/// Most instructions a model may compile to (about 40 MB). Nested `repeat times` multiply, so a
+/// few lines of model could otherwise ask for billions of instructions and exhaust memory.
+pub const MAX_INSTRUCTIONS: usize = 1 << 20;
+
 impl Model {
     /// Validate and compile.
     pub fn build(spec: &ModelSpec) -> Result<Model, SimError> {
@@ -159,7 +163,7 @@ impl Model {
 
     /// Parse a JSON model and build it.
     pub fn from_json(json: &str) -> Result<Model, SimError> {
-        let spec: ModelSpec = serde_json::from_str(json).map_err(|e| SimError::Parse { message: e.to_string() })?;
+        let spec: ModelSpec = serde_json::from_str(json).map_err(|e| SimError::parse(&e))?;
         Model::build(&spec)
     }
 }
@@ -264,7 +268,19 @@ impl Compiler<'_> {
 
     fn route(&mut self, path: &str, steps: &[StepSpec]) -> Result<(), SimError> {
         for (i, step) in steps.iter().enumerate() {
-            self.step(&format!("{path}[{i}]"), step)?;
+            let path = format!("{path}[{i}]");
+            self.step(&path, step)?;
+            // Checked after every step, so an unrolled repeat stops as soon as it is too large.
+            if self.ops.len() > MAX_INSTRUCTIONS {
+                return Err(SimError::invalid(
+                    path,
+                    format!(
+                        "a model of at most {MAX_INSTRUCTIONS} instructions (repeat times copies its route; \
+                         use repeat again for long loops)"
+                    ),
+                    format_args!("at least {} instructions", self.ops.len()),
+                ));
+            }
         }
         Ok(())
     }
@@ -574,8 +590,7 @@ impl RunConfig {
 
     /// Parse a JSON run configuration and validate it.
     pub fn from_json(json: &str) -> Result<RunConfig, SimError> {
-        let spec: crate::spec::RunSpec =
-            serde_json::from_str(json).map_err(|e| SimError::Parse { message: e.to_string() })?;
+        let spec: crate::spec::RunSpec = serde_json::from_str(json).map_err(|e| SimError::parse(&e))?;
         RunConfig::build(&spec)
     }
 }
