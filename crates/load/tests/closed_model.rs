@@ -221,6 +221,14 @@ fn interval_log_has_one_interval_per_second_of_the_window() {
     assert_eq!(r.timeline.len(), 2);
     assert_eq!(r.timeline.iter().map(|t| t.requests).sum::<u64>(), r.totals.requests);
     assert_eq!(r.timeline[0].requests, log.intervals[0].histogram.len());
+    // The summary's quantiles are read from the histograms the log holds: merged, the logged
+    // intervals have every recorded value with the same count.
+    let mut merged = archlab_metrics::hdr::new_latency_histogram();
+    log.intervals.iter().for_each(|i| archlab_metrics::hdr::merge(&mut merged, &i.histogram));
+    let counts = |h: &archlab_metrics::hdr::LatencyHistogram| -> Vec<(u64, u64)> {
+        h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
+    };
+    assert_eq!(counts(&merged), counts(&r.latency));
     assert!(String::from_utf8_lossy(&r.interval_log).contains("nanoseconds"));
 }
 
