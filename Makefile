@@ -53,10 +53,11 @@ fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, 
 	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
 
 .PHONY: lint
-lint: ## cargo fmt --check and clippy
+lint: ## cargo fmt --check and clippy (the workspace and the fuzz crate)
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 
 .PHONY: fmt
 fmt: ## Format the Rust code
