@@ -444,6 +444,11 @@ impl McClient {
     /// One element of the reply: `Ok(Some(_))` when the reply is complete.
     fn element(&mut self, reply: Reply<'_>) -> Result<Option<Outcome>, &'static str> {
         let failed = |class| Ok(Some(Outcome::Failed(class)));
+        if reply.is_error() {
+            // An error ends the reply: it counts as that error, not as hits of the values
+            // before it (no retrieval reply was completed, so hits + misses = keys holds).
+            self.last = McCounts::default();
+        }
         match (self.expect, reply) {
             (_, Reply::Error) => failed(ErrorClass::McError),
             (_, Reply::ClientError(_)) => failed(ErrorClass::McClientError),
@@ -640,6 +645,17 @@ mod tests {
             c2.feed(b"SERVER_ERROR out of memory\r\n"),
             Progress::Done { outcome: Outcome::Failed(ErrorClass::McServerError), keep_alive: true }
         );
+        // Found by the memcached_reply fuzz target: values then an error line counted hits
+        // without the retrieval they belong to.
+        c2.next_request();
+        let mut values_then_error = format!("VALUE k-0 0 {}\r\n", value(0).len()).into_bytes();
+        values_then_error.extend_from_slice(&value(0));
+        values_then_error.extend_from_slice(b"\r\nCLIENT_ERROR bad\r\n");
+        assert_eq!(
+            c2.feed(&values_then_error),
+            Progress::Done { outcome: Outcome::Failed(ErrorClass::McClientError), keep_alive: true }
+        );
+        assert_eq!(c2.last_counts(), McCounts::default());
         c2.next_request();
         assert!(matches!(c2.feed(b"END\r\nEND\r\n"), Progress::Invalid(_)));
         c2.next_request();
