@@ -270,16 +270,8 @@ impl Compiler<'_> {
         for (i, step) in steps.iter().enumerate() {
             let path = format!("{path}[{i}]");
             self.step(&path, step)?;
-            // Checked after every step, so an unrolled repeat stops as soon as it is too large.
             if self.ops.len() > MAX_INSTRUCTIONS {
-                return Err(SimError::invalid(
-                    path,
-                    format!(
-                        "a model of at most {MAX_INSTRUCTIONS} instructions (repeat times copies its route; \
-                         use repeat again for long loops)"
-                    ),
-                    format_args!("at least {} instructions", self.ops.len()),
-                ));
+                return Err(too_large(&path, self.ops.len()));
             }
         }
         Ok(())
@@ -362,7 +354,15 @@ impl Compiler<'_> {
                             n,
                         ));
                     }
-                    for _ in 0..*n {
+                    let start = self.ops.len();
+                    self.route(&format!("{path}.route"), route)?;
+                    // Every copy is as long as the first: refuse before copying, so that nested
+                    // repeats are refused after compiling one copy of each, not a million.
+                    let total = self.ops.len() + (self.ops.len() - start) * (*n as usize - 1);
+                    if total > MAX_INSTRUCTIONS {
+                        return Err(too_large(path, total));
+                    }
+                    for _ in 1..*n {
                         self.route(&format!("{path}.route"), route)?;
                     }
                 }
@@ -431,6 +431,17 @@ impl Compiler<'_> {
             self.ops[j] = Op::Jump { to: end };
         }
     }
+}
+
+fn too_large(path: &str, instructions: usize) -> SimError {
+    SimError::invalid(
+        path,
+        format!(
+            "a model of at most {MAX_INSTRUCTIONS} instructions (repeat times copies its route; use repeat again \
+             for long loops)"
+        ),
+        format_args!("at least {instructions} instructions"),
+    )
 }
 
 fn trace(path: &str, times: &[f64]) -> Result<Vec<f64>, SimError> {
