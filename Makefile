@@ -4,6 +4,9 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 SPEC ?= experiments/quickstart.toml
+# Seconds of fuzzing per target: in `make test` (a smoke run), and in `make fuzz`.
+FUZZ_TEST_SECONDS ?= 20
+FUZZ_SECONDS ?= 3600
 
 .DEFAULT_GOAL := help
 
@@ -28,9 +31,9 @@ report: setup ## Regenerate a run's report from the store: make report RUN=<run-
 	@.venv/bin/archlab report $(RUN)
 
 .PHONY: test
-test: ## Run every test (Rust and Python), after set-up
+test: ## Run every test (Rust, Python, a short fuzz run of each parser), after set-up
 	@scripts/bootstrap test
-	@$(MAKE) --no-print-directory test-rust test-python
+	@$(MAKE) --no-print-directory test-rust test-python test-fuzz
 
 .PHONY: test-rust
 test-rust: ## Rust tests only (unit, property, conformance suite)
@@ -40,10 +43,21 @@ test-rust: ## Rust tests only (unit, property, conformance suite)
 test-python: ## Python tests only (spec, store, orchestration, report, statistics)
 	$(PY) -m pytest -q
 
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz each parser for FUZZ_TEST_SECONDS (default 20); fails on a finding, naming its reproducer
+	@scripts/fuzz --seconds $(FUZZ_TEST_SECONDS)
+
+.PHONY: fuzz
+fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, at nice 19
+	@scripts/bootstrap test
+	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
+
 .PHONY: lint
-lint: ## cargo fmt --check and clippy
+lint: ## cargo fmt --check and clippy (the workspace and the fuzz crate)
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 
 .PHONY: fmt
 fmt: ## Format the Rust code
