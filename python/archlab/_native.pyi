@@ -5,7 +5,7 @@ simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` 
 
 from typing import TypedDict
 
-__all__ = ["architectures", "check_workload", "mser", "simulate", "version"]
+__all__ = ["architectures", "check_workload", "interval_log", "mser", "simulate", "version"]
 
 class _Architecture(TypedDict):
     name: str
@@ -35,3 +35,9 @@ def simulate(model_json: str, run_json: str) -> str:
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
+
+def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
+                 comment: str | None = None) -> bytes:
+    """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
+    (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
+    to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""

@@ -63,6 +63,10 @@ def test_simulate_store_report_latency_round_trip(tmp_path, capsys):
     # simulation recorded: the same counts and (HDR bucket) quantiles, in nanoseconds.
     cell = read_run_cell(store.run_dir(info.run_id), "clients-8")
     assert cell.repetitions == (1, 2, 3)
+    # The log was written by crates/metrics, the writer of the load generator's logs: its header
+    # states the unit and the base time (model time 0 = the epoch).
+    log = (store.run_dir(info.run_id) / "cells" / "clients-8" / "rep-1" / "hdr.log").read_text()
+    assert "#[Latency values and Interval_Max in nanoseconds (ns)]" in log and "#[BaseTime: 0.000" in log
     again = Simulation(horizon=300.0, warmup="mser", replications=3, seed=7).run(parse_spec(_toml(MODEL)).cells()[1].model)
     assert cell.samples.n == sum(rep.total.completed for rep in again.replications)
     pooled = again.response.pooled
@@ -94,3 +98,16 @@ def _toml(text: str) -> dict:
     import tomllib
 
     return tomllib.loads(text)
+
+
+def test_interval_log_refuses_what_is_not_a_histogram():
+    from archlab import _native
+
+    with pytest.raises(ValueError) as caught:
+        _native.interval_log("not a histogram", 0.0, 1.0)
+    field, allowed, received = caught.value.args
+    assert (field, allowed) == ("histogram", "an HdrHistogram, base64 of its V2 deflate encoding")
+    assert received.startswith('"not a histogram"')
+    with pytest.raises(ValueError) as caught:
+        _native.interval_log("", -1.0, 1.0)
+    assert caught.value.args[:2] == ("start_s", "a finite number of seconds >= 0")

@@ -10,7 +10,8 @@ the run configuration and the code state.
 
 Histogram values are model time x 1e9; with ``time_unit_s`` = 1 they are nanoseconds already and
 are stored as they are. Any other unit rescales each bucket's value (counts are exact; values
-keep the histogram's 3 significant digits)."""
+keep the histogram's 3 significant digits). The log is written by ``crates/metrics`` through
+``archlab._native.interval_log``, the writer of the load generator's logs, so both read alike."""
 
 from __future__ import annotations
 
@@ -21,11 +22,8 @@ import os
 import platform
 from pathlib import Path
 
-from hdrh.histogram import HdrHistogram
-
 import archlab
 from archlab.errors import SpecError
-from archlab.latency.readers.hdr import decode_histogram
 from archlab.sim.results import Replication, SimulationResult
 from archlab.sim.simulation import Simulation
 from archlab.store import Store
@@ -93,7 +91,7 @@ class SimulatedRun:
             d.mkdir(parents=True, exist_ok=True)
             (d / "replication.json").write_text(json.dumps(dataclasses.asdict(rep), default=str, allow_nan=True),
                                                 encoding="utf-8")
-            (d / "hdr.log").write_text(self._hdr_log(rep), encoding="utf-8")
+            (d / "hdr.log").write_bytes(self._hdr_log(rep))
             m = self.measurement(rep)
             row = {
                 "run_id": self.run_id, "cell_id": cid, "repetition": repetition,
@@ -120,27 +118,12 @@ class SimulatedRun:
                            p50_us=t.p50 * us, p90_us=t.p90 * us, p99_us=t.p99 * us, p999_us=t.p999 * us,
                            max_us=t.max * us, mean_us=t.mean * us, errors=t.dropped)
 
-    def _hdr_log(self, rep: Replication) -> str:
-        histogram = decode_histogram(rep.histogram)
-        if self.time_unit_s != 1.0:
-            histogram = _rescaled(histogram, self.time_unit_s)
-        encoded = histogram.encode()
-        encoded = encoded.decode() if isinstance(encoded, bytes) else encoded
-        start, length = rep.warmup * self.time_unit_s, rep.window * self.time_unit_s
-        top = histogram.get_max_value() / 1e9
-        return (f"#[simulated by archlab.sim: replication {rep.index}, values in ns]\n"
-                '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
-                f"{start:.3f},{length:.3f},{top:.6f},{encoded}\n")
+    def _hdr_log(self, rep: Replication) -> bytes:
+        from archlab import _native
 
-
-def _rescaled(histogram: HdrHistogram, factor: float) -> HdrHistogram:
-    top = max(2, int(histogram.get_max_value() * factor) * 2 + 2)
-    out = HdrHistogram(1, top, histogram.significant_figures)
-    for item in histogram.get_recorded_iterator():
-        v = histogram.get_lowest_equivalent_value(item.value_iterated_to)
-        mid = v + ((histogram.get_highest_equivalent_value(v) - v + 1) >> 1)
-        out.record_value(max(1, round(mid * factor)), item.count_at_value_iterated_to)
-    return out
+        unit = self.time_unit_s
+        return _native.interval_log(rep.histogram, rep.warmup * unit, rep.window * unit, value_scale=unit,
+                                    comment=f"[simulated by archlab.sim: replication {rep.index}]")
 
 
 def _closed_population(model_spec: dict) -> int:
