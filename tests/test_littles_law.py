@@ -5,7 +5,8 @@ the law passes, whatever the users, distributions and window length (the bound i
 tight), its tolerance stays within a small factor of the spread simulated windows really show
 (the bound is not vacuous), and the defects the check exists for are flagged: a window that
 cut off requests longer than itself, time outside the measured latency (think-timer lag), and a
-window too short for its slowest requests."""
+window too short for its slowest requests. Then the same through the load summary the runner
+reads, where non-2xx responses and timeouts occupy users too."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from archlab.littles_law import MAX_TOLERANCE, Completions, LittlesLaw, Think, check_closed_window
+from archlab.store.summary import parse_summary
 
 
 def simulate_window(rng, users, warmup_s, window_s, draw_responses, draw_thinks, lag_s=0.0, fixed=None):
@@ -119,9 +121,56 @@ def test_time_outside_the_measured_latency_is_flagged_and_located():
 
 
 def test_a_window_too_short_for_its_slowest_requests_is_flagged_even_if_the_ratio_is_one():
-    # One user, a 1 s window, a completed request of 150 ms: the edges alone could move the
-    # ratio by 15 %, more than MAX_TOLERANCE; no verdict can be drawn, and the row says why.
+    # One user, a 1 s window, 100 requests of 10 ± 20 ms, the slowest 150 ms: the edges alone
+    # could move the ratio by 4 sqrt(2 c_max E c^2 / (3 E c)) / D = 4 sqrt(2 x 0.15 x 5e-4 /
+    # (3 x 0.01)) = 28 %, more than MAX_TOLERANCE; no verdict can be drawn, and the row says why.
     law = check_closed_window(1, 1.0, Completions(100, 0.01, 0.02, 0.15), Think.constant(0.0))
-    assert law.ratio == pytest.approx(1.0) and law.holds and law.tolerance > MAX_TOLERANCE and not law.ok
-    assert "too short for its slowest requests" in law.explanation()
+    assert law.ratio == pytest.approx(1.0) and law.holds and not law.ok
+    assert law.tolerance == pytest.approx(0.2828 + 2**-10, abs=1e-4) and law.tolerance > MAX_TOLERANCE
+    assert "too short to tell" in law.explanation() and "± 28%" in law.explanation()
     assert LittlesLaw(1.0, 0.01).ok and not LittlesLaw(1.0, 0.2).ok and not LittlesLaw(0.9, 0.05).ok
+
+
+# --- through the load summary the runner reads ----------------------------------------------
+
+def summary(**changes) -> dict:
+    """A version-2 closed-model summary: 4 users, no think time, a 100 s window; 3 users served
+    in 10 ms each (30,000 responses), the fourth timed out 50 times (2 s each): N D = 400 s of
+    user time, 300 s in responses and 100 s in timeouts."""
+    latency = {"min": 10_000, "mean": 10_000, "stdev": 0.0, "p50": 10_000, "p90": 10_000, "p99": 10_000,
+               "p99.9": 10_000, "max": 10_000}
+    doc = {
+        "schema": "archlab/load-summary", "schema_version": 2, "model": "closed", "latency_basis": "sent",
+        "connections": 4, "duration_s": 100.0, "requests": 30_000, "throughput_rps": 300.0,
+        "request_timeout_s": 2.0, "latency_us": latency, "response_time_us": latency,
+        "latency_non2xx_us": {"count": 0, "mean": None, "stdev": None, "max": None},
+        "pacing": {"think_time": {"distribution": "constant", "mean_s": 0.0, "min_s": None, "max_s": None}},
+        "errors": {"total": 50, "by_class": {"timeout": 50, "connect": 0}},
+    }  # fmt: skip
+    doc.update(changes)
+    return doc
+
+
+def test_summary_timeouts_occupy_their_users():
+    law = parse_summary(summary()).littles_law
+    assert law is not None and law.ratio == pytest.approx(1.0) and law.ok
+    # Without the timeouts' time (a timeout read as no time at all), a quarter is missing.
+    assert parse_summary(summary(request_timeout_s=None)).littles_law.ratio == pytest.approx(0.75)
+
+
+def test_summary_non_2xx_responses_occupy_their_users():
+    # The fourth user got 500s in 20 ms each instead of timing out: 5,000 of them, 100 s.
+    doc = summary(errors={"total": 5_000, "by_class": {"status_5xx": 5_000}},
+                  latency_non2xx_us={"count": 5_000, "mean": 20_000, "stdev": 0.0, "max": 20_000})
+    law = parse_summary(doc).littles_law
+    assert law.ratio == pytest.approx(1.0) and law.ok
+
+
+def test_summary_models_without_the_law():
+    for doc in (summary(model="open"), summary(model="partly-open"),
+                summary(pacing={"users_schedule": [{"from": 1, "to": 4, "duration_s": 100}]}), summary(pipeline=4)):
+        assert parse_summary(doc).littles_law is None
+    # Version 1: a constant think time, read from think_time_s.
+    v1 = summary(schema_version=1, think_time_s=0.0)
+    del v1["pacing"]
+    assert parse_summary(v1).littles_law.ratio == pytest.approx(1.0)

@@ -34,6 +34,9 @@ side; the variances below are upper bounds):
   of C draws, Z (ln C + 1)).
 * Think time. The C think times drawn have the distribution's variance sigma_Z^2 (constant: 0;
   uniform on [a, b]: (b - a)^2 / 12; exponential: Z^2), so Var sum (Z_k - Z) = C sigma_Z^2.
+  With an exponential Z this term is 4 Z sqrt(C) / (N D) of the ratio: 14 % for 4 users thinking
+  10 ms for 2 s, too wide to tell. The load generator knows the think times it drew; reporting
+  their mean would remove the term.
 * Resolution. HDR histograms keep 3 significant digits: a mean is within 2^-10 of the truth,
   added as is.
 
@@ -74,7 +77,7 @@ Z_SCORE = 4.0
 #: Relative error of a mean read from an HDR histogram of 3 significant digits.
 HDR_RESOLUTION = 2.0**-10
 #: A check that cannot resolve a 10 % disagreement checks nothing worth a verdict: its window is
-#: too short for its slowest requests (see the module).
+#: too short for its slowest requests, or for the randomness of its think times (see the module).
 MAX_TOLERANCE = 0.10
 
 
@@ -164,8 +167,9 @@ class LittlesLaw:
         if self.ok:
             return "X (R + Z) = N within the sampling tolerance"
         if not self.conclusive:
-            return (f"the window is too short for its slowest requests: its edges alone could move X (R + Z) / N by "
-                    f"± {self.tolerance:.0%}; lengthen the window (and the warm-up) to many times the slowest response")
+            return (f"the window is too short to tell: the requests in progress at its edges and the think times drawn "
+                    f"could alone move X (R + Z) / N by ± {self.tolerance:.0%}; lengthen it (and the warm-up) to many "
+                    "times the slowest response and to many more completions per user")
         if self.ratio < 1.0 and self.planned_holds:
             return ("the missing time lies between each request's planned and actual send (think-timer lag, "
                     "or waiting for a connection when the server closed the previous one): the load generator's "
