@@ -158,6 +158,24 @@ def test_summary_timeouts_occupy_their_users():
     assert parse_summary(summary(request_timeout_s=None)).littles_law.ratio == pytest.approx(0.75)
 
 
+def test_summary_of_a_window_that_cut_off_long_requests_is_flagged():
+    # The cut-off window above, as the load generator summarises it (2xx only, 1 s window, 64
+    # users, half of them in 2 s requests that end after it).
+    rng = np.random.default_rng(5)
+    sent, _ = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0),
+                              fixed={user: 2.0 for user in range(32)})
+    latency = {"min": 0.0, "mean": sent.mean_s * 1e6, "stdev": sent.stdev_s * 1e6, "p50": 0.0, "p90": 0.0,
+               "p99": 0.0, "p99.9": 0.0, "max": sent.max_s * 1e6}
+    doc = summary(connections=64, duration_s=1.0, requests=sent.count, throughput_rps=float(sent.count),
+                  latency_us=latency, response_time_us=latency, errors={"total": 0, "by_class": {}})
+    law = parse_summary(doc).littles_law
+    assert law.ratio == pytest.approx(0.5, abs=0.02) and law.conclusive and not law.ok
+    # The same count of responses taking the users' whole time (64 users x 1 s) passes.
+    mean_us = 64 / sent.count * 1e6
+    whole = dict(latency, mean=mean_us, stdev=0.0, max=mean_us)
+    assert parse_summary({**doc, "latency_us": whole, "response_time_us": whole}).littles_law.ok
+
+
 def test_summary_non_2xx_responses_occupy_their_users():
     # The fourth user got 500s in 20 ms each instead of timing out: 5,000 of them, 100 s.
     doc = summary(errors={"total": 5_000, "by_class": {"status_5xx": 5_000}},
