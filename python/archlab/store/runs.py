@@ -261,10 +261,6 @@ class RunWriter:
         d.mkdir(parents=True)
         return d
 
-    def relative(self, path: Path) -> str:
-        """A path as the catalog stores it: relative to the store root, so the store can move."""
-        return os.path.relpath(path, self.store.root)
-
     def record(self, cell: Cell | CellKey, repetition: int, record: CellRecord) -> ResultRow:
         """Insert the catalog row of one cell and repetition (its files must be complete);
         returns the row as written."""
