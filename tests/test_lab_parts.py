@@ -122,6 +122,15 @@ def test_parse_open_summary_reports_response_time_and_keeps_service_time():
     assert (m.schedule_lag_p99_us, m.sent_late, m.never_started) == (33, 4, 1)
 
 
+def test_a_summary_of_an_empty_window_says_so():
+    # Valid per the schema (its latency statistics are null without a sample), but nothing to
+    # measure: the reader says what happened instead of "garbled".
+    empty = {**SUMMARY, "requests": 0, "latency_us": dict.fromkeys(SUMMARY["latency_us"]),
+             "errors": {"total": 2, "by_class": {"connect": 0, "timeout": 2}}}
+    with pytest.raises(SummaryError, match=r"^s.json: no request completed in the measurement window \(errors: \{'timeout': 2\}\)$"):
+        parse_summary(empty, where="s.json")
+
+
 def test_parse_summary_reads_the_generator_verdict():
     v2 = {**SUMMARY, "schema_version": 2, "generator": {"bound": True, "bound_reasons": ["load thread 0 was busy 98%"]}}
     assert parse_summary(v2).measurement.generator_bound is True

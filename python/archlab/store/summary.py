@@ -192,6 +192,12 @@ def parse_summary(doc: object, where: str = "load summary") -> LoadSummary:
             f"{where}: schema {found[0]!r} schema_version {found[1]!r}; expected {SCHEMA!r} schema_version "
             f"{' or '.join(map(str, SCHEMA_VERSIONS))}"
         )
+    if doc.get("requests") == 0:
+        # Valid, but its latency statistics are null: nothing to measure (a starved generator,
+        # a server that answered nothing in time).
+        errors = doc.get("errors") if isinstance(doc.get("errors"), Mapping) else {}
+        by_class = {k: v for k, v in (errors.get("by_class") or {}).items() if v}
+        raise SummaryError(f"{where}: no request completed in the measurement window (errors: {by_class or errors.get('total', 0)})")
     try:
         measurement = _measurement(doc)
     except (KeyError, TypeError, ValueError) as e:
