@@ -71,7 +71,7 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
         assert law is not None and law.ratio == approx(m.throughput_rps * m.mean_us * 1e-6 / r.cell.concurrency, rel=1e-9)
         assert law.holds, law
         rep_dir = r.summary_path.parent
-        for name in ("summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
+        for name in ("serve.options.json", "summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
             assert (rep_dir / name).is_file(), name
     assert progress.getvalue().count("\n") == 2 and "[2/2] blocking__echo-size-64__c2 rep 1:" in progress.getvalue()
     assert wait_no_engine(token) == []
@@ -81,8 +81,8 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
 class BadOptionEngine(Engine):
     """The real engine, asked to serve with an option it does not have."""
 
-    def serve_argv(self, cell, placement):
-        return [*super().serve_argv(cell, placement), "--bogus"]
+    def serve_argv(self, architecture, options_path):
+        return [*super().serve_argv(architecture, options_path), "--bogus"]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 //! workload parser are exposed so that experiment specs are validated against the very code
 //! that will run them.
 
+mod contract;
 mod metrics;
 mod sim;
 
@@ -47,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
+    contract::register(m)?;
     metrics::register(m)?;
     Ok(())
 }
