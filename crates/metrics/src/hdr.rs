@@ -39,6 +39,16 @@ pub fn merge(into: &mut LatencyHistogram, from: &LatencyHistogram) {
     into.add(from).expect("auto-resizing histograms accept any value");
 }
 
+/// The histogram in the V2 deflate encoding, base64: one interval of an interval log, and what
+/// Python's `hdrh.histogram.HdrHistogram.decode` reads.
+pub fn to_base64(h: &LatencyHistogram) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("encoding into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The value at quantile `q` (0..=1) in microseconds; `None` for an empty histogram.
 pub fn quantile_us(h: &LatencyHistogram, q: f64) -> Option<f64> {
     (!h.is_empty()).then(|| ns_to_us(h.value_at_quantile(q)))
@@ -112,6 +122,21 @@ mod tests {
         assert_eq!(a.len(), 2);
         assert_eq!(a.min(), 150);
         assert!(a.equivalent(a.max(), 3_600 * 1_000_000_000));
+    }
+
+    #[test]
+    fn base64_encoding_decodes_to_the_same_counts() {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Deserializer;
+        let mut h = new_latency_histogram();
+        for ns in [1_000, 2_000, 2_000, 5_000_000] {
+            record_ns(&mut h, ns);
+        }
+        let bytes = base64::engine::general_purpose::STANDARD.decode(to_base64(&h)).unwrap();
+        let back: LatencyHistogram = Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.count_at(2_000), 2);
+        assert!(back.equivalent(back.max(), 5_000_000));
     }
 
     #[test]
