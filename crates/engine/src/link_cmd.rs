@@ -9,7 +9,9 @@ use crate::args::{parse_cpus, parse_duration};
 use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_link::params::{parse_bytes, parse_loss, parse_rate, RateSetting};
-use archlab_link::{Control, Event, Link, LinkConfig, LinkError, LinkName, RawDirection, RawLink};
+use archlab_link::{
+    Control, Event, Link, LinkConfig, LinkError, LinkName, RawDirection, RawLink, Scheduling, ThreadOptions,
+};
 use archlab_netio::CpuList;
 use clap::{ArgGroup, Args};
 use std::io::Write;
@@ -85,6 +87,14 @@ pub struct LinkArgs {
     /// CPUs the forwarding threads run on, e.g. "0" or "0-1".
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// How the forwarding threads are scheduled: realtime (SCHED_FIFO, needs CAP_SYS_NICE;
+    /// packets leave on time even when the CPUs are busy) or normal [default: realtime]
+    #[arg(long, value_parser = parse_scheduling)]
+    scheduling: Option<Scheduling>,
+}
+
+fn parse_scheduling(s: &str) -> Result<Scheduling, String> {
+    Scheduling::parse(s).ok_or_else(|| format!("expected realtime or normal, got {s:?}"))
 }
 
 impl LinkArgs {
@@ -123,7 +133,7 @@ impl LinkArgs {
 
     /// Whether any parameter of a link was given (they mean nothing to a cleanup).
     fn has_link_params(&self) -> bool {
-        self.raw("") != RawLink::default() || self.cpus.is_some()
+        self.raw("") != RawLink::default() || self.cpus.is_some() || self.scheduling.is_some()
     }
 }
 
@@ -170,7 +180,8 @@ pub fn run(a: LinkArgs) -> Result<(), CliError> {
         Signal::Report => on_signal.request_report(),
     })
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
-    let link = Link::start(&config, control.clone(), a.cpus.as_ref()).map_err(link_error)?;
+    let options = ThreadOptions { cpus: a.cpus, scheduling: a.scheduling.unwrap_or_default() };
+    let link = Link::start(&config, control.clone(), &options).map_err(link_error)?;
     print_line("ready", &link.ready_info());
     // Until a stop or a failure (which `stop` returns).
     while let Event::Report = control.next_event() {

@@ -165,7 +165,7 @@ impl Running {
         let verdict =
             if self.held.len() >= MAX_HELD { None } else { Some(self.f.shaper.admit(arrival_ns, packet.len())) };
         {
-            let mut c = self.f.counters.lock().unwrap_or_else(|p| p.into_inner());
+            let c = &mut self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).counts;
             c.packets_in += 1;
             c.bytes_in += len;
             match verdict {
@@ -180,7 +180,7 @@ impl Running {
             Some(Verdict::Depart { at_ns }) => {
                 self.seq += 1;
                 self.held.push(Held { depart_ns: at_ns, seq: self.seq, arrival_ns, packet });
-                self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).held = self.held.len() as u64;
+                self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).counts.held = self.held.len() as u64;
             }
             _ => self.recycle(packet),
         }
@@ -195,7 +195,7 @@ impl Running {
             sent = true;
         }
         if sent {
-            self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).held = self.held.len() as u64;
+            self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).counts.held = self.held.len() as u64;
         }
     }
 
@@ -206,13 +206,13 @@ impl Running {
             let mut c = self.f.counters.lock().unwrap_or_else(|p| p.into_inner());
             match result {
                 Ok(_) => {
-                    c.packets_out += 1;
-                    c.bytes_out += packet.len() as u64;
+                    c.counts.packets_out += 1;
+                    c.counts.bytes_out += packet.len() as u64;
                     record_ns(&mut c.delay, t - arrival_ns);
                     record_ns(&mut c.late, t.saturating_sub(depart_ns));
                 }
                 // The receiving stack refused it (e.g. out of memory): lost, as on a wire.
-                Err(_) => c.write_errors += 1,
+                Err(_) => c.counts.write_errors += 1,
             }
         }
         self.recycle(packet);

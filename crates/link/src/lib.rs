@@ -33,7 +33,8 @@ pub mod tun;
 
 pub use control::{Control, Event};
 pub use error::LinkError;
-pub use link::{Link, ReadyInfo};
+pub use link::{Link, ReadyInfo, ThreadOptions};
+pub use pacing::Scheduling;
 pub use params::{Direction, DirectionParams, InvalidParam, LinkConfig, LinkName, RateLimit, RawDirection, RawLink};
-pub use stats::{DirectionReport, LinkReport};
+pub use stats::{DirectionReport, LinkReport, PacketCounts};
 pub use topology::{cleanup, cleanup_stale, namespace_names, Side};

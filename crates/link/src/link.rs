@@ -7,16 +7,25 @@ use crate::control::Control;
 use crate::error::LinkError;
 use crate::forwarder::Forwarder;
 use crate::netns;
+use crate::pacing::Scheduling;
 use crate::params::{Direction, DirectionParams, LinkConfig};
 use crate::privileges;
 use crate::shaper::Shaper;
-use crate::stats::{DirectionCounters, LinkReport};
+use crate::stats::{DirectionCounters, LinkReport, PacketCounts};
 use crate::topology::{Side, Topology};
 use archlab_netio::CpuList;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// Where and how the forwarding threads run.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadOptions {
+    /// Pin both threads to these CPUs.
+    pub cpus: Option<CpuList>,
+    pub scheduling: Scheduling,
+}
 
 /// What a started link tells its user: the `ready` line of `archlab-engine link`.
 #[derive(Clone, Debug, Serialize)]
@@ -29,12 +38,15 @@ pub struct ReadyInfo {
     pub up: DirectionParams,
     pub down: DirectionParams,
     pub seed: u64,
+    /// How the forwarding threads are scheduled: realtime or normal.
+    pub scheduling: &'static str,
     /// Namespaces left by a killed forwarder of the same name, removed first.
     pub stale_removed: Vec<String>,
 }
 
 pub struct Link {
     config: LinkConfig,
+    threads_options: ThreadOptions,
     topology: Option<Topology>,
     control: Arc<Control>,
     threads: Vec<JoinHandle<()>>,
@@ -43,14 +55,15 @@ pub struct Link {
 }
 
 impl Link {
-    /// Create the link and start forwarding. Its threads are pinned to `cpus` if given; they
-    /// report failures and take stop requests through `control`.
-    pub fn start(config: &LinkConfig, control: Arc<Control>, cpus: Option<&CpuList>) -> Result<Link, LinkError> {
-        privileges::check()?;
+    /// Create the link and start forwarding. Its threads run as `options` say; they report
+    /// failures and take stop requests through `control`.
+    pub fn start(config: &LinkConfig, control: Arc<Control>, options: &ThreadOptions) -> Result<Link, LinkError> {
+        privileges::check(options.scheduling)?;
         let topology = Topology::create(&config.name, config.mtu)?;
         let counters = [Arc::default(), Arc::default()];
         let mut link = Link {
             config: config.clone(),
+            threads_options: options.clone(),
             topology: None,
             control,
             threads: Vec::new(),
@@ -71,13 +84,17 @@ impl Link {
                 counters: link.counters[d.index()].clone(),
                 control: link.control.clone(),
             };
-            let cpus = cpus.cloned();
+            let options = options.clone();
             let spawned = std::thread::Builder::new().name(format!("link-{}", d.name())).spawn(move || {
-                if let Some(cpus) = cpus {
+                if let Some(cpus) = &options.cpus {
                     if let Err(e) = cpus.pin_current_thread() {
                         forwarder.control.fail(format!("cannot pin to CPUs {cpus}: {e}"));
                         return;
                     }
+                }
+                if let Err(e) = options.scheduling.apply() {
+                    forwarder.control.fail(format!("cannot schedule the forwarding thread as SCHED_FIFO: {e}"));
+                    return;
                 }
                 forwarder.run()
             });
@@ -123,6 +140,7 @@ impl Link {
             up: self.config.up,
             down: self.config.down,
             seed: self.config.seed,
+            scheduling: self.threads_options.scheduling.name(),
             stale_removed: t.stale_removed.clone(),
         }
     }
@@ -146,6 +164,11 @@ impl Link {
             down: report_of(Direction::Down),
             rusage: archlab_metrics::rusage::process_usage(),
         }
+    }
+
+    /// The packet counts of direction `d` so far (cheap: no device counters are read).
+    pub fn counts(&self, d: Direction) -> PacketCounts {
+        self.counters[d.index()].lock().unwrap_or_else(|p| p.into_inner()).counts
     }
 
     /// Stop forwarding and remove everything; returns the final report, or the failure that

@@ -1,8 +1,10 @@
 //! What a link needs from the system, checked before anything is created, so that a run
 //! without it fails in one line naming what is missing instead of half-way through set-up:
 //! CAP_SYS_ADMIN (create and enter network namespaces), CAP_NET_ADMIN (create TUN devices,
-//! set addresses and MTUs), a usable `/dev/net/tun`, and iproute2's `ip`.
+//! set addresses and MTUs), CAP_SYS_NICE for real-time forwarding threads, a usable
+//! `/dev/net/tun`, and iproute2's `ip`.
 
+use crate::pacing::Scheduling;
 use crate::tun::TUN_PATH;
 use std::io;
 use std::path::Path;
@@ -10,6 +12,7 @@ use std::path::Path;
 /// Capability numbers from `linux/capability.h`.
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_SYS_ADMIN: u32 = 21;
+const CAP_SYS_NICE: u32 = 23;
 
 /// Something the link needs and this process lacks, as one line saying how to get it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,17 +25,23 @@ impl std::fmt::Display for MissingPrivilege {
 }
 
 /// Check every requirement, in the order set-up needs them.
-pub fn check() -> Result<(), MissingPrivilege> {
+pub fn check(scheduling: Scheduling) -> Result<(), MissingPrivilege> {
     let effective =
         effective_capabilities().map_err(|e| MissingPrivilege(format!("cannot read /proc/self/status: {e}")))?;
-    for (cap, name, why) in [
+    let mut needed = vec![
         (CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "to create and enter network namespaces"),
         (CAP_NET_ADMIN, "CAP_NET_ADMIN", "to create TUN devices and configure their addresses"),
-    ] {
+    ];
+    if scheduling == Scheduling::Realtime {
+        needed.push((
+            CAP_SYS_NICE,
+            "CAP_SYS_NICE",
+            "to run the forwarding threads at a real-time priority (or schedule them as normal threads)",
+        ));
+    }
+    for (cap, name, why) in needed {
         if effective & (1u64 << cap) == 0 {
-            return Err(MissingPrivilege(format!(
-                "this process lacks {name}, needed {why}: run it as root (or grant cap_sys_admin,cap_net_admin)"
-            )));
+            return Err(MissingPrivilege(format!("this process lacks {name}, needed {why}: run it as root")));
         }
     }
     // SAFETY: a NUL-terminated path; the descriptor is closed at once.

@@ -10,69 +10,9 @@ use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
 use archlab_metrics::rusage::ResourceUsage;
 use serde::Serialize;
 
-/// The counters of one direction, owned by its forwarding thread.
-#[derive(Debug)]
-pub(crate) struct DirectionCounters {
-    pub(crate) packets_in: u64,
-    pub(crate) bytes_in: u64,
-    pub(crate) packets_out: u64,
-    pub(crate) bytes_out: u64,
-    pub(crate) loss_drops: u64,
-    pub(crate) queue_drops: u64,
-    pub(crate) hold_drops: u64,
-    pub(crate) write_errors: u64,
-    pub(crate) held: u64,
-    /// Achieved delay of each packet written, ns.
-    pub(crate) delay: LatencyHistogram,
-    /// How long after its planned departure each packet was written, ns.
-    pub(crate) late: LatencyHistogram,
-    /// The early-wake margin of the forwarding thread, ns.
-    pub(crate) wake_margin_ns: u64,
-}
-
-impl Default for DirectionCounters {
-    fn default() -> Self {
-        DirectionCounters {
-            packets_in: 0,
-            bytes_in: 0,
-            packets_out: 0,
-            bytes_out: 0,
-            loss_drops: 0,
-            queue_drops: 0,
-            hold_drops: 0,
-            write_errors: 0,
-            held: 0,
-            delay: hdr::new_latency_histogram(),
-            late: hdr::new_latency_histogram(),
-            wake_margin_ns: 0,
-        }
-    }
-}
-
-impl DirectionCounters {
-    pub(crate) fn report(&self, kernel_drops: Option<u64>) -> DirectionReport {
-        DirectionReport {
-            packets_in: self.packets_in,
-            bytes_in: self.bytes_in,
-            packets_out: self.packets_out,
-            bytes_out: self.bytes_out,
-            loss_drops: self.loss_drops,
-            queue_drops: self.queue_drops,
-            hold_drops: self.hold_drops,
-            write_errors: self.write_errors,
-            held: self.held,
-            kernel_drops,
-            delay_us: LatencySummaryUs::of(&self.delay),
-            late_us: LatencySummaryUs::of(&self.late),
-            wake_margin_us: self.wake_margin_ns as f64 / 1e3,
-            delay_hdr: hdr::to_base64(&self.delay),
-        }
-    }
-}
-
-/// One direction's part of a [`LinkReport`].
-#[derive(Clone, Debug, Serialize)]
-pub struct DirectionReport {
+/// The packet counts of one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PacketCounts {
     /// Packets read from the sending side's device.
     pub packets_in: u64,
     pub bytes_in: u64,
@@ -87,8 +27,51 @@ pub struct DirectionReport {
     pub hold_drops: u64,
     /// Refused by the receiving side's device.
     pub write_errors: u64,
-    /// In flight when the report was made.
+    /// In flight (read, not yet written or dropped).
     pub held: u64,
+}
+
+/// The counters of one direction, owned by its forwarding thread.
+#[derive(Debug)]
+pub(crate) struct DirectionCounters {
+    pub(crate) counts: PacketCounts,
+    /// Achieved delay of each packet written, ns.
+    pub(crate) delay: LatencyHistogram,
+    /// How long after its planned departure each packet was written, ns.
+    pub(crate) late: LatencyHistogram,
+    /// The early-wake margin of the forwarding thread, ns.
+    pub(crate) wake_margin_ns: u64,
+}
+
+impl Default for DirectionCounters {
+    fn default() -> Self {
+        DirectionCounters {
+            counts: PacketCounts::default(),
+            delay: hdr::new_latency_histogram(),
+            late: hdr::new_latency_histogram(),
+            wake_margin_ns: 0,
+        }
+    }
+}
+
+impl DirectionCounters {
+    pub(crate) fn report(&self, kernel_drops: Option<u64>) -> DirectionReport {
+        DirectionReport {
+            counts: self.counts,
+            kernel_drops,
+            delay_us: LatencySummaryUs::of(&self.delay),
+            late_us: LatencySummaryUs::of(&self.late),
+            wake_margin_us: self.wake_margin_ns as f64 / 1e3,
+            delay_hdr: hdr::to_base64(&self.delay),
+        }
+    }
+}
+
+/// One direction's part of a [`LinkReport`].
+#[derive(Clone, Debug, Serialize)]
+pub struct DirectionReport {
+    #[serde(flatten)]
+    pub counts: PacketCounts,
     /// Dropped by the kernel before the forwarder read them (the sending side's device queue
     /// was full); `None` if the counter could not be read.
     pub kernel_drops: Option<u64>,
