@@ -124,8 +124,10 @@ impl Running {
                             self.f.counters.lock().unwrap_or_else(|p| p.into_inner()).wake_margin_ns = margin.ns();
                         }
                     } else {
-                        // The last microseconds: spin, still taking arrivals.
-                        while now_ns() < depart && !self.f.control.is_stopping() {
+                        // The last microseconds: spin, still taking arrivals (one of which may
+                        // be due earlier, when reordering is allowed).
+                        while self.held.peek().is_some_and(|h| now_ns() < h.depart_ns) && !self.f.control.is_stopping()
+                        {
                             self.read_waiting()?;
                         }
                     }
