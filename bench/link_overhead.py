@@ -25,7 +25,7 @@ Every namespace and device created here is named `alk-bench-...`; all are remove
 also on error or Ctrl-C.
 
 usage: .venv/bin/python bench/link_overhead.py [--reps 5] [--duration 5] [--connections 64]
-       [--server-cpu 1] [--client-cpu 0]
+       [--server-cpu 1] [--client-cpu 0] [--only throughput,latency]
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ class Topology:
 class LinkProcess:
     """A running `archlab-engine link`, its stdout read line by line on a thread."""
 
-    def __init__(self, name: str):
-        self.proc = subprocess.Popen([str(ENGINE), "link", "--name", name], stdout=subprocess.PIPE,
+    def __init__(self, name: str, extra: list[str]):
+        self.proc = subprocess.Popen([str(ENGINE), "link", "--name", name, *extra], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -101,9 +101,12 @@ class LinkProcess:
                 self.proc.wait()
 
 
+LINK_FLAGS: list[str] = []
+
+
 @contextmanager
 def emulated_link():
-    link = LinkProcess("bench-link")
+    link = LinkProcess("bench-link", LINK_FLAGS)
     try:
         c, s = link.ready["client"]["netns"], link.ready["server"]["netns"]
         yield Topology("link", ["ip", "netns", "exec", s], ["ip", "netns", "exec", c], SERVER_ADDR, link)
@@ -197,7 +200,16 @@ def forwarder_cost(before: dict, after: dict) -> tuple[float, float]:
 
 
 def main() -> int:
-    a = parse_arguments(__doc__)
+    def extra(ap):
+        ap.add_argument("--only", default="throughput,latency", help="comma-separated parts: throughput, latency")
+        ap.add_argument("--link-flags", default="", help="extra flags of archlab-engine link, e.g. '--cpus-up 0'")
+
+    a = parse_arguments(__doc__, extra)
+    LINK_FLAGS.extend(a.link_flags.split())
+    parts = set(a.only.split(","))
+    if not parts or parts - {"throughput", "latency"}:
+        print(f"bench: --only takes throughput and/or latency, got {a.only!r}", file=sys.stderr)
+        return 2
     if why := missing_prerequisite(("wrk", "taskset", "ip")):
         print(f"bench: {why}", file=sys.stderr)
         return 1
@@ -211,7 +223,7 @@ def main() -> int:
         order = CONTENDERS[rep % 3:] + CONTENDERS[:rep % 3]
         for name in order:
             with TOPOLOGIES[name]() as topo, server(topo, sc) as target:
-                for w in WORKLOADS:
+                for w in WORKLOADS if "throughput" in parts else []:
                     before = topo.link.stats() if topo.link else None
                     r = wrk(topo, target, w, cc, n, d)
                     rps[(w, name)].append(r)
@@ -219,33 +231,38 @@ def main() -> int:
                         pps, cpu = forwarder_cost(before, topo.link.stats())
                         cost[w].packets_per_s.append(pps)
                         cost[w].cpu_us_per_packet.append(cpu)
-                lat[name].append(ping_pong(topo, target, cc, d))
-        print(f"  rep {rep + 1}: " + "   ".join(
-            f"{w} " + " ".join(f"{c} {rps[(w, c)][-1]:,.0f}" for c in CONTENDERS) for w in WORKLOADS))
-        print("          latency p50/p99 us: " + "   ".join(f"{c} {lat[c][-1][0]:.1f}/{lat[c][-1][1]:.1f}"
-                                                       for c in CONTENDERS))
+                if "latency" in parts:
+                    lat[name].append(ping_pong(topo, target, cc, d))
+        if "throughput" in parts:
+            print(f"  rep {rep + 1}: " + "   ".join(
+                f"{w} " + " ".join(f"{c} {rps[(w, c)][-1]:,.0f}" for c in CONTENDERS) for w in WORKLOADS))
+        if "latency" in parts:
+            print(f"  rep {rep + 1}: latency p50/p99 us: " + "   ".join(
+                f"{c} {lat[c][-1][0]:.1f}/{lat[c][-1][1]:.1f}" for c in CONTENDERS))
 
     med = statistics.median
-    print("\nthroughput, req/s (medians)")
-    print(f"  {'workload':24} {'link':>10} {'veth':>10} {'loopback':>10} {'link/veth':>10} {'link/lo':>9}"
-          f" {'link pkt/s':>11} {'CPU us/pkt':>11}")
-    for w in WORKLOADS:
-        m = {c: med(rps[(w, c)]) for c in CONTENDERS}
-        print(f"  {w:24} {m['link']:10,.0f} {m['veth']:10,.0f} {m['loopback']:10,.0f} "
-              f"{m['link'] / m['veth']:10.3f} {m['link'] / m['loopback']:9.3f} "
-              f"{med(cost[w].packets_per_s):11,.0f} {med(cost[w].cpu_us_per_packet):11.2f}")
-    p50 = {c: med(x[0] for x in lat[c]) for c in CONTENDERS}
-    p99 = {c: med(x[1] for x in lat[c]) for c in CONTENDERS}
-    print(f"\nlatency of {LATENCY_PATH}, one busy-polling connection, service time us (medians)")
-    for c in CONTENDERS:
-        print(f"  {c:9} p50 {p50[c]:8.1f}   p99 {p99[c]:8.1f}")
-    added50, added99 = p50["link"] - p50["veth"], p99["link"] - p99["veth"]
-    verdict = "meets" if added50 < 20 else "MISSES"
-    print(f"  link adds p50 {added50:+.1f} us, p99 {added99:+.1f} us over veth ({verdict} the target < 20 us p50)")
-    quick = [w for w in WORKLOADS if w != "/response?size=102400"]
-    worst = min(med(rps[(w, 'link')]) / med(rps[(w, 'loopback')]) for w in quick)
-    verdict = "meets" if worst >= 0.95 else "MISSES"
-    print(f"  quickstart workloads: link / loopback throughput >= {worst:.3f} ({verdict} the target >= 0.95)")
+    if "throughput" in parts:
+        print("\nthroughput, req/s (medians)")
+        print(f"  {'workload':24} {'link':>10} {'veth':>10} {'loopback':>10} {'link/veth':>10} {'link/lo':>9}"
+              f" {'link pkt/s':>11} {'CPU us/pkt':>11}")
+        for w in WORKLOADS:
+            m = {c: med(rps[(w, c)]) for c in CONTENDERS}
+            print(f"  {w:24} {m['link']:10,.0f} {m['veth']:10,.0f} {m['loopback']:10,.0f} "
+                  f"{m['link'] / m['veth']:10.3f} {m['link'] / m['loopback']:9.3f} "
+                  f"{med(cost[w].packets_per_s):11,.0f} {med(cost[w].cpu_us_per_packet):11.2f}")
+        quick = [w for w in WORKLOADS if w != "/response?size=102400"]
+        worst = min(med(rps[(w, 'link')]) / med(rps[(w, 'loopback')]) for w in quick)
+        verdict = "meets" if worst >= 0.95 else "MISSES"
+        print(f"  quickstart workloads: link / loopback throughput >= {worst:.3f} ({verdict} the target >= 0.95)")
+    if "latency" in parts:
+        p50 = {c: med(x[0] for x in lat[c]) for c in CONTENDERS}
+        p99 = {c: med(x[1] for x in lat[c]) for c in CONTENDERS}
+        print(f"\nlatency of {LATENCY_PATH}, one busy-polling connection, service time us (medians)")
+        for c in CONTENDERS:
+            print(f"  {c:9} p50 {p50[c]:8.1f}   p99 {p99[c]:8.1f}")
+        added50, added99 = p50["link"] - p50["veth"], p99["link"] - p99["veth"]
+        verdict = "meets" if added50 < 20 else "MISSES"
+        print(f"  link adds p50 {added50:+.1f} us, p99 {added99:+.1f} us over veth ({verdict} the target < 20 us p50)")
     return 0
 
 

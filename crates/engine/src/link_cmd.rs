@@ -84,9 +84,16 @@ pub struct LinkArgs {
     /// Seed of the loss and jitter draws [default: 1]
     #[arg(long)]
     seed: Option<u64>,
-    /// CPUs the forwarding threads run on, e.g. "0" or "0-1".
+    /// CPUs both forwarding threads run on, e.g. "0" or "0-1".
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// CPUs of the up direction's thread (it reads what the client sends; the client's CPU
+    /// keeps its wake-ups local, as a NIC's transmit path would).
+    #[arg(long, value_parser = parse_cpus, conflicts_with = "cpus")]
+    cpus_up: Option<CpuList>,
+    /// CPUs of the down direction's thread (it reads what the server sends).
+    #[arg(long, value_parser = parse_cpus, conflicts_with = "cpus")]
+    cpus_down: Option<CpuList>,
     /// How the forwarding threads are scheduled: realtime (SCHED_FIFO, needs CAP_SYS_NICE;
     /// packets leave on time even when the CPUs are busy) or normal [default: realtime]
     #[arg(long, value_parser = parse_scheduling)]
@@ -133,7 +140,11 @@ impl LinkArgs {
 
     /// Whether any parameter of a link was given (they mean nothing to a cleanup).
     fn has_link_params(&self) -> bool {
-        self.raw("") != RawLink::default() || self.cpus.is_some() || self.scheduling.is_some()
+        self.raw("") != RawLink::default()
+            || self.cpus.is_some()
+            || self.cpus_up.is_some()
+            || self.cpus_down.is_some()
+            || self.scheduling.is_some()
     }
 }
 
@@ -180,7 +191,11 @@ pub fn run(a: LinkArgs) -> Result<(), CliError> {
         Signal::Report => on_signal.request_report(),
     })
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
-    let options = ThreadOptions { cpus: a.cpus, scheduling: a.scheduling.unwrap_or_default() };
+    let options = ThreadOptions {
+        cpus_up: a.cpus_up.or(a.cpus.clone()),
+        cpus_down: a.cpus_down.or(a.cpus),
+        scheduling: a.scheduling.unwrap_or_default(),
+    };
     let link = Link::start(&config, control.clone(), &options).map_err(link_error)?;
     print_line("ready", &link.ready_info());
     // Until a stop or a failure (which `stop` returns).

@@ -33,10 +33,22 @@ fn assert_nothing_left(name: &str) {
     assert!(!Path::new(&lock).exists(), "{lock} is left");
 }
 
-/// A running `archlab-engine link` and its stdout, line by line.
+/// A running `archlab-engine link` and its stdout, line by line. If a test fails while it
+/// runs, dropping it kills the process and removes what it left.
 struct Forwarder {
     child: Child,
     lines: Receiver<String>,
+    name: String,
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = Command::new(ENGINE).args(["link", "--cleanup", &self.name]).output();
+        }
+    }
 }
 
 impl Forwarder {
@@ -58,7 +70,8 @@ impl Forwarder {
                 }
             }
         });
-        Forwarder { child, lines }
+        let name = args.iter().skip_while(|a| **a != "--name").nth(1).expect("a --name").to_string();
+        Forwarder { child, lines, name }
     }
 
     /// The JSON of the next stdout line starting with `kind`, waiting at most 30 s.
@@ -75,11 +88,11 @@ impl Forwarder {
         assert_eq!(unsafe { libc::kill(self.child.id() as libc::pid_t, sig) }, 0);
     }
 
-    fn wait(mut self) -> (std::process::ExitStatus, String, Receiver<String>) {
+    fn wait(mut self) -> (std::process::ExitStatus, String) {
         let status = self.child.wait().unwrap();
         let mut err = String::new();
         std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut err).unwrap();
-        (status, err, self.lines)
+        (status, err)
     }
 }
 
@@ -133,10 +146,61 @@ fn ready_and_stats_lines_and_removal_on_sigterm_and_sigint() {
         f.signal(sig);
         let final_stats = f.next("stats");
         assert!(final_stats["elapsed_s"].as_f64().unwrap() >= stats["elapsed_s"].as_f64().unwrap());
-        let (status, err, _) = f.wait();
+        let (status, err) = f.wait();
         assert!(status.success(), "{tag}: {status:?} {err}");
         assert_nothing_left(&name);
     }
+}
+
+/// The CPUs the thread named `name` of process `pid` may run on, from /proc.
+fn thread_cpus(pid: u32, name: &str) -> String {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == name {
+            let status = std::fs::read_to_string(dir.join("status")).unwrap();
+            let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap();
+            return line.split_whitespace().nth(1).unwrap().to_string();
+        }
+    }
+    panic!("no thread named {name} in process {pid}");
+}
+
+/// The scheduling policy of the thread named `name` (field 41 of /proc/PID/task/TID/stat).
+fn thread_policy(pid: u32, name: &str) -> u32 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == name {
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+            // Fields after the parenthesised command name start at field 3.
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            return rest.split_whitespace().nth(41 - 3).unwrap().parse().unwrap();
+        }
+    }
+    panic!("no thread named {name} in process {pid}");
+}
+
+#[test]
+fn each_direction_is_pinned_and_scheduled_as_asked() {
+    let name = unique("cpus");
+    let f = Forwarder::spawn(&["--name", &name, "--cpus-up", "0", "--cpus-down", "1"]);
+    let ready = f.next("ready");
+    assert_eq!((ready["cpus_up"].as_str(), ready["cpus_down"].as_str()), (Some("0"), Some("1")));
+    let pid = f.child.id();
+    assert_eq!(thread_cpus(pid, "link-up"), "0");
+    assert_eq!(thread_cpus(pid, "link-down"), "1");
+    assert_eq!(thread_policy(pid, "link-up"), libc::SCHED_FIFO as u32);
+    f.signal(libc::SIGTERM);
+    assert!(f.wait().0.success());
+
+    let f = Forwarder::spawn(&["--name", &name, "--cpus", "1", "--scheduling", "normal"]);
+    f.next("ready");
+    let pid = f.child.id();
+    assert_eq!(thread_cpus(pid, "link-up"), "1");
+    assert_eq!(thread_cpus(pid, "link-down"), "1");
+    assert_eq!(thread_policy(pid, "link-down"), libc::SCHED_OTHER as u32);
+    f.signal(libc::SIGTERM);
+    assert!(f.wait().0.success());
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -145,7 +209,7 @@ fn a_killed_forwarder_is_cleaned_up_by_cleanup() {
     let f = Forwarder::spawn(&["--name", &name, "--delay", "1ms"]);
     f.next("ready");
     f.signal(libc::SIGKILL);
-    let (status, _, _) = f.wait();
+    let (status, _) = f.wait();
     assert!(!status.success());
     let [client, server] = namespaces(&name);
     // The namespaces outlive the process; its TUN devices do not (they were not persistent).
@@ -228,7 +292,7 @@ fn missing_privileges_are_named_in_one_line() {
         Forwarder::spawn_with(&["--name", &name, "--scheduling", "normal"], |c| without_capability(c, CAP_SYS_NICE));
     assert_eq!(f.next("ready")["scheduling"], "normal");
     f.signal(libc::SIGTERM);
-    let (status, err, _) = f.wait();
+    let (status, err) = f.wait();
     assert!(status.success(), "{err}");
     assert_nothing_left(&name);
 

@@ -7,7 +7,7 @@ use crate::control::Control;
 use crate::error::LinkError;
 use crate::forwarder::Forwarder;
 use crate::netns;
-use crate::pacing::Scheduling;
+use crate::pacing::{Scheduling, REALTIME_PRIORITY};
 use crate::params::{Direction, DirectionParams, LinkConfig};
 use crate::privileges;
 use crate::shaper::Shaper;
@@ -22,9 +22,20 @@ use std::time::Instant;
 /// Where and how the forwarding threads run.
 #[derive(Clone, Debug, Default)]
 pub struct ThreadOptions {
-    /// Pin both threads to these CPUs.
-    pub cpus: Option<CpuList>,
+    /// Pin the up direction's thread (it reads what the client sends) to these CPUs.
+    pub cpus_up: Option<CpuList>,
+    /// Pin the down direction's thread (it reads what the server sends) to these CPUs.
+    pub cpus_down: Option<CpuList>,
     pub scheduling: Scheduling,
+}
+
+impl ThreadOptions {
+    fn cpus(&self, d: Direction) -> Option<&CpuList> {
+        match d {
+            Direction::Up => self.cpus_up.as_ref(),
+            Direction::Down => self.cpus_down.as_ref(),
+        }
+    }
 }
 
 /// What a started link tells its user: the `ready` line of `archlab-engine link`.
@@ -40,6 +51,9 @@ pub struct ReadyInfo {
     pub seed: u64,
     /// How the forwarding threads are scheduled: realtime or normal.
     pub scheduling: &'static str,
+    /// The CPUs each forwarding thread is pinned to, if it is.
+    pub cpus_up: Option<String>,
+    pub cpus_down: Option<String>,
     /// Namespaces left by a killed forwarder of the same name, removed first.
     pub stale_removed: Vec<String>,
 }
@@ -70,10 +84,15 @@ impl Link {
             counters,
             started: Instant::now(),
         };
+        link.topology = Some(topology);
+        // Each thread reports once it runs where and how it was asked to, so that a started
+        // link is placed and a placement that fails is a start error, not a later failure.
+        let (placed_tx, placed) = std::sync::mpsc::channel::<Result<(), LinkError>>();
         for d in Direction::ALL {
+            let t = link.topology();
             let (input, output) = match d {
-                Direction::Up => (&topology.client_tun, &topology.server_tun),
-                Direction::Down => (&topology.server_tun, &topology.client_tun),
+                Direction::Up => (&t.client_tun, &t.server_tun),
+                Direction::Down => (&t.server_tun, &t.client_tun),
             };
             let forwarder = Forwarder {
                 direction: d,
@@ -84,30 +103,34 @@ impl Link {
                 counters: link.counters[d.index()].clone(),
                 control: link.control.clone(),
             };
-            let options = options.clone();
+            let (cpus, scheduling, placed_tx) = (options.cpus(d).cloned(), options.scheduling, placed_tx.clone());
             let spawned = std::thread::Builder::new().name(format!("link-{}", d.name())).spawn(move || {
-                if let Some(cpus) = &options.cpus {
-                    if let Err(e) = cpus.pin_current_thread() {
-                        forwarder.control.fail(format!("cannot pin to CPUs {cpus}: {e}"));
-                        return;
-                    }
+                let placement = place(cpus.as_ref(), scheduling);
+                let ok = placement.is_ok();
+                let _ = placed_tx.send(placement);
+                drop(placed_tx);
+                if ok {
+                    forwarder.run()
                 }
-                if let Err(e) = options.scheduling.apply() {
-                    forwarder.control.fail(format!("cannot schedule the forwarding thread as SCHED_FIFO: {e}"));
-                    return;
-                }
-                forwarder.run()
             });
             match spawned {
                 Ok(t) => link.threads.push(t),
                 Err(e) => {
-                    link.topology = Some(topology);
                     link.shutdown();
                     return Err(LinkError::Setup { step: "start a forwarding thread".into(), source: e });
                 }
             }
         }
-        link.topology = Some(topology);
+        drop(placed_tx);
+        for _ in Direction::ALL {
+            // A thread that panicked before reporting drops its sender: an error too.
+            let placement =
+                placed.recv().unwrap_or_else(|_| Err(LinkError::Forwarding("a forwarding thread died".into())));
+            if let Err(e) = placement {
+                link.shutdown();
+                return Err(e);
+            }
+        }
         Ok(link)
     }
 
@@ -141,6 +164,8 @@ impl Link {
             down: self.config.down,
             seed: self.config.seed,
             scheduling: self.threads_options.scheduling.name(),
+            cpus_up: self.threads_options.cpus_up.as_ref().map(|c| c.to_string()),
+            cpus_down: self.threads_options.cpus_down.as_ref().map(|c| c.to_string()),
             stale_removed: t.stale_removed.clone(),
         }
     }
@@ -196,6 +221,16 @@ impl Link {
             let _ = t.remove();
         }
     }
+}
+
+/// Pin the calling thread and set its scheduling.
+fn place(cpus: Option<&CpuList>, scheduling: Scheduling) -> Result<(), LinkError> {
+    if let Some(cpus) = cpus {
+        cpus.pin_current_thread().map_err(LinkError::setup(format!("pin a forwarding thread to CPUs {cpus}")))?;
+    }
+    scheduling
+        .apply()
+        .map_err(LinkError::setup(format!("schedule a forwarding thread as SCHED_FIFO priority {REALTIME_PRIORITY}")))
 }
 
 impl Drop for Link {
