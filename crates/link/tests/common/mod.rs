@@ -101,7 +101,10 @@ pub fn median(v: &mut [f64]) -> f64 {
 /// (`SO_TIMESTAMPNS`), as `ping` does; so neither end's thread wake-up is in the figure, only
 /// the kernel paths, the link's forwarding and its delay. Both readings are CLOCK_REALTIME,
 /// the clock of socket timestamps.
-pub fn icmp_rtts_us(link: &Link, samples: usize) -> Vec<f64> {
+///
+/// Requests start `period` apart (or back to back when the previous answer comes later), so
+/// that traffic of the same rhythm can be compared with and without a delay.
+pub fn icmp_rtts_us(link: &Link, samples: usize, period: Duration) -> Vec<f64> {
     let client = link.client().clone();
     let fd = netns::run_in(&client.netns, || {
         // SAFETY: plain syscall; the fd is owned from here on.
@@ -140,7 +143,11 @@ pub fn icmp_rtts_us(link: &Link, samples: usize) -> Vec<f64> {
     let id = (std::process::id() & 0xffff) as u16;
     let mut rtts = Vec::with_capacity(samples);
     // The first exchanges warm caches and the forwarders' wake-up margins.
+    let mut next_send = Instant::now();
     for seq in 0..(samples + 20) as u16 {
+        // Pacing, not synchronisation: the answer has already come.
+        std::thread::sleep(next_send.saturating_duration_since(Instant::now()));
+        next_send = Instant::now() + period;
         let mut echo = [0u8; 24];
         echo[0] = 8; // echo request
         echo[4..6].copy_from_slice(&id.to_be_bytes());
