@@ -121,7 +121,7 @@ fn ready_and_stats_lines_and_removal_on_sigterm_and_sigint() {
         assert_eq!(ready["mtu"], 1400);
         assert_eq!(ready["down"]["delay_us"], 2000.0);
         assert_eq!(ready["up"]["rate"]["rate_bps"], 10_000_000);
-        assert_eq!(ready["scheduling"], "realtime");
+        assert_eq!(ready["scheduling"], "high");
         assert!(netns_exists(&client) && netns_exists(&server));
         // A datagram sent from the client side (bash's /dev/udp) crosses the link: the
         // documented way to run a program on a side is `ip netns exec`.
@@ -165,15 +165,15 @@ fn thread_cpus(pid: u32, name: &str) -> String {
     panic!("no thread named {name} in process {pid}");
 }
 
-/// The scheduling policy of the thread named `name` (field 41 of /proc/PID/task/TID/stat).
-fn thread_policy(pid: u32, name: &str) -> u32 {
+/// The (nice, policy) of the thread named `name` (fields 19 and 41 of /proc/PID/task/TID/stat).
+fn thread_scheduling(pid: u32, name: &str) -> (i32, u32) {
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = task.unwrap().path();
         if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == name {
             let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
             // Fields after the parenthesised command name start at field 3.
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            return rest.split_whitespace().nth(41 - 3).unwrap().parse().unwrap();
+            let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+            return (rest[19 - 3].parse().unwrap(), rest[41 - 3].parse().unwrap());
         }
     }
     panic!("no thread named {name} in process {pid}");
@@ -188,16 +188,16 @@ fn each_direction_is_pinned_and_scheduled_as_asked() {
     let pid = f.child.id();
     assert_eq!(thread_cpus(pid, "link-up"), "0");
     assert_eq!(thread_cpus(pid, "link-down"), "1");
-    assert_eq!(thread_policy(pid, "link-up"), libc::SCHED_FIFO as u32);
+    assert_eq!(thread_scheduling(pid, "link-up"), (-20, libc::SCHED_OTHER as u32), "high: nice -20");
     f.signal(libc::SIGTERM);
     assert!(f.wait().0.success());
 
-    let f = Forwarder::spawn(&["--name", &name, "--cpus", "1", "--scheduling", "normal"]);
+    let f = Forwarder::spawn(&["--name", &name, "--cpus", "1", "--scheduling", "realtime"]);
     f.next("ready");
     let pid = f.child.id();
     assert_eq!(thread_cpus(pid, "link-up"), "1");
     assert_eq!(thread_cpus(pid, "link-down"), "1");
-    assert_eq!(thread_policy(pid, "link-down"), libc::SCHED_OTHER as u32);
+    assert_eq!(thread_scheduling(pid, "link-down").1, libc::SCHED_FIFO as u32);
     f.signal(libc::SIGTERM);
     assert!(f.wait().0.success());
     assert_nothing_left(&name);
@@ -287,10 +287,11 @@ fn missing_privileges_are_named_in_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert_nothing_left(&name);
     }
-    // Ordinary scheduling does not need CAP_SYS_NICE.
+    // Ordinary scheduling does not need CAP_SYS_NICE, and gets nice 0.
     let f =
         Forwarder::spawn_with(&["--name", &name, "--scheduling", "normal"], |c| without_capability(c, CAP_SYS_NICE));
     assert_eq!(f.next("ready")["scheduling"], "normal");
+    assert_eq!(thread_scheduling(f.child.id(), "link-up"), (0, libc::SCHED_OTHER as u32));
     f.signal(libc::SIGTERM);
     let (status, err) = f.wait();
     assert!(status.success(), "{err}");

@@ -7,7 +7,7 @@ use crate::control::Control;
 use crate::error::LinkError;
 use crate::forwarder::Forwarder;
 use crate::netns;
-use crate::pacing::{Scheduling, REALTIME_PRIORITY};
+use crate::pacing::Scheduling;
 use crate::params::{Direction, DirectionParams, LinkConfig};
 use crate::privileges;
 use crate::shaper::Shaper;
@@ -49,7 +49,7 @@ pub struct ReadyInfo {
     pub up: DirectionParams,
     pub down: DirectionParams,
     pub seed: u64,
-    /// How the forwarding threads are scheduled: realtime or normal.
+    /// How the forwarding threads are scheduled: high, realtime or normal.
     pub scheduling: &'static str,
     /// The CPUs each forwarding thread is pinned to, if it is.
     pub cpus_up: Option<String>,
@@ -228,9 +228,7 @@ fn place(cpus: Option<&CpuList>, scheduling: Scheduling) -> Result<(), LinkError
     if let Some(cpus) = cpus {
         cpus.pin_current_thread().map_err(LinkError::setup(format!("pin a forwarding thread to CPUs {cpus}")))?;
     }
-    scheduling
-        .apply()
-        .map_err(LinkError::setup(format!("schedule a forwarding thread as SCHED_FIFO priority {REALTIME_PRIORITY}")))
+    scheduling.apply().map_err(LinkError::setup(format!("schedule a forwarding thread as {}", scheduling.name())))
 }
 
 impl Drop for Link {

@@ -1,7 +1,7 @@
 //! What a link needs from the system, checked before anything is created, so that a run
 //! without it fails in one line naming what is missing instead of half-way through set-up:
 //! CAP_SYS_ADMIN (create and enter network namespaces), CAP_NET_ADMIN (create TUN devices,
-//! set addresses and MTUs), CAP_SYS_NICE for real-time forwarding threads, a usable
+//! set addresses and MTUs), CAP_SYS_NICE for high-priority forwarding threads, a usable
 //! `/dev/net/tun`, and iproute2's `ip`.
 
 use crate::pacing::Scheduling;
@@ -32,11 +32,11 @@ pub fn check(scheduling: Scheduling) -> Result<(), MissingPrivilege> {
         (CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "to create and enter network namespaces"),
         (CAP_NET_ADMIN, "CAP_NET_ADMIN", "to create TUN devices and configure their addresses"),
     ];
-    if scheduling == Scheduling::Realtime {
+    if scheduling.needs_cap_sys_nice() {
         needed.push((
             CAP_SYS_NICE,
             "CAP_SYS_NICE",
-            "to run the forwarding threads at a real-time priority (or schedule them as normal threads)",
+            "to raise the forwarding threads' priority (or schedule them as normal threads)",
         ));
     }
     for (cap, name, why) in needed {
