@@ -94,14 +94,14 @@ pub struct LinkArgs {
     /// CPUs of the down direction's thread (it reads what the server sends).
     #[arg(long, value_parser = parse_cpus, conflicts_with = "cpus")]
     cpus_down: Option<CpuList>,
-    /// How the forwarding threads are scheduled: high (nice -20), realtime (SCHED_FIFO) or
-    /// normal (nice 0); high and realtime need CAP_SYS_NICE (see docs/link.md) [default: high]
+    /// How the forwarding threads are scheduled: realtime (SCHED_FIFO), high (nice -20) or
+    /// normal (nice 0); realtime and high need CAP_SYS_NICE (see docs/link.md) [default: realtime]
     #[arg(long, value_parser = parse_scheduling)]
     scheduling: Option<Scheduling>,
 }
 
 fn parse_scheduling(s: &str) -> Result<Scheduling, String> {
-    Scheduling::parse(s).ok_or_else(|| format!("expected high, realtime or normal, got {s:?}"))
+    Scheduling::parse(s).ok_or_else(|| format!("expected realtime, high or normal, got {s:?}"))
 }
 
 impl LinkArgs {

@@ -121,7 +121,7 @@ fn ready_and_stats_lines_and_removal_on_sigterm_and_sigint() {
         assert_eq!(ready["mtu"], 1400);
         assert_eq!(ready["down"]["delay_us"], 2000.0);
         assert_eq!(ready["up"]["rate"]["rate_bps"], 10_000_000);
-        assert_eq!(ready["scheduling"], "high");
+        assert_eq!(ready["scheduling"], "realtime");
         assert!(netns_exists(&client) && netns_exists(&server));
         // A datagram sent from the client side (bash's /dev/udp) crosses the link: the
         // documented way to run a program on a side is `ip netns exec`.
@@ -188,16 +188,16 @@ fn each_direction_is_pinned_and_scheduled_as_asked() {
     let pid = f.child.id();
     assert_eq!(thread_cpus(pid, "link-up"), "0");
     assert_eq!(thread_cpus(pid, "link-down"), "1");
-    assert_eq!(thread_scheduling(pid, "link-up"), (-20, libc::SCHED_OTHER as u32), "high: nice -20");
+    assert_eq!(thread_scheduling(pid, "link-up").1, libc::SCHED_FIFO as u32, "realtime by default");
     f.signal(libc::SIGTERM);
     assert!(f.wait().0.success());
 
-    let f = Forwarder::spawn(&["--name", &name, "--cpus", "1", "--scheduling", "realtime"]);
+    let f = Forwarder::spawn(&["--name", &name, "--cpus", "1", "--scheduling", "high"]);
     f.next("ready");
     let pid = f.child.id();
     assert_eq!(thread_cpus(pid, "link-up"), "1");
     assert_eq!(thread_cpus(pid, "link-down"), "1");
-    assert_eq!(thread_scheduling(pid, "link-down").1, libc::SCHED_FIFO as u32);
+    assert_eq!(thread_scheduling(pid, "link-down"), (-20, libc::SCHED_OTHER as u32), "high: nice -20");
     f.signal(libc::SIGTERM);
     assert!(f.wait().0.success());
     assert_nothing_left(&name);

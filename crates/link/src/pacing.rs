@@ -12,33 +12,33 @@
 //! take a whole CPU per direction from the two the server and the client are measured on.
 //!
 //! A precise timer does not help a thread that is not scheduled, and how the threads are
-//! scheduled ([`Scheduling`]) is a trade-off measured on this 2-CPU VM, shared with other builds
-//! (load average 11-16), with `single-thread` pinned to one CPU and a one-connection client on
-//! the other:
-//! - `normal` (nice 0): ordinary threads were sometimes woken milliseconds late (p90 lateness
-//!   1.2-3.7 ms during bulk transfers), and a rate-limited transfer lost 5-22 % of its rate.
-//! - `realtime` (SCHED_FIFO 10): departures within 10 us at p90 and 15-40 us at p99 under the
-//!   same load, rates exact; but on this kernel the endpoints suffer: the client/server
-//!   ping-pong ran at a tenth to a half of its rate with p99 stalls of 15-45 ms, none of them in
-//!   the forwarder's own schedule.
-//! - `high` (nice -20, the default): the ping-pong as with `normal` or better (p99 60-100 us at
-//!   0 ms), departures mostly on time, milliseconds late only when the machine is overloaded
-//!   by others. Giving the thread a short EEVDF slice as well (`sched_setattr`, 0.1 ms)
-//!   brought back the endpoint stalls of `realtime`, so it is not done.
+//! scheduled ([`Scheduling`]) was measured on this 2-CPU VM, shared with other builds (load
+//! average 11-18), with `single-thread` pinned to one CPU and the client pinned to the other:
+//! - `normal` (nice 0): threads were sometimes woken milliseconds late (p90 lateness 1.2-3.7 ms
+//!   in bulk transfers), a rate-limited transfer lost 5-22 % of its rate, and wrk's `/echo` at 64
+//!   connections ran at 6.9 k req/s.
+//! - `high` (nice -20): mostly on time, milliseconds late when the machine was overloaded; wrk's
+//!   `/echo` at 8.6 k req/s.
+//! - `realtime` (SCHED_FIFO 10, the default): departures within 10 us at p90 and 15-40 us at
+//!   p99, rates exact, wrk's `/echo` at 15.0 k req/s (the three interleaved, same load), at or
+//!   above a veth pair's rate. It preempts ordinary threads the way a NIC's interrupt does, for
+//!   the few microseconds a packet costs; the kernel's real-time throttling (95 % of each
+//!   second) bounds what it can take. Its cost, seen at moderate load: a one-connection
+//!   ping-pong showed p99 stalls of 15-20 ms where `normal` showed 0.1 ms.
 //!
-//! The lab measures endpoints, so `high` is the default; tests of the link's own timing use
-//! `realtime`, where only the link's schedule is observed.
+//! A short EEVDF slice for `high` (`sched_setattr`, 0.1 ms) was tried and dropped: it brought
+//! the stalls without the precision.
 
 use std::io;
 
 /// How the forwarding threads are scheduled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scheduling {
-    /// SCHED_OTHER at nice -20 (needs CAP_SYS_NICE).
-    #[default]
-    High,
     /// SCHED_FIFO at priority [`REALTIME_PRIORITY`] (needs CAP_SYS_NICE).
+    #[default]
     Realtime,
+    /// SCHED_OTHER at nice -20 (needs CAP_SYS_NICE).
+    High,
     /// Ordinary threads at nice 0, competing with everything else for the CPU.
     Normal,
 }

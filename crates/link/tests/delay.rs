@@ -29,7 +29,7 @@
 
 mod common;
 
-use common::{assert_accounted, finish, icmp_rtts_us, median, raw, serial, start_timed};
+use common::{assert_accounted, finish, icmp_rtts_us, median, raw, serial, start};
 use std::time::Duration;
 
 #[test]
@@ -39,7 +39,7 @@ fn added_round_trip_time_is_the_configured_delay_from_1_to_50_ms() {
     let levels = [(1_000u64, 0u64), (2_500, 2_500), (15_000, 5_000), (25_000, 25_000)];
     // About 1.5 s of samples per level, at least 30.
     let samples_of = |configured_us: u64| ((1_500_000 / configured_us) as usize).clamp(30, 1000);
-    let base_link = start_timed(raw("rtt0"));
+    let base_link = start(raw("rtt0"));
     let base_us: Vec<f64> = levels
         .iter()
         .map(|(up, down)| {
@@ -54,7 +54,7 @@ fn added_round_trip_time_is_the_configured_delay_from_1_to_50_ms() {
         let mut r = raw(&format!("rtt{}", i + 1));
         r.up.delay = Some(Duration::from_micros(up_us));
         r.down.delay = Some(Duration::from_micros(down_us));
-        let link = start_timed(r);
+        let link = start(r);
         let configured_us = (up_us + down_us) as f64;
         let samples = samples_of(up_us + down_us);
         let mut rtts = icmp_rtts_us(&link, samples, Duration::ZERO);

@@ -7,7 +7,7 @@ mod common;
 use archlab_link::{Direction, Link};
 use archlab_metrics::clock::now_ns;
 use common::{
-    assert_accounted, drain_sequence_numbers, finish, raw, serial, start_timed, udp_receiver, udp_socket, wait_counts,
+    assert_accounted, drain_sequence_numbers, finish, raw, serial, start, udp_receiver, udp_socket, wait_counts,
 };
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ fn jittery(tag: &str, reorder: bool) -> Link {
     r.up.delay = Some(Duration::from_millis(5));
     r.up.jitter = Some(Duration::from_millis(4));
     r.reorder = reorder;
-    start_timed(r)
+    start(r)
 }
 
 #[test]

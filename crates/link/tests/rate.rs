@@ -23,7 +23,7 @@ mod common;
 
 use archlab_link::params::RateSetting;
 use archlab_link::{Direction, Link};
-use common::{assert_accounted, finish, raw, serial, start_timed, tcp_connect, tcp_listener};
+use common::{assert_accounted, finish, raw, serial, start, tcp_connect, tcp_listener};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,7 @@ fn check_rate(tag: &str, direction: Direction, rate_bps: u64, delay: Duration) {
     own.rate = Some(RateSetting::BitsPerSecond(rate_bps));
     own.queue_bytes = Some(16 << 20);
     r.both.delay = Some(delay);
-    let link = start_timed(r);
+    let link = start(r);
     // About two seconds at the configured rate.
     let total = (rate_bps / 8 * 2) as usize;
     let timeline = bulk(&link, direction, total);

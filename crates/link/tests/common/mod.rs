@@ -10,7 +10,7 @@
 use archlab_link::topology::LOCK_DIR;
 use archlab_link::{
     namespace_names, netns, Control, Direction, Link, LinkConfig, LinkName, LinkReport, PacketCounts, RawLink,
-    Scheduling, ThreadOptions,
+    ThreadOptions,
 };
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -33,23 +33,8 @@ pub fn unique(tag: &str) -> String {
 /// Start a link as `archlab-engine link` does by default, failing with the reason (a missing
 /// privilege is a failure, not a skip).
 pub fn start(raw: RawLink) -> Link {
-    start_with(raw, Scheduling::default())
-}
-
-/// Start a link whose forwarding threads run under SCHED_FIFO: for the tests that measure the
-/// link's own timing. This machine is shared with other builds (load average 12-16 on two
-/// CPUs), and ordinary threads, even at nice -20, were then sometimes woken milliseconds late
-/// (median lateness 3.9 ms at one level of `delay.rs`, -5.7 % and -22 % in `rate.rs`), which
-/// measures the neighbours, not the emulator. `docs/link.md` gives the figures of each
-/// scheduling and why `high` stays the default.
-pub fn start_timed(raw: RawLink) -> Link {
-    start_with(raw, Scheduling::Realtime)
-}
-
-fn start_with(raw: RawLink, scheduling: Scheduling) -> Link {
     let config = LinkConfig::new(&raw).unwrap_or_else(|e| panic!("{e}"));
-    let options = ThreadOptions { scheduling, ..Default::default() };
-    Link::start(&config, Control::new().unwrap(), &options)
+    Link::start(&config, Control::new().unwrap(), &ThreadOptions::default())
         .unwrap_or_else(|e| panic!("cannot start link {}: {e}", raw.name))
 }
 
