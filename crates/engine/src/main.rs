@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 runtime failure (message on stderr), 2 invalid arguments.
 
 mod args;
+mod link_cmd;
 mod load_cmd;
 mod records_cmd;
 mod search_cmd;
@@ -37,6 +38,8 @@ enum Command {
     Records(records_cmd::RecordsCommand),
     /// Find the highest open-model rate meeting a latency objective (bisection over runs).
     SearchRate(search_cmd::SearchArgs),
+    /// Emulate a network link (delay, rate, jitter, loss) between two network namespaces.
+    Link(link_cmd::LinkArgs),
 }
 
 fn main() {
@@ -50,6 +53,7 @@ fn main() {
         Command::Load(a) => load_cmd::run(a),
         Command::Records(c) => records_cmd::run(c),
         Command::SearchRate(a) => search_cmd::run(a),
+        Command::Link(a) => link_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("archlab-engine: error: {e}");

@@ -57,6 +57,16 @@ pub fn rescaled(h: &LatencyHistogram, factor: f64) -> LatencyHistogram {
     out
 }
 
+/// The histogram in the V2 deflate encoding, base64: one interval of an interval log, and what
+/// Python's `hdrh.histogram.HdrHistogram.decode` reads.
+pub fn to_base64(h: &LatencyHistogram) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("encoding into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The value at quantile `q` (0..=1) in microseconds; `None` for an empty histogram.
 pub fn quantile_us(h: &LatencyHistogram, q: f64) -> Option<f64> {
     (!h.is_empty()).then(|| ns_to_us(h.value_at_quantile(q)))
@@ -151,6 +161,21 @@ mod tests {
         assert_eq!(tiny.count_at(1), 8);
         assert_eq!(tiny.len(), 10);
         assert_eq!(rescaled(&h, 1.0).mean(), h.mean());
+    }
+
+    #[test]
+    fn base64_encoding_decodes_to_the_same_counts() {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Deserializer;
+        let mut h = new_latency_histogram();
+        for ns in [1_000, 2_000, 2_000, 5_000_000] {
+            record_ns(&mut h, ns);
+        }
+        let bytes = base64::engine::general_purpose::STANDARD.decode(to_base64(&h)).unwrap();
+        let back: LatencyHistogram = Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.count_at(2_000), 2);
+        assert!(back.equivalent(back.max(), 5_000_000));
     }
 
     #[test]
