@@ -237,8 +237,9 @@ fn noreply_sets_are_stored_on_every_server_and_answered_with_nothing() {
 #[test]
 fn one_and_sixty_four_workers_serve_concurrent_clients_correctly() {
     let servers = memcacheds(2);
-    let cases: Vec<(Arch, Option<usize>)> =
+    let mut cases: Vec<(Arch, Option<usize>)> =
         [Arch::Seed, Arch::Ring, Arch::Actor].iter().flat_map(|&a| [(a, Some(1)), (a, Some(64))]).collect();
+    cases.push((Arch::EventLoop, None));
     for (arch, workers) in cases {
         let mw = start(config(addrs(&servers), arch, workers, true));
         let addr = mw.local_addr();

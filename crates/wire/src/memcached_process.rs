@@ -54,9 +54,19 @@ pub fn require(extra: &[&str]) -> MemcachedProcess {
     spawn(extra)
 }
 
+/// As [`require`], on a given port (e.g. to bring back a server a test killed).
+pub fn require_at(port: u16, extra: &[&str]) -> MemcachedProcess {
+    assert!(std::path::Path::new(MEMCACHED).exists(), "{}", not_found());
+    spawn_at(port, extra)
+}
+
 fn spawn(extra: &[&str]) -> MemcachedProcess {
     // A port free a moment ago; memcached cannot report a port it picked itself.
     let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    spawn_at(port, extra)
+}
+
+fn spawn_at(port: u16, extra: &[&str]) -> MemcachedProcess {
     let child = Command::new(MEMCACHED)
         // `-u nobody`: memcached refuses to run as root without it (ignored for other users).
         .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-m", "64", "-t", "1", "-u", "nobody"])

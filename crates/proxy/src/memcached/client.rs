@@ -15,7 +15,10 @@
 //! Writes: a worker writes the whole answer, waiting (poll) while the socket buffer is full,
 //! for at most the server timeout ([`Client::write_blocking`]); the event loop writes what the
 //! socket takes and keeps the rest in the client's output buffer, flushed on writability
-//! ([`Client::write_or_buffer`], [`Client::flush`]).
+//! ([`Client::write_or_buffer`], [`Client::flush`]); while more than
+//! [`MAX_UNWRITTEN_BYTES`] wait there, the client's next request is held back, and a client
+//! whose buffered answers make no progress for the server timeout is disconnected, as a worker
+//! disconnects it.
 
 use super::request::{Op, Timeline};
 use archlab_netio::{Interest, Poller, Trigger};
@@ -28,6 +31,8 @@ use std::time::{Duration, Instant};
 
 /// Requests a client may have waiting behind its current one before it is no longer read.
 pub const MAX_PENDING: usize = 256;
+/// Unwritten answer bytes (event loop) above which a client's next request is held back.
+pub const MAX_UNWRITTEN_BYTES: usize = 1024 * 1024;
 
 /// A request waiting for its client's earlier requests.
 #[derive(Debug)]
@@ -57,6 +62,10 @@ struct State {
     out_at: usize,
     /// Close once `out` is written (after `CLIENT_ERROR line too long`).
     close_after_flush: bool,
+    /// The next request is held back until `out` drains below [`MAX_UNWRITTEN_BYTES`].
+    held: bool,
+    /// When the socket last took bytes of `out` (or `out` began), for the write timeout.
+    out_progress_ns: u64,
 }
 
 #[derive(Debug)]
@@ -76,6 +85,15 @@ pub(crate) enum Finished {
     More,
     /// Nothing waits and the input has ended: the connection can be closed.
     Ended,
+}
+
+/// What a flush of buffered answers left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flushed {
+    /// Bytes remain: wait for writability.
+    pub more: bool,
+    /// A held-back request may go now ([`Client::take_next`]).
+    pub release: bool,
 }
 
 /// What the net thread does with a request it has just read.
@@ -127,6 +145,11 @@ impl Client {
     /// be read again (it was paused and few enough requests wait now).
     pub fn take_next(&self) -> (Option<Pending>, bool) {
         let mut s = self.state();
+        if !s.pending.is_empty() && s.out.len() - s.out_at > MAX_UNWRITTEN_BYTES {
+            // Answers pile up unread: the next request waits for the client to read.
+            s.held = true;
+            return (None, false);
+        }
         let next = s.pending.pop_front();
         if next.is_none() {
             s.busy = false;
@@ -181,23 +204,77 @@ impl Client {
         Ok(())
     }
 
-    /// Write buffered bytes; true when some remain. Closes the connection's write side once
-    /// empty if an answer asked for it.
-    pub fn flush(&self) -> io::Result<bool> {
+    /// Write what the socket takes now and buffer the rest (behind anything already
+    /// buffered); true when bytes remain buffered (wait for writability, then [`Client::flush`]).
+    pub fn write_or_buffer(&self, bytes: &[u8]) -> io::Result<bool> {
+        let mut s = self.state();
+        if s.out_at < s.out.len() {
+            s.out.extend_from_slice(bytes);
+            return Ok(true);
+        }
+        let n = write_some(&self.stream, bytes)?;
+        if n < bytes.len() {
+            s.out.clear();
+            s.out.extend_from_slice(&bytes[n..]);
+            s.out_at = 0;
+            s.out_progress_ns = super::stats::now();
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Write buffered bytes. Closes the connection once empty if an answer asked for it.
+    pub fn flush(&self) -> io::Result<Flushed> {
         let mut s = self.state();
         while s.out_at < s.out.len() {
             let n = write_some(&self.stream, &s.out[s.out_at..])?;
             if n == 0 {
-                return Ok(true);
+                break;
             }
             s.out_at += n;
+            s.out_progress_ns = super::stats::now();
         }
+        let unwritten = s.out.len() - s.out_at;
+        let release = s.held && unwritten <= MAX_UNWRITTEN_BYTES;
+        if release {
+            s.held = false;
+        }
+        if unwritten == 0 {
+            s.out.clear();
+            s.out_at = 0;
+            if s.close_after_flush {
+                let _ = self.stream.shutdown(Shutdown::Both);
+            }
+        }
+        Ok(Flushed { more: unwritten > 0, release })
+    }
+
+    /// Answers buffered and not taken by the socket since `since_ns`: the client does not read.
+    pub fn stuck_since(&self, since_ns: u64) -> bool {
+        let s = self.state();
+        s.out_at < s.out.len() && s.out_progress_ns < since_ns
+    }
+
+    /// Give up on a client that does not read: drop its buffered answers and waiting requests
+    /// and close the connection (the net thread then sees its end).
+    pub fn abandon(&self) {
+        let mut s = self.state();
         s.out.clear();
         s.out_at = 0;
-        if s.close_after_flush {
-            let _ = self.stream.shutdown(Shutdown::Both);
+        s.pending.clear();
+        s.eof = true;
+        if s.held {
+            s.held = false;
+            s.busy = false;
         }
-        Ok(false)
+        drop(s);
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// Whether answers are buffered.
+    pub fn has_unwritten(&self) -> bool {
+        let s = self.state();
+        s.out_at < s.out.len()
     }
 
     /// Close the connection once buffered answers are written (now, if there are none).

@@ -23,15 +23,17 @@
 //! routing, answers, instrumentation ([`stats`]) - is the same code.
 //!
 //! Faults: a server that stays silent for the server timeout, closes, or sends bytes that are
-//! not a reply fails the requests waiting on it with `SERVER_ERROR backend ...`; its
-//! connection is dropped and reopened with exponential backoff (10 ms doubling to 1 s), and
-//! meanwhile retrievals go to the next server that is up (every value is on every server)
-//! while sets fail at once (a set is acknowledged only if every replica stored it).
+//! not a reply fails the requests waiting on it with `SERVER_ERROR backend ...`; the server is
+//! marked down for every thread ([`health`]) and its connections are reopened after an
+//! exponential backoff (10 ms doubling to 1 s); meanwhile retrievals go to the next server
+//! that is up (every value is on every server) while sets fail at once (a set is acknowledged
+//! only if every replica stored it).
 
-mod backoff;
 mod client;
 pub mod config;
 pub mod errors;
+mod event_loop;
+mod health;
 mod net_thread;
 mod reply;
 pub mod request;
@@ -55,10 +57,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Counts of one server, shared by every thread that talks to it.
+/// One server as every thread sees it: its health and its counts.
 #[derive(Debug)]
 pub(crate) struct ServerCounters {
     pub addr: SocketAddr,
+    pub health: health::Health,
     pub requests: AtomicU64,
     pub timeouts: AtomicU64,
     pub closed: AtomicU64,
@@ -71,6 +74,7 @@ impl ServerCounters {
     fn new(addr: SocketAddr) -> Self {
         ServerCounters {
             addr,
+            health: health::Health::default(),
             requests: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             closed: AtomicU64::new(0),
@@ -78,6 +82,12 @@ impl ServerCounters {
             unavailable: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
         }
+    }
+
+    /// Count `f` and mark the server down.
+    pub fn failed(&self, f: errors::Failure) {
+        self.health.failed(stats::now());
+        self.count_failure(f);
     }
 
     pub fn count_failure(&self, f: errors::Failure) {
@@ -222,7 +232,7 @@ struct HandOffBackend {
 }
 
 impl Backend for HandOffBackend {
-    fn dispatch(&mut self, _poller: &archlab_netio::Poller, job: Job) -> usize {
+    fn dispatch(&mut self, _poller: &archlab_netio::Poller, job: Job, _returns: &mut Vec<Arc<Client>>) -> usize {
         // The queue length the seed logs: this request and those still waiting before it.
         let length = self.sender.backlog() + 1;
         self.sender.send(job);
@@ -260,13 +270,7 @@ impl Middleware {
                 .map_err(io_err("start the worker threads"))?;
                 Box::new(HandOffBackend { sender })
             }
-            None => {
-                return Err(StartError::Config(ConfigError {
-                    parameter: "arch",
-                    allowed: "seed, ring, actor".into(),
-                    received: "event-loop (not built yet)".into(),
-                }))
-            }
+            None => Box::new(event_loop::EventLoop::new(shared.clone(), collector.recorder())),
         };
         let net = NetThread::new(listener, shared.clone(), backend, net_recorder)
             .map_err(io_err("set up the net thread's poller"))?;

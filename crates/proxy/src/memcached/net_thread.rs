@@ -38,8 +38,9 @@ const READ_BYTES: usize = 16 * 1024;
 /// Where the net thread puts requests.
 pub(crate) trait Backend: Send {
     /// Take `job` (its enqueue time is set); returns the queue length right after, this
-    /// request included.
-    fn dispatch(&mut self, poller: &Poller, job: super::client::Job) -> usize;
+    /// request included. A request finished at once (the event loop: every server it needs is
+    /// down) puts its client on `returns` if the net thread must see it again.
+    fn dispatch(&mut self, poller: &Poller, job: super::client::Job, returns: &mut Vec<Arc<Client>>) -> usize;
 
     /// An event of a token at or above [`BACKEND_BASE`]; clients whose request it finished
     /// and that need the net thread again go to `returns`.
@@ -179,7 +180,11 @@ impl NetThread {
         if ev.writable {
             let client = conn.client.clone();
             match client.flush() {
-                Ok(_) => {
+                Ok(flushed) => {
+                    if flushed.release {
+                        // Its held-back request goes now, as if just answered.
+                        self.returns.push(client.clone());
+                    }
                     if client.is_done() {
                         self.remove(slot);
                         return;
@@ -257,7 +262,8 @@ impl NetThread {
         let mut t = p.t;
         t.enqueue_ns = now();
         self.shared.dispatched();
-        let length = self.backend.dispatch(&self.poller, super::client::Job { client, op: p.op, t });
+        let job = super::client::Job { client, op: p.op, t };
+        let length = self.backend.dispatch(&self.poller, job, &mut self.returns);
         self.recorder.lock().unwrap().queue_length(length);
     }
 

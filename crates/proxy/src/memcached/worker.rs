@@ -11,7 +11,6 @@
 //! worker reconnects on a later request once the backoff allows, and until then routes
 //! retrievals around it and fails sets at once.
 
-use super::backoff::Backoff;
 use super::client::{Client, Job};
 use super::errors::{ErrorClass, Failure};
 use super::reply::{retrieval_answer, set_answer, Expect, ReplyKind, ReplyScan, ServerOutcome};
@@ -32,10 +31,11 @@ struct ServerLink {
     addr: SocketAddr,
     timeout: Duration,
     stream: Option<TcpStream>,
+    /// When `stream` was opened (a connection older than the server's last failure is reopened).
+    opened_ns: u64,
     /// `buf[..filled]`: received, not yet consumed.
     buf: Vec<u8>,
     filled: usize,
-    backoff: Backoff,
     connected_before: bool,
 }
 
@@ -45,21 +45,27 @@ impl ServerLink {
             addr,
             timeout,
             stream: None,
+            opened_ns: 0,
             buf: vec![0; INITIAL_BUFFER],
             filled: 0,
-            backoff: Backoff::default(),
             connected_before: false,
         }
     }
 
-    /// Connected, or allowed to try.
-    fn is_up(&self, now: Instant) -> bool {
-        self.stream.is_some() || self.backoff.wait_left(now).is_none()
+    /// Drop a connection opened before the server's last failure.
+    fn forget_if_outdated(&mut self, server: &ServerCounters) {
+        if self.stream.is_some() && server.health.outdated(self.opened_ns) {
+            self.stream = None;
+            self.filled = 0;
+        }
     }
 
-    fn connect(&mut self, counters: &ServerCounters) -> Result<(), Failure> {
-        let now = Instant::now();
-        if let Some(retry_in) = self.backoff.wait_left(now) {
+    /// Connect unless connected; refused while the server is down.
+    fn connect(&mut self, server: &ServerCounters) -> Result<(), Failure> {
+        if self.stream.is_some() {
+            return Ok(());
+        }
+        if let Some(retry_in) = server.health.wait_left(now()) {
             return Err(Failure::Unavailable { retry_in });
         }
         let setup = |s: &TcpStream| {
@@ -67,49 +73,47 @@ impl ServerLink {
             s.set_read_timeout(Some(self.timeout))?;
             s.set_write_timeout(Some(self.timeout))
         };
+        let opened_ns = now();
         match TcpStream::connect_timeout(&self.addr, self.timeout).and_then(|s| setup(&s).map(|_| s)) {
             Ok(s) => {
                 if self.connected_before {
-                    counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                    server.reconnects.fetch_add(1, Ordering::Relaxed);
                 }
                 self.connected_before = true;
                 self.stream = Some(s);
+                self.opened_ns = opened_ns;
                 self.filled = 0;
                 Ok(())
             }
             Err(_) => {
-                self.backoff.failed(now);
+                // Counted by the request that fails for it, if one does (a plan moves on).
+                server.health.failed(now());
                 Err(Failure::Unavailable { retry_in: Duration::ZERO })
             }
         }
     }
 
-    /// Drop the connection after `f` and wait before reconnecting.
-    fn fail(&mut self, f: Failure, counters: &ServerCounters) -> Failure {
-        counters.count_failure(f);
+    /// Drop the connection after `f`; the server is down for every worker.
+    fn fail(&mut self, f: Failure, server: &ServerCounters) -> Failure {
+        server.failed(f);
         if let Some(s) = self.stream.take() {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.filled = 0;
-        self.backoff.failed(Instant::now());
         f
     }
 
-    fn send(&mut self, bytes: &[u8], counters: &ServerCounters) -> Result<(), Failure> {
-        if self.stream.is_none() {
-            if let Err(f) = self.connect(counters) {
-                counters.count_failure(f);
-                return Err(f);
-            }
-        }
+    /// Write a request (connecting first if needed).
+    fn send(&mut self, bytes: &[u8], server: &ServerCounters) -> Result<(), Failure> {
+        self.connect(server).inspect_err(|&f| server.count_failure(f))?;
         let stream = self.stream.as_mut().expect("connected above");
         archlab_metrics::counters::count_write();
         match stream.write_all(bytes) {
             Ok(()) => {
-                counters.requests.fetch_add(1, Ordering::Relaxed);
+                server.requests.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(e) => Err(self.fail(io_failure(&e, self.timeout), counters)),
+            Err(e) => Err(self.fail(io_failure(&e, self.timeout), server)),
         }
     }
 
@@ -119,17 +123,17 @@ impl ServerLink {
         &mut self,
         expect: Expect,
         deadline: Instant,
-        counters: &ServerCounters,
+        server: &ServerCounters,
     ) -> Result<(ReplyKind, usize), Failure> {
         let mut scan = ReplyScan::default();
         loop {
             match scan.scan(&self.buf[..self.filled], expect) {
                 Ok(Some((len, kind))) => return Ok((kind, len)),
                 Ok(None) => {}
-                Err(why) => return Err(self.fail(Failure::Garbage(why), counters)),
+                Err(why) => return Err(self.fail(Failure::Garbage(why), server)),
             }
             if Instant::now() >= deadline {
-                return Err(self.fail(Failure::Timeout(self.timeout), counters));
+                return Err(self.fail(Failure::Timeout(self.timeout), server));
             }
             if self.filled == self.buf.len() {
                 self.buf.resize(self.buf.len() * 2, 0);
@@ -137,22 +141,22 @@ impl ServerLink {
             let stream = self.stream.as_mut().expect("a link that sent is connected");
             archlab_metrics::counters::count_read();
             match stream.read(&mut self.buf[self.filled..]) {
-                Ok(0) => return Err(self.fail(Failure::Closed, counters)),
+                Ok(0) => return Err(self.fail(Failure::Closed, server)),
                 Ok(n) => self.filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.fail(io_failure(&e, self.timeout), counters)),
+                Err(e) => return Err(self.fail(io_failure(&e, self.timeout), server)),
             }
         }
     }
 
     /// Drop a reply of `len` bytes that has been used. Bytes after it mean the server answered
     /// what it was not asked: the stream is out of step, so the connection is dropped.
-    fn consume(&mut self, len: usize, counters: &ServerCounters) {
+    fn consume(&mut self, len: usize, server: &ServerCounters) {
         if self.filled > len {
-            self.fail(Failure::Garbage("bytes after the reply"), counters);
+            self.fail(Failure::Garbage("bytes after the reply"), server);
         } else {
             self.filled = 0;
-            self.backoff.succeeded();
+            server.health.succeeded();
         }
     }
 }
@@ -181,8 +185,8 @@ impl Worker {
     pub fn new(shared: Arc<Shared>, recorder: SharedRecorder) -> Worker {
         let timeout = shared.config.server_timeout;
         let mut links: Vec<ServerLink> = shared.servers.iter().map(|s| ServerLink::new(s.addr, timeout)).collect();
-        for (link, counters) in links.iter_mut().zip(&shared.servers) {
-            let _ = link.connect(counters);
+        for (link, server) in links.iter_mut().zip(&shared.servers) {
+            let _ = link.connect(server);
         }
         Worker {
             shared,
@@ -243,16 +247,17 @@ impl Worker {
     }
 
     fn set(&mut self, s: &SetOp, t: &mut Timeline) -> Result<(RequestType, usize, usize), ErrorClass> {
-        let counters = &self.shared.servers;
+        let servers = &self.shared.servers;
         t.server_send_ns = now();
         self.results.clear();
-        for (link, c) in self.links.iter_mut().zip(counters) {
-            self.results.push(link.send(&s.wire, c).map(|_| (ReplyKind::Stored, 0)));
+        for (link, server) in self.links.iter_mut().zip(servers) {
+            link.forget_if_outdated(server);
+            self.results.push(link.send(&s.wire, server).map(|_| (ReplyKind::Stored, 0)));
         }
         let deadline = Instant::now() + self.shared.config.server_timeout;
-        for ((link, c), result) in self.links.iter_mut().zip(counters).zip(&mut self.results) {
+        for ((link, server), result) in self.links.iter_mut().zip(servers).zip(&mut self.results) {
             if result.is_ok() {
-                *result = link.receive(Expect::Storage, deadline, c);
+                *result = link.receive(Expect::Storage, deadline, server);
             }
         }
         t.server_recv_ns = now();
@@ -260,9 +265,9 @@ impl Worker {
         let links = &self.links;
         let outcomes = self.results.iter().zip(links).map(|(r, link)| (link.addr, outcome(r, link)));
         let class = set_answer(outcomes, &mut self.answer);
-        for ((link, c), result) in self.links.iter_mut().zip(counters).zip(&self.results) {
+        for ((link, server), result) in self.links.iter_mut().zip(servers).zip(&self.results) {
             if let Ok((_, len)) = result {
-                link.consume(*len, c);
+                link.consume(*len, server);
             }
         }
         match class {
@@ -271,27 +276,46 @@ impl Worker {
         }
     }
 
+    /// Plan a retrieval over the servers that are up and connect the planned ones; a server
+    /// that cannot be connected is down, and the plan is made again without it (nothing was
+    /// sent yet, so no request is lost to a reconnection attempt).
+    fn plan(&mut self, g: &RetrievalOp) -> Result<(), Failure> {
+        let servers = &self.shared.servers;
+        for (link, server) in self.links.iter_mut().zip(servers) {
+            link.forget_if_outdated(server);
+        }
+        loop {
+            let at = now();
+            let sharded = self.shared.config.sharded;
+            let planned = plan_retrieval(
+                g.key_count,
+                sharded,
+                g.server,
+                servers.len(),
+                |i| servers[i].health.is_up(at),
+                &mut self.parts,
+            );
+            if planned.is_none() {
+                let retry_in = servers[g.server].health.wait_left(at).unwrap_or_default();
+                return Err(Failure::Unavailable { retry_in });
+            }
+            let parts = &self.parts;
+            if parts.iter().all(|p| self.links[p.server].connect(&servers[p.server]).is_ok()) {
+                return Ok(());
+            }
+        }
+    }
+
     fn retrieval(&mut self, g: &RetrievalOp, t: &mut Timeline) -> Result<(RequestType, usize, usize), ErrorClass> {
+        let planned = self.plan(g);
         let counters = &self.shared.servers;
-        let at = Instant::now();
-        let links = &self.links;
-        let planned = plan_retrieval(
-            g.key_count,
-            self.shared.config.sharded,
-            g.server,
-            links.len(),
-            |i| links[i].is_up(at),
-            &mut self.parts,
-        );
         t.server_send_ns = now();
-        if planned.is_none() {
-            // Every server is waiting to be retried: fail at once, naming the chosen one.
-            let retry_in = links[g.server].backoff.wait_left(at).unwrap_or_default();
-            let f = Failure::Unavailable { retry_in };
+        if let Err(f) = planned {
+            // Every server is down: fail at once, naming the chosen one.
             counters[g.server].count_failure(f);
             t.server_recv_ns = now();
             self.answer.clear();
-            self.answer.extend_from_slice(&f.reply(links[g.server].addr));
+            self.answer.extend_from_slice(&f.reply(counters[g.server].addr));
             return Err(f.class());
         }
         self.results.clear();

@@ -38,7 +38,7 @@ pub fn start(config: MiddlewareConfig) -> Middleware {
 
 /// The architectures with their worker counts, as the tests run them.
 pub fn every_arch() -> Vec<(Arch, Option<usize>)> {
-    vec![(Arch::Seed, Some(4)), (Arch::Ring, Some(4)), (Arch::Actor, Some(4))]
+    vec![(Arch::Seed, Some(4)), (Arch::Ring, Some(4)), (Arch::Actor, Some(4)), (Arch::EventLoop, None)]
 }
 
 /// One element of a reply, owned.
