@@ -41,15 +41,16 @@ pub struct MiddlewareArgs {
     /// CPUs to run on, e.g. "1" or "2-3"; every thread of the middleware is pinned to them.
     #[arg(long, value_parser = parse_cpus)]
     cpus: Option<CpuList>,
-    /// Length of a statistics window (e.g. 5s, 500ms).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    window: Duration,
-    /// A server silent this long while a reply is due has failed (SERVER_ERROR to the client).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    server_timeout: Duration,
-    /// Largest value a set may carry, in bytes (memcached's -I; 1 KiB to 128 MiB).
-    #[arg(long, default_value_t = 1024 * 1024)]
-    max_item_bytes: usize,
+    /// Length of a statistics window (e.g. 5s, 500ms) [default: 5s]
+    #[arg(long, value_parser = parse_duration)]
+    window: Option<Duration>,
+    /// A server silent this long while a reply is due has failed (SERVER_ERROR to the client)
+    /// [default: 1s]
+    #[arg(long, value_parser = parse_duration)]
+    server_timeout: Option<Duration>,
+    /// Largest value a set may carry, in bytes (memcached's -I; 1 KiB to 128 MiB) [default: 1048576]
+    #[arg(long)]
+    max_item_bytes: Option<usize>,
     /// Write HDR interval logs (one per distribution and request type, one interval per window)
     /// into this directory.
     #[arg(long)]
@@ -86,16 +87,15 @@ fn print_stats(report: &StatsReport) {
 }
 
 pub fn run(a: MiddlewareArgs) -> Result<(), CliError> {
-    let config = MiddlewareConfig {
-        servers: a.servers,
-        arch: a.arch,
-        workers: a.workers,
-        sharded: a.sharded,
-        window: a.window,
-        server_timeout: a.server_timeout,
-        max_value_bytes: a.max_item_bytes,
-        stats_dir: a.stats_dir,
-    };
+    // The library owns the defaults; flags only override them.
+    let mut config = MiddlewareConfig::new(a.servers);
+    config.arch = a.arch;
+    config.workers = a.workers;
+    config.sharded = a.sharded;
+    config.window = a.window.unwrap_or(config.window);
+    config.server_timeout = a.server_timeout.unwrap_or(config.server_timeout);
+    config.max_value_bytes = a.max_item_bytes.unwrap_or(config.max_value_bytes);
+    config.stats_dir = a.stats_dir;
     config
         .validate()
         .map_err(|e| CliError::usage(e.to_string().replace("invalid ", "invalid --").replace('_', "-")))?;

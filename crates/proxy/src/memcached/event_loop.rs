@@ -189,7 +189,7 @@ impl EventLoop {
         self.shared.config.server_timeout
     }
 
-    /// Start connecting link `i` if it is not connected and the backoff allows.
+    /// Start connecting link `i` unless it is connected or its server is down.
     fn connect(&mut self, poller: &Poller, i: usize) -> Result<(), Failure> {
         let server = &self.shared.servers[i];
         let link = &mut self.links[i];

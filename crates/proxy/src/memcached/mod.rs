@@ -341,6 +341,20 @@ impl Middleware {
     }
 }
 
+impl Drop for Middleware {
+    /// A middleware dropped without [`Middleware::shutdown`] stops its net and statistics
+    /// threads (without waiting for them); its workers stay blocked on the empty hand-off.
+    fn drop(&mut self) {
+        if self.net.is_some() {
+            self.shared.stop.store(true, Ordering::Release);
+            let _ = self.shared.waker.wake();
+            let (lock, cv) = &*self.stats_stop;
+            *lock.lock().unwrap() = true;
+            cv.notify_all();
+        }
+    }
+}
+
 /// The statistics thread: close a window at each window boundary until stopped.
 fn rotate_windows(collector: &Mutex<Collector>, stop: &(Mutex<bool>, Condvar)) {
     let (lock, cv) = stop;

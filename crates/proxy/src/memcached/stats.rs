@@ -136,7 +136,7 @@ impl Recorder {
         self.split.add(t);
         self.keys += keys as u64;
         self.hits += hits as u64;
-        self.misses += (keys - hits) as u64;
+        self.misses += keys.saturating_sub(hits) as u64;
     }
 
     pub fn error(&mut self, class: ErrorClass) {
