@@ -96,15 +96,14 @@ def engine_path() -> Path:
 
 @pytest.fixture(scope="session")
 def native():
-    """The ``archlab._native`` extension; like the engine, required in CI, skipped locally."""
+    """The ``archlab._native`` extension, a required part of the package: a failure if absent."""
+    from archlab import contract
+    from archlab.errors import NativeMissing
+
     try:
-        from archlab import _native
-    except ImportError as e:
-        msg = f"archlab._native is required: {e}. Run `make build`."
-        if os.environ.get("CI"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return _native
+        return contract.native()
+    except NativeMissing as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture

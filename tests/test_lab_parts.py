@@ -13,7 +13,7 @@ from conftest import spec_text
 
 from archlab.errors import EngineNotFound
 from archlab.lab import engine as engine_module
-from archlab.lab.engine import Engine, find_engine
+from archlab.lab.engine import Engine, find_engine, serve_options
 from archlab.lab.probes import ProcSample, Rusage, context_switch_source, cost_between, read_proc, syscall_source
 from archlab.lab.progress import Progress
 from archlab.lab.summary import SummaryError, parse_summary
@@ -140,9 +140,14 @@ def test_command_lines(env, tmp_path):
     exp = parse_spec(spec_text(server="loops = 2", factors='architecture = ["netty"]\nworkload = ["/echo?size=64"]\nconcurrency = [8]'), "t", env)
     cell = exp.cells()[0]
     e = Engine(Path("archlab-engine"))
-    assert e.serve_argv(cell, exp.placement) == [
-        "archlab-engine", "serve", "--arch", "netty", "--host", "127.0.0.1", "--port", "0", "--loops", "2", "--cpus", "1",
+    assert e.serve_argv("netty", tmp_path / "o.json") == [
+        "archlab-engine", "serve", "--arch", "netty", "--host", "127.0.0.1", "--port", "0", "--options", str(tmp_path / "o.json"),
     ]  # fmt: skip
+    # The options, normalised by the data plane: the spec's and the placement's, then the
+    # server's defaults.
+    assert serve_options(cell, exp.placement) == {
+        "loops": 2, "cpus": "1", "db_pool": 10, "db_wait_ms": 1000, "max_body_bytes": 1024 * 1024, "nodelay": True,
+    }  # fmt: skip
     argv = e.load_argv("127.0.0.1:5000", cell, exp, tmp_path / "s.json", tmp_path / "h.log")
     flags = dict(zip(argv[2::2], argv[3::2]))
     assert argv[:2] == ["archlab-engine", "load"]

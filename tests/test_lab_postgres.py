@@ -22,7 +22,7 @@ import pytest
 from conftest import processes_with_token, spec_text, start_cli
 from test_lab_runner import wait_no_engine
 
-from archlab.lab.engine import Engine
+from archlab.lab.engine import serve_options
 from archlab.lab.processes import ProcessGroup
 from archlab.lab.services import needs_postgres, postgres
 from archlab.lab.session import run_spec
@@ -88,12 +88,12 @@ def test_rows_are_named_deterministically():
     assert postgres.expected_body(7) == '{"id":7,"firstName":"name-00000007"}'
 
 
-def test_serve_argv_passes_the_database_url(tmp_path):
+def test_server_options_pass_the_database_url(tmp_path):
     path = tmp_path / "spec.toml"
     path.write_text(spec_text(factors='architecture = ["blocking"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]'))
     exp, _ = load_spec(path)
-    argv = Engine(Path("/bin/engine")).serve_argv(exp.cells()[0], exp.placement, db="postgresql://a:b@127.0.0.1:9/c")
-    assert argv[argv.index("--db") + 1] == "postgresql://a:b@127.0.0.1:9/c"
+    options = serve_options(exp.cells()[0], exp.placement, db="postgresql://a:b@127.0.0.1:9/c")
+    assert options["db"] == "postgresql://a:b@127.0.0.1:9/c"
 
 
 def test_service_is_unprivileged_filled_and_removed(bindir, tmp_path, token):

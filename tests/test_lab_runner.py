@@ -61,7 +61,7 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
         assert r["read_syscalls_per_request"] >= 0 and r["write_syscalls_per_request"] >= 0
         assert r["peak_rss_kib"] > 0 and r["server_threads"] >= 1
         rep_dir = Path(r["summary_path"]).parent
-        for name in ("summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
+        for name in ("serve.options.json", "summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
             assert (rep_dir / name).is_file(), name
     assert progress.getvalue().count("\n") == 2 and "[2/2] blocking__echo-size-64__c2 rep 1:" in progress.getvalue()
     assert wait_no_engine(token) == []
@@ -71,8 +71,8 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
 class BadOptionEngine(Engine):
     """The real engine, asked to serve with an option it does not have."""
 
-    def serve_argv(self, cell, placement):
-        return [*super().serve_argv(cell, placement), "--bogus"]
+    def serve_argv(self, architecture, options_path):
+        return [*super().serve_argv(architecture, options_path), "--bogus"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import spec_text
 from test_lab_runner import wait_no_engine
 
-from archlab.lab.engine import Engine
+from archlab.lab.engine import Engine, serve_options
 from archlab.lab.runner import execute
 from archlab.lab.services import needs_downstream
 from archlab.lab.services.downstream import DOWNSTREAM_ARCHITECTURE, downstream_argv
@@ -33,9 +33,8 @@ def test_downstream_command_line(tmp_path):
     assert argv[:4] == ["/bin/engine", "serve", "--arch", DOWNSTREAM_ARCHITECTURE]
     assert argv[-2:] == ["--cpus", exp.placement.client_cpu_list]
     cell = exp.cells()[0]
-    served = Engine(Path("/bin/engine")).serve_argv(cell, exp.placement, downstream="127.0.0.1:9")
-    assert served[served.index("--downstream") + 1] == "127.0.0.1:9"
-    assert "--downstream" not in Engine(Path("/bin/engine")).serve_argv(cell, exp.placement)
+    assert serve_options(cell, exp.placement, downstream="127.0.0.1:9")["downstream"] == "127.0.0.1:9"
+    assert "downstream" not in serve_options(cell, exp.placement)
 
 
 def _write(tmp_path: Path, workload: str, arch: str = '["single-thread"]') -> Path:
@@ -60,8 +59,8 @@ def test_call_cell_runs_against_a_started_downstream(engine_path, tmp_path, toke
 
 @dataclass(frozen=True)
 class BadOptionEngine(Engine):
-    def serve_argv(self, cell, placement, downstream=None):
-        return [*super().serve_argv(cell, placement, downstream), "--bogus"]
+    def serve_argv(self, architecture, options_path):
+        return [*super().serve_argv(architecture, options_path), "--bogus"]
 
 
 def test_downstream_is_stopped_when_the_server_fails(engine_path, tmp_path, token):

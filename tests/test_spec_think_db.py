@@ -14,7 +14,7 @@ import pytest
 from conftest import ARCHITECTURES, CheckingRegistry, spec_text
 
 from archlab.errors import SpecError
-from archlab.lab.engine import DEFAULT_SEED, Engine
+from archlab.lab.engine import DEFAULT_SEED, Engine, serve_options
 from archlab.spec import SpecEnvironment, parse_spec
 from archlab.spec.model import DbSettings, ThinkTime
 from archlab.store import CellRecord, Store
@@ -223,30 +223,31 @@ def test_db_defaults_are_the_servers(db_env):
     assert exp.db is None and exp.db_settings == DbSettings(pool=10, wait_ms=1000, rows=10_000)
     assert "db" not in exp.to_dict()  # specs without [db] keep their hash
     exp = parse_db(db_env, "")
-    assert exp.db == DbSettings() and exp.to_dict()["db"] == {"pool": 10, "wait_ms": 1000, "rows": 10_000}
+    assert exp.db == DbSettings.defaults() and exp.to_dict()["db"] == {"pool": 10, "wait_ms": 1000, "rows": 10_000}
 
 
 def test_db_settings_reach_serve_for_db_cells_only(db_env):
     exp = parse_db(db_env, 'pool = 2\nwait = "250ms"\nrows = 500')
     assert exp.db == DbSettings(pool=2, wait_ms=250, rows=500)
     db_cell, echo_cell = exp.cells()
-    argv = ENGINE.serve_argv(db_cell, exp.placement, db="postgresql://a:b@127.0.0.1:9/c", db_settings=exp.db_settings)
-    f = flags(argv)
-    assert (f["--db"], f["--db-pool"], f["--db-wait-ms"]) == ("postgresql://a:b@127.0.0.1:9/c", "2", "250")
-    argv = ENGINE.serve_argv(echo_cell, exp.placement, db_settings=exp.db_settings)
-    assert not {"--db", "--db-pool", "--db-wait-ms"} & set(argv)
+    options = serve_options(db_cell, exp.placement, db="postgresql://a:b@127.0.0.1:9/c", db_settings=exp.db_settings)
+    assert (options["db"], options["db_pool"], options["db_wait_ms"]) == ("postgresql://a:b@127.0.0.1:9/c", 2, 250)
+    # Without a database the pool options keep the server's defaults (they mean nothing there).
+    options = serve_options(echo_cell, exp.placement, db_settings=exp.db_settings)
+    assert "db" not in options and (options["db_pool"], options["db_wait_ms"]) == (10, 1000)
 
 
 @pytest.mark.parametrize(
     ("db", "factors", "message"),
     [
-        pytest.param("pool = 0", DB_FACTORS, "db.pool: expected an integer in 1..=1024 (connections of the server's pool), got 0", id="pool-0"),
+        pytest.param("pool = 0", DB_FACTORS, "db.pool: expected an integer in 1..=1024, got 0 (connections of the server's pool)", id="pool-0"),
         pytest.param("pool = 1025", DB_FACTORS, "db.pool: expected an integer in 1..=1024", id="pool-big"),
         pytest.param('pool = "2"', DB_FACTORS, "db.pool: expected an integer in 1..=1024", id="pool-str"),
         pytest.param('wait = "0ms"', DB_FACTORS,
-                     "db.wait: expected a duration from 1ms to 60s in whole milliseconds, such as '1s' or '250ms', got '0ms'", id="wait-0"),
-        pytest.param('wait = "61s"', DB_FACTORS, "db.wait: expected a duration from 1ms to 60s", id="wait-big"),
-        pytest.param('wait = "1500us"', DB_FACTORS, "db.wait: expected a duration from 1ms to 60s in whole milliseconds", id="wait-fraction"),
+                     "db.wait: expected a duration in whole milliseconds, as the server's db_wait_ms (an integer in 1..=60000), got '0ms'",
+                     id="wait-0"),
+        pytest.param('wait = "61s"', DB_FACTORS, "db.wait: expected a duration in whole milliseconds, as the server's db_wait_ms (an integer in 1..=60000), got '61s'", id="wait-big"),
+        pytest.param('wait = "1500us"', DB_FACTORS, "db.wait: expected a duration in whole milliseconds, as the server's db_wait_ms", id="wait-fraction"),
         pytest.param('wait = "soon"', DB_FACTORS, "db.wait: expected a duration such as", id="wait-syntax"),
         pytest.param("rows = 0", DB_FACTORS, "db.rows: expected an integer in 1..=10,000,000 (rows of table emp), got 0", id="rows-0"),
         pytest.param("rows = 20", DB_FACTORS, "factors.workload: expected /db?id=N with N <= db.rows (20), got '/db?id=42'", id="id-beyond-rows"),

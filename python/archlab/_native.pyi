@@ -1,11 +1,21 @@
 """Type stub of ``archlab._native``, the PyO3 module built from ``crates/py``: conversions
 only, the work is done by the Rust crates. Invalid input raises ``ValueError``; for the
 simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` re-raises as
-:class:`archlab.errors.SpecError`."""
+:class:`archlab.errors.SpecError`; the option contracts raise :class:`OptionError`, a
+``ValueError`` that says the same with attributes (see :mod:`archlab.contract`)."""
 
 from typing import TypedDict
 
-__all__ = ["architectures", "check_workload", "mser", "simulate", "version"]
+__all__ = [
+    "OptionError",
+    "architectures",
+    "check_server",
+    "check_workload",
+    "mser",
+    "server_options_schema",
+    "simulate",
+    "version",
+]
 
 class _Architecture(TypedDict):
     name: str
@@ -20,11 +30,26 @@ class _Truncation(TypedDict):
     statistic: float
     at_limit: bool
 
+class OptionError(ValueError):
+    """An option refused by the data plane; ``args`` is ``(field, allowed, received, hint)``."""
+
+    field: str
+    allowed: str
+    received: str
+    hint: str
+
 def architectures() -> list[_Architecture]:
     """The registered server architectures, each with its name, description and option names."""
 
 def check_workload(target: str) -> None:
     """Validate a request target such as "/prime?n=27059"; raises ValueError if invalid."""
+
+def check_server(arch: str, options_json: str) -> str:
+    """Check architecture ``arch`` with the options of ``options_json``; returns them normalised
+    as JSON (what ``archlab-engine serve --options`` reads) or raises :class:`OptionError`."""
+
+def server_options_schema() -> str:
+    """The options of a server as JSON: a list of objects with name, flag, doc, allowed, default."""
 
 def version() -> str:
     """Version of the data-plane crates this module was built from."""

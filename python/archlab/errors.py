@@ -16,6 +16,7 @@ class InvalidValue(ArchlabError):
         self.parameter = parameter
         self.allowed = allowed
         self.received = received
+        self.hint = hint
         msg = f"{parameter}: expected {allowed}, got {received!r}"
         if hint:
             msg += f" ({hint})"
@@ -33,6 +34,10 @@ class SpecError(InvalidValue):
 
 class EngineNotFound(ArchlabError):
     """The archlab-engine binary is not built or not on PATH."""
+
+
+class NativeMissing(ArchlabError):
+    """The ``archlab._native`` extension is not built, or is older than the Python package."""
 
 
 class ProcessFailed(ArchlabError):

@@ -21,7 +21,7 @@ STUB = Path(archlab.__file__).parent / "_native.pyi"
 
 def test_stub_names_match_the_module():
     tree = ast.parse(STUB.read_text())
-    stubbed = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
     public = {name for name in dir(_native) if not name.startswith("_")}
     assert stubbed == public
 

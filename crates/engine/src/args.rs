@@ -1,8 +1,16 @@
-//! Value parsers shared by the subcommands: durations ("2s", "500ms", "1m", "1.5") and CPU lists.
+//! Value parsers shared by the subcommands: durations ("2s", "500ms", "1m", "1.5"), CPU lists, and
+//! the JSON documents of `--options` and `--params`.
 
 /// Parse a duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m` (default `s`).
 /// The load library owns the syntax, so that spec files and flags read durations alike.
 pub use archlab_load::parse_duration;
+
+/// The text of a JSON document given to `--options`/`--params`: a file, or `-` for stdin.
+pub fn read_document(option: &str, path: &std::path::Path) -> Result<String, crate::CliError> {
+    let read =
+        if path.as_os_str() == "-" { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
+    read.map_err(|e| crate::CliError::usage(format!("invalid --{option} {}: cannot read it ({e})", path.display())))
+}
 
 pub fn parse_cpus(s: &str) -> Result<archlab_netio::CpuList, String> {
     s.parse().map_err(|e: archlab_netio::CpuListError| e.to_string())

@@ -162,8 +162,30 @@ mod tests {
         }
     }
 
+    /// The calling thread's affinity as the kernel reports it in text, an oracle independent of
+    /// `sched_getaffinity` (which `allowed_cpus` uses).
+    fn kernel_cpus_allowed_list() -> String {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("Cpus_allowed_list");
+        line.trim().to_string()
+    }
+
     #[test]
-    fn pinning_to_cpu0_works() {
-        pin_current_thread(&[0]).unwrap();
+    fn pinning_sets_the_affinity_mask_the_kernel_reports() {
+        let allowed = allowed_cpus().unwrap();
+        let last = *allowed.ids().last().unwrap();
+        // In a thread of its own, so that the test harness's threads keep their mask.
+        std::thread::spawn(move || {
+            pin_current_thread(&[last]).unwrap();
+            assert_eq!(kernel_cpus_allowed_list(), last.to_string());
+            assert_eq!(allowed_cpus().unwrap().ids(), &[last]);
+            if let [a, b, ..] = *allowed.ids() {
+                pin_current_thread(&[a, b]).unwrap();
+                let expected = if b == a + 1 { format!("{a}-{b}") } else { format!("{a},{b}") };
+                assert_eq!(kernel_cpus_allowed_list(), expected);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -3,6 +3,7 @@
 //! workload parser are exposed so that experiment specs are validated against the very code
 //! that will run them.
 
+mod contract;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
@@ -46,5 +47,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
+    contract::register(m)?;
     Ok(())
 }

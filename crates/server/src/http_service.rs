@@ -37,7 +37,7 @@ pub struct Scratch {
 impl Scratch {
     /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`).
     pub fn new(options: &ServerOptions) -> Scratch {
-        let work = Context::new(options.downstream).with_db(options.db.clone());
+        let work = Context::new(options.downstream).with_db(options.database.clone());
         Scratch { body: Vec::new(), work, class: String::new() }
     }
 

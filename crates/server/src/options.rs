@@ -1,215 +1,192 @@
-//! Options every architecture is built from. Which options an architecture accepts is
-//! declared in the registry; an option given to an architecture that does not use it is an
-//! error, never silently ignored, and a value out of range is refused with the allowed values.
+//! The options of a server, defined once: name, type, allowed values, default and
+//! documentation of each in one declaration ([`ServerOptions`]), from which come the flags of
+//! `archlab-engine serve`, the JSON of `serve --options FILE` and of the Python side's
+//! `archlab._native.check_server`, the checks, and the schema the spec reads its `[server]` keys
+//! from. Adding an option is one line here (plus, for an option that only some architectures
+//! take, its name in their lists in the registry).
+//!
+//! Which options an architecture accepts is declared in the registry: the options with a name
+//! of their own ([`OptionName`]) are refused by an architecture that does not list them, never
+//! silently ignored; the others (CPUs, socket and HTTP settings, the workloads' services)
+//! apply to every architecture. A value out of range is refused with the allowed values,
+//! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
+use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use std::fmt;
+use archlab_work::{DbConfig, DbPool, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-/// The tunable options, by name (as on the command line, with `-` for `_`, and in specs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptionName {
-    /// Size of a worker pool (blocking pool, reactor workers, NIO2 completion pool).
-    Threads,
-    /// Number of event loops (netty, hybrid) or of rings, one thread each (io-uring).
-    Loops,
-    /// K: handler threads of a ring, actors of an actor system, threads of a SEDA stage.
-    Handlers,
-    /// Ring slots (a power of two).
-    RingSize,
-    /// Ring wait strategy: blocking | yielding | busy-spin.
-    Wait,
-    /// Ring dispatch: modulo | work-pool.
-    Dispatch,
-    /// Actor mailbox capacity.
-    Mailbox,
-    /// Actor dispatcher threads.
-    Dispatchers,
-    /// Items taken per dequeue (SEDA batching factor, actor throughput).
-    Batch,
-    /// Capacity of each SEDA stage queue.
-    QueueCapacity,
-    /// Netty's write-spin limit: write calls per flush round.
-    WriteSpin,
-    /// SO_SNDBUF of accepted connections, bytes (Linux doubles it).
-    SendBuffer,
-    /// SO_RCVBUF of accepted connections, bytes (Linux doubles it).
-    RecvBuffer,
-    /// N of the N-copy model: single-threaded copies, one SO_REUSEPORT listener each.
-    Copies,
+pub use archlab_options::{OptionError, OptionInfo};
+
+/// Sizes of pools, loops, handlers, batches, copies.
+const COUNT: Int<usize> = Int::new(1, 65_536);
+/// Bounds of queues and mailboxes (2^24 items).
+const CAPACITY: Int<usize> = Int::new(1, 1 << 24);
+/// SO_SNDBUF / SO_RCVBUF in bytes.
+const SOCKET_BUFFER: Int<usize> = Int::new(1024, 1 << 30);
+
+archlab_options::option_set! {
+    /// What a server architecture is built from: the options of `archlab-engine serve`.
+    pub struct ServerOptions names OptionName {
+        /// Worker pool size (architectures with a pool).
+        threads: Option<usize> = None, COUNT, named Threads;
+        /// Number of event loops (netty, hybrid) or of io_uring rings, one thread each (io-uring).
+        loops: Option<usize> = None, COUNT, named Loops;
+        /// Handlers K of a ring, actors of an actor system, threads per SEDA stage (default 4).
+        handlers: Option<usize> = None, COUNT, named Handlers;
+        /// Ring slots, a power of two (default 1024).
+        ring_size: Option<usize> = None, PowerOfTwo { min: 2, max: 1 << 24 }, named RingSize;
+        /// Ring wait strategy: blocking (default), yielding, busy-spin.
+        wait: Option<WaitStrategy> = None, Choice { all: &WaitStrategy::ALL, name: WaitStrategy::as_str }, named Wait;
+        /// Ring dispatch: modulo or work-pool (default modulo; work-pool behind a blocking front-end).
+        dispatch: Option<Dispatch> = None, Choice { all: &Dispatch::ALL, name: Dispatch::as_str }, named Dispatch;
+        /// Actor mailbox capacity (default 1024).
+        mailbox: Option<usize> = None, CAPACITY, named Mailbox;
+        /// Actor dispatcher threads (default: one per actor).
+        dispatchers: Option<usize> = None, COUNT, named Dispatchers;
+        /// Items per dequeue: SEDA batching factor (default 1), actor throughput (default 5).
+        batch: Option<usize> = None, COUNT, named Batch;
+        /// Capacity of each SEDA stage queue (default 1024).
+        queue_capacity: Option<usize> = None, CAPACITY, named QueueCapacity;
+        /// Netty's write-spin limit: write calls per flush round (default 16).
+        write_spin: Option<usize> = None, COUNT, named WriteSpin;
+        /// SO_SNDBUF of accepted connections, bytes (Linux doubles it).
+        sndbuf: Option<usize> = None, SOCKET_BUFFER, named SendBuffer;
+        /// SO_RCVBUF of accepted connections, bytes (Linux doubles it).
+        rcvbuf: Option<usize> = None, SOCKET_BUFFER, named RecvBuffer;
+        /// N-copy model: number of single-thread copies (ncopy; default one per CPU).
+        copies: Option<usize> = None, COUNT, named Copies;
+        /// CPUs to run on, e.g. "1" or "2-3"; the whole process is pinned to them, threads
+        /// pinned one by one are spread over them.
+        cpus: Option<CpuList> = None, Text::<CpuList>::of("a CPU list such as 1, 0-1 or 0,2-3", "CPUS");
+        /// Largest request body accepted, in bytes (larger -> 413).
+        limits as max_body_bytes: Limits = Limits::default(), BodyLimit;
+        /// TCP_NODELAY on accepted connections, so that responses go out at once (`--no-nodelay`
+        /// turns it off).
+        nodelay: bool = true, NoFlag;
+        /// Downstream HTTP service of `/call?ms=M` (an `archlab-engine serve --arch sync` that
+        /// answers `/delay?ms=M`), as HOST:PORT; without it `/call` answers 503.
+        downstream: Option<SocketAddr> = None,
+            Text::<SocketAddr>::of("HOST:PORT with a numeric host, e.g. 127.0.0.1:8081", "HOST:PORT");
+        /// PostgreSQL database of `/db?id=N`, as postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME
+        /// (HOST an IP address or localhost); its table `emp(id, first_name)` is looked up by id.
+        /// Without it `/db` answers 503.
+        db: Option<DbConfig> = None, Text::<DbConfig> {
+            allowed: archlab_work::DB_URL_FORM,
+            value_name: "URL",
+            parse: |s| DbConfig::from_url(s).map_err(str::to_string),
+            show: DbConfig::url,
+        };
+        /// Connections of the `/db` pool, opened at start-up and shared by every thread (with `db`;
+        /// HikariCP's default).
+        db_pool: usize = DB_POOL_DEFAULT, Int::<usize>::new(1, DB_POOL_MAX as u64);
+        /// How long a `/db` request waits for a free connection before answering 503, in ms
+        /// (with `db`).
+        db_wait_ms: u64 = DB_WAIT_DEFAULT_MS, Int::<u64>::new(1, DB_WAIT_MAX_MS);
+        /// An option that exists only in builds with the `contract-probe` feature and does
+        /// nothing: the test that an option declared here reaches specs and the engine without
+        /// any change to the Python side.
+        #[cfg(feature = "contract-probe")]
+        contract_probe: Option<usize> = None, COUNT;
+    }
+    runtime {
+        /// The `/db` pool opened from `db` (by `archlab-engine serve` before it listens), shared
+        /// by every thread of the process.
+        database: Option<Arc<DbPool>> = None;
+    }
 }
 
+/// Options every architecture accepts (socket options of accepted connections).
 impl OptionName {
-    pub const ALL: [OptionName; 14] = [
-        OptionName::Threads,
-        OptionName::Loops,
-        OptionName::Handlers,
-        OptionName::RingSize,
-        OptionName::Wait,
-        OptionName::Dispatch,
-        OptionName::Mailbox,
-        OptionName::Dispatchers,
-        OptionName::Batch,
-        OptionName::QueueCapacity,
-        OptionName::WriteSpin,
-        OptionName::SendBuffer,
-        OptionName::RecvBuffer,
-        OptionName::Copies,
-    ];
-
-    /// Options every architecture accepts (socket options of accepted connections).
     pub const COMMON: [OptionName; 2] = [OptionName::SendBuffer, OptionName::RecvBuffer];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OptionName::Threads => "threads",
-            OptionName::Loops => "loops",
-            OptionName::Handlers => "handlers",
-            OptionName::RingSize => "ring_size",
-            OptionName::Wait => "wait",
-            OptionName::Dispatch => "dispatch",
-            OptionName::Mailbox => "mailbox",
-            OptionName::Dispatchers => "dispatchers",
-            OptionName::Batch => "batch",
-            OptionName::QueueCapacity => "queue_capacity",
-            OptionName::WriteSpin => "write_spin",
-            OptionName::SendBuffer => "sndbuf",
-            OptionName::RecvBuffer => "rcvbuf",
-            OptionName::Copies => "copies",
-        }
-    }
-
-    /// The allowed values, for messages; `check` enforces them.
-    pub fn allowed(self) -> &'static str {
-        match self {
-            OptionName::Wait => "one of blocking, yielding, busy-spin",
-            OptionName::Dispatch => "one of modulo, work-pool",
-            OptionName::RingSize => "a power of two in 2..=16777216",
-            OptionName::Mailbox | OptionName::QueueCapacity => "an integer in 1..=16777216",
-            OptionName::SendBuffer | OptionName::RecvBuffer => "an integer in 1024..=1073741824",
-            _ => "an integer in 1..=65536",
-        }
-    }
-
-    /// Whether a numeric value is allowed (Wait and Dispatch are typed, so always valid).
-    pub fn check(self, value: usize) -> bool {
-        match self {
-            OptionName::Wait | OptionName::Dispatch => true,
-            OptionName::RingSize => value.is_power_of_two() && (2..=1 << 24).contains(&value),
-            OptionName::Mailbox | OptionName::QueueCapacity => (1..=1 << 24).contains(&value),
-            OptionName::SendBuffer | OptionName::RecvBuffer => (1024..=1 << 30).contains(&value),
-            _ => (1..=65_536).contains(&value),
-        }
-    }
-}
-
-impl fmt::Display for OptionName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An option's value as given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OptionValue {
-    Count(usize),
-    Wait(WaitStrategy),
-    Dispatch(Dispatch),
-}
-
-impl fmt::Display for OptionValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OptionValue::Count(n) => write!(f, "{n}"),
-            OptionValue::Wait(w) => f.write_str(w.as_str()),
-            OptionValue::Dispatch(d) => f.write_str(d.as_str()),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    pub threads: Option<usize>,
-    pub loops: Option<usize>,
-    pub handlers: Option<usize>,
-    pub ring_size: Option<usize>,
-    pub wait: Option<WaitStrategy>,
-    pub dispatch: Option<Dispatch>,
-    pub mailbox: Option<usize>,
-    pub dispatchers: Option<usize>,
-    pub batch: Option<usize>,
-    pub queue_capacity: Option<usize>,
-    pub write_spin: Option<usize>,
-    pub sndbuf: Option<usize>,
-    pub rcvbuf: Option<usize>,
-    /// N-copy model: number of copies (default: one per CPU of the server).
-    pub copies: Option<usize>,
-    /// CPUs the server runs on; threads that are pinned individually are spread over them.
-    pub cpus: Option<CpuList>,
-    pub limits: Limits,
-    /// TCP_NODELAY on accepted connections (default on: responses go out at once).
-    pub nodelay: bool,
-    /// The downstream HTTP service of `/call?ms=` (`--downstream HOST:PORT`); without it
-    /// `/call` answers 503.
-    pub downstream: Option<std::net::SocketAddr>,
-    /// The connection pool of `/db?id=` (`--db URL`), shared by every thread of the process;
-    /// without it `/db` answers 503.
-    pub db: Option<std::sync::Arc<archlab_work::DbPool>>,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            threads: None,
-            loops: None,
-            handlers: None,
-            ring_size: None,
-            wait: None,
-            dispatch: None,
-            mailbox: None,
-            dispatchers: None,
-            batch: None,
-            queue_capacity: None,
-            write_spin: None,
-            sndbuf: None,
-            rcvbuf: None,
-            copies: None,
-            cpus: None,
-            limits: Limits::default(),
-            nodelay: true,
-            downstream: None,
-            db: None,
-        }
-    }
 }
 
 impl ServerOptions {
-    pub fn get(&self, name: OptionName) -> Option<OptionValue> {
-        let count = |v: Option<usize>| v.map(OptionValue::Count);
-        match name {
-            OptionName::Threads => count(self.threads),
-            OptionName::Loops => count(self.loops),
-            OptionName::Handlers => count(self.handlers),
-            OptionName::RingSize => count(self.ring_size),
-            OptionName::Wait => self.wait.map(OptionValue::Wait),
-            OptionName::Dispatch => self.dispatch.map(OptionValue::Dispatch),
-            OptionName::Mailbox => count(self.mailbox),
-            OptionName::Dispatchers => count(self.dispatchers),
-            OptionName::Batch => count(self.batch),
-            OptionName::QueueCapacity => count(self.queue_capacity),
-            OptionName::WriteSpin => count(self.write_spin),
-            OptionName::SendBuffer => count(self.sndbuf),
-            OptionName::RecvBuffer => count(self.rcvbuf),
-            OptionName::Copies => count(self.copies),
-        }
-    }
-
     /// Number of CPUs the server may use: the pinned list, else the CPUs this process may run on.
     pub fn cpu_count(&self) -> usize {
         match &self.cpus {
             Some(l) => l.ids().len(),
             None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         }
+    }
+}
+
+/// `max_body_bytes`: the body limit of the HTTP parser's [`Limits`] (the other limits keep
+/// their defaults).
+#[derive(Clone, Copy)]
+struct BodyLimit;
+
+impl Kind for BodyLimit {
+    type Value = Limits;
+    fn allowed(&self) -> String {
+        "an integer >= 0 (bytes)".into()
+    }
+    fn value_name(&self) -> &'static str {
+        "BYTES"
+    }
+    fn parse(&self, text: &str) -> Result<Limits, String> {
+        let bytes = text.trim().parse().map_err(|_| String::new())?;
+        Ok(Limits { max_body_bytes: bytes, ..Limits::default() })
+    }
+    fn parse_json(&self, v: &Value) -> Result<Limits, String> {
+        let bytes = v.as_u64().and_then(|b| usize::try_from(b).ok()).ok_or_else(String::new)?;
+        Ok(Limits { max_body_bytes: bytes, ..Limits::default() })
+    }
+    fn to_json(&self, v: &Limits) -> Value {
+        Value::from(v.max_body_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flags_and_json_read_the_same_options() {
+        let o = ServerOptions::from_json(
+            r#"{"threads": 3, "wait": "busy-spin", "cpus": "0-1", "max_body_bytes": 10, "nodelay": false,
+                "db": "postgresql://u:p%20w@127.0.0.1:5/d", "db_pool": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (o.threads, o.wait, o.limits.max_body_bytes, o.nodelay),
+            (Some(3), Some(WaitStrategy::BusySpin), 10, false)
+        );
+        assert_eq!(o.db.as_ref().unwrap().password.as_deref(), Some("p w"));
+        let back = ServerOptions::from_json(&o.to_json().to_string()).unwrap();
+        assert_eq!(back.to_json(), o.to_json());
+        assert_eq!(o.to_json()["db"], json!("postgresql://u:p%20w@127.0.0.1:5/d"));
+        assert_eq!(o.to_json()["db_wait_ms"], json!(1000));
+        assert!(o.is_set(OptionName::Wait) && !o.is_set(OptionName::Loops));
+    }
+
+    #[test]
+    fn refusals_name_the_option_allowed_values_and_value() {
+        let e = ServerOptions::from_json(r#"{"ring_size": 1000}"#).unwrap_err();
+        assert_eq!(e.to_string(), "ring_size: expected a power of two in 2..=16777216, got 1000");
+        let e = ServerOptions::from_json(r#"{"wait": "spin"}"#).unwrap_err();
+        assert_eq!(e.to_string(), r#"wait: expected one of blocking, yielding, busy-spin, got "spin""#);
+        let e = ServerOptions::from_json(r#"{"db": "mysql://x"}"#).unwrap_err();
+        assert_eq!(e.hint, "the scheme must be postgresql://");
+        let e = ServerOptions::from_json(r#"{"db_wait_ms": 0}"#).unwrap_err();
+        assert_eq!(e.to_string(), "db_wait_ms: expected an integer in 1..=60000, got 0");
+    }
+
+    #[test]
+    fn the_schema_lists_every_option_with_its_doc() {
+        let schema = ServerOptions::schema();
+        let names: Vec<&str> = schema.iter().map(|o| o.name).collect();
+        assert_eq!(names, ServerOptions::names());
+        for name in OptionName::ALL {
+            assert!(names.contains(&name.as_str()), "{name}");
+        }
+        assert!(schema.iter().all(|o| !o.doc.is_empty()));
+        let pool = schema.iter().find(|o| o.name == "db_pool").unwrap();
+        assert_eq!(pool.default, Some(json!(DB_POOL_DEFAULT)));
     }
 }

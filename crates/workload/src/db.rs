@@ -81,25 +81,28 @@ impl DbConfig {
     /// Parse `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME` (also `postgres://`); user,
     /// password and database name may be percent-encoded. Errors give the allowed form.
     pub fn parse(url: &str) -> Result<DbConfig, String> {
-        let bad = |why: &str| format!("expected {DB_URL_FORM}, got {url:?} ({why})");
+        DbConfig::from_url(url).map_err(|why| format!("expected {DB_URL_FORM}, got {url:?} ({why})"))
+    }
+
+    /// As [`DbConfig::parse`], the error saying only what is wrong with `url`.
+    pub fn from_url(url: &str) -> Result<DbConfig, &'static str> {
         let rest = url
             .strip_prefix("postgresql://")
             .or_else(|| url.strip_prefix("postgres://"))
-            .ok_or_else(|| bad("the scheme must be postgresql://"))?;
+            .ok_or("the scheme must be postgresql://")?;
         if rest.contains('?') || rest.contains('#') {
-            return Err(bad("no ?options or #fragment are accepted"));
+            return Err("no ?options or #fragment are accepted");
         }
-        let (userinfo, rest) = rest.rsplit_once('@').ok_or_else(|| bad("USER@ is missing"))?;
+        let (userinfo, rest) = rest.rsplit_once('@').ok_or("USER@ is missing")?;
         let (user, password) = match userinfo.split_once(':') {
-            Some((u, p)) => (u, Some(decode(p).ok_or_else(|| bad("bad %-escape in the password"))?)),
+            Some((u, p)) => (u, Some(decode(p).ok_or("bad %-escape in the password")?)),
             None => (userinfo, None),
         };
-        let user = decode(user).filter(|u| !u.is_empty()).ok_or_else(|| bad("USER is empty or badly %-escaped"))?;
-        let (hostport, dbname) = rest.split_once('/').ok_or_else(|| bad("/DBNAME is missing"))?;
-        let dbname =
-            decode(dbname).filter(|d| !d.is_empty()).ok_or_else(|| bad("DBNAME is empty or badly %-escaped"))?;
+        let user = decode(user).filter(|u| !u.is_empty()).ok_or("USER is empty or badly %-escaped")?;
+        let (hostport, dbname) = rest.split_once('/').ok_or("/DBNAME is missing")?;
+        let dbname = decode(dbname).filter(|d| !d.is_empty()).ok_or("DBNAME is empty or badly %-escaped")?;
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let (h, p) = v6.split_once(']').ok_or_else(|| bad("unclosed [ in the host"))?;
+            let (h, p) = v6.split_once(']').ok_or("unclosed [ in the host")?;
             // After `]`: nothing, or `:PORT` (anything else fails as a bad PORT below).
             (h, if p.is_empty() { None } else { Some(p.strip_prefix(':').unwrap_or(p)) })
         } else {
@@ -110,14 +113,34 @@ impl DbConfig {
         };
         let ip: IpAddr = match host {
             "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            h => h.parse().map_err(|_| bad("HOST must be an IP address or localhost"))?,
+            h => h.parse().map_err(|_| "HOST must be an IP address or localhost")?,
         };
         let port = match port {
             None => DEFAULT_PORT,
-            Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("PORT must be in 1..=65535"))?,
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or("PORT must be in 1..=65535")?,
         };
         Ok(DbConfig { addr: SocketAddr::new(ip, port), user, password, dbname })
     }
+
+    /// The whole URL, password included (percent-encoded), which [`DbConfig::parse`] reads back:
+    /// for handing the configuration to another process. `Display` leaves the password out.
+    pub fn url(&self) -> String {
+        let password = self.password.as_deref().map(|p| format!(":{}", encode(p))).unwrap_or_default();
+        format!("postgresql://{}{password}@{}/{}", encode(&self.user), self.addr, encode(&self.dbname))
+    }
+}
+
+/// Percent-encoding of one URL component: everything but unreserved characters is escaped.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Percent-decoding of one URL component; `None` for a malformed escape or invalid UTF-8.
@@ -463,6 +486,8 @@ mod tests {
         // The password never shows.
         assert_eq!(c.to_string(), "postgresql://archlab@127.0.0.1:5433/lab");
         assert_eq!(format!("{c:?}"), c.to_string());
+        assert_eq!(DbConfig::parse(&c.url()).unwrap(), c, "{}", c.url());
+        assert_eq!(c.url(), "postgresql://archlab:s%40cret@127.0.0.1:5433/lab");
         let c = DbConfig::parse("postgres://u@localhost/d").unwrap();
         assert_eq!((c.addr, c.password), ("127.0.0.1:5432".parse().unwrap(), None));
         let c = DbConfig::parse("postgresql://u@[::1]:6000/d").unwrap();

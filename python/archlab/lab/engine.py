@@ -1,8 +1,9 @@
 """The control plane's view of the data plane: where the ``archlab-engine`` binary is, what it
-says about itself, and the exact command lines of its ``serve`` and ``load`` subcommands (the
-one place in Python that spells them). :class:`DataPlaneRegistry` answers spec validation's
-questions (architectures, workload check) through the ``archlab._native`` extension when it is
-built, and through the binary otherwise."""
+says about itself, what each process of a cell is given (:func:`serve_options`: a server's
+options, checked and normalised by the data plane, as the JSON ``serve --options`` reads) and the
+command lines that start them (the one place in Python that spells them).
+:class:`DataPlaneRegistry` answers spec validation's questions (architectures, workload check)
+through the ``archlab._native`` extension, a required part of the package."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
+from archlab import contract
 from archlab.errors import EngineNotFound, ProcessFailed
 from archlab.spec.model import Cell, DbSettings, Experiment, Placement
 from archlab.spec.registry import ArchitectureInfo
@@ -91,26 +93,16 @@ class Engine:
             raise ProcessFailed(f"{BINARY} architectures --json", f"printed invalid JSON ({e})") from None
         return tuple(ArchitectureInfo.from_mapping(item) for item in items)
 
-    def serve_argv(
-        self, cell: Cell, placement: Placement, downstream: str | None = None, db: str | None = None,
-        db_settings: DbSettings | None = None,
-    ) -> list[str]:  # fmt: skip
-        """``downstream``: HOST:PORT of the service ``/call`` calls; ``db``: the
-        ``postgresql://`` URL of ``/db``'s database (see :mod:`archlab.lab.services`), with the
-        pool and wait of ``db_settings`` (the spec's ``[db]``; the server's defaults if None)."""
-        argv = [str(self.path), "serve", "--arch", cell.architecture, "--host", "127.0.0.1", "--port", "0"]
-        if downstream is not None:
-            argv += ["--downstream", downstream]
-        if db is not None:
-            settings = db_settings or DbSettings()
-            argv += ["--db", db, "--db-pool", str(settings.pool), "--db-wait-ms", str(settings.wait_ms)]
-        if cell.threads is not None:
-            argv += ["--threads", str(cell.threads)]
-        if cell.loops is not None:
-            argv += ["--loops", str(cell.loops)]
-        for name, value in cell.server_options:
-            argv += ["--" + name.replace("_", "-"), str(value)]
-        return argv + ["--cpus", placement.server_cpu_list]
+    def serve_argv(self, architecture: str, options_path: Path) -> list[str]:
+        """``serve`` of ``architecture`` on a free loopback port, with the options of the JSON
+        file ``options_path`` (written from :func:`serve_options`)."""
+        return [
+            str(self.path), "serve",
+            "--arch", architecture,
+            "--host", "127.0.0.1",
+            "--port", "0",
+            "--options", str(options_path),
+        ]  # fmt: skip
 
     def load_argv(
         self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path,
@@ -165,6 +157,28 @@ class Engine:
         return argv
 
 
+def serve_options(
+    cell: Cell, placement: Placement, downstream: str | None = None, db: str | None = None, db_settings: DbSettings | None = None
+) -> dict:
+    """The options of the server of ``cell``, checked and normalised by the data plane (the JSON
+    object ``archlab-engine serve --options`` reads): the spec's ``[server]`` options and
+    levels, the server CPUs, and the services the workload uses: ``downstream`` (HOST:PORT of
+    the service ``/call`` calls) and ``db`` (the ``postgresql://`` URL of ``/db``'s database,
+    with the pool and wait of ``db_settings``, the spec's ``[db]``)."""
+    options: dict[str, object] = dict(cell.server_options)
+    if cell.threads is not None:
+        options["threads"] = cell.threads
+    if cell.loops is not None:
+        options["loops"] = cell.loops
+    options["cpus"] = placement.server_cpu_list
+    if downstream is not None:
+        options["downstream"] = downstream
+    if db is not None:
+        settings = db_settings or DbSettings.defaults()
+        options.update(db=db, db_pool=settings.pool, db_wait_ms=settings.wait_ms)
+    return contract.check_server(cell.architecture, options)
+
+
 def _rate(value: float | None) -> str:
     """A rate as the engine parses it: plain decimal, never an exponent."""
     assert value is not None and value > 0
@@ -172,35 +186,16 @@ def _rate(value: float | None) -> str:
 
 
 class DataPlaneRegistry:
-    """:class:`archlab.spec.Registry` backed by the data plane of this checkout."""
+    """:class:`archlab.spec.Registry` backed by the data plane of this checkout, through
+    ``archlab._native`` (a missing or outdated extension is a clear error, never a fallback)."""
 
-    def __init__(self, engine: Engine | None = None):
-        self._engine = engine
+    def __init__(self) -> None:
         self._architectures: tuple[ArchitectureInfo, ...] | None = None
-
-    @staticmethod
-    def _native():
-        try:
-            from archlab import _native  # built by `maturin develop`
-        except ImportError:
-            return None
-        return _native
 
     def architectures(self) -> Sequence[ArchitectureInfo]:
         if self._architectures is None:
-            native = self._native()
-            if native is not None and hasattr(native, "architectures"):
-                self._architectures = tuple(ArchitectureInfo.from_mapping(a) for a in native.architectures())
-            else:
-                self._architectures = (self._engine or Engine.locate()).architectures()
+            self._architectures = tuple(ArchitectureInfo.from_mapping(a) for a in contract.native().architectures())
         return self._architectures
 
     def check_workload(self, target: str) -> None:
-        native = self._native()
-        if native is not None and hasattr(native, "check_workload"):
-            native.check_workload(target)
-            return
-        # Without the extension only the shape can be checked here; the runner's health check
-        # (a GET of the workload that must answer 200) then catches a bad parameter per cell.
-        if not target.startswith("/"):
-            raise ValueError(f"workload target must start with '/', got {target!r}")
+        contract.native().check_workload(target)

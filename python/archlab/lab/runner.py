@@ -18,7 +18,7 @@ from typing import TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed
 from archlab.lab import probes
-from archlab.lab.engine import Engine
+from archlab.lab.engine import Engine, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
 from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
@@ -55,6 +55,11 @@ class RepFiles:
     def records(self) -> Path:
         """Raw per-request records (``load --records``), when the spec keeps them."""
         return self.directory / "records.bin"
+
+    @property
+    def serve_options(self) -> Path:
+        """The server's options, as ``archlab-engine serve --options`` read them."""
+        return self.directory / "serve.options.json"
 
     @property
     def server_stderr(self) -> Path:
@@ -178,8 +183,9 @@ def _measure(
                 raise database.process.failure("exited during the run")
             services["db"] = database.url
             services["db_settings"] = exp.db_settings  # [db] pool and wait
-        server_argv = engine.serve_argv(cell, exp.placement, **services)  # type: ignore[arg-type]
-        server = group.start("server", server_argv, files.server_stderr)
+        options = serve_options(cell, exp.placement, **services)  # type: ignore[arg-type]
+        files.serve_options.write_text(json.dumps(options, indent=2) + "\n")
+        server = group.start("server", engine.serve_argv(cell.architecture, files.serve_options), files.server_stderr)
         try:
             host, port = _listening_address(server, config.ready_timeout_s)
             _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)

@@ -9,15 +9,18 @@ field, the allowed values and the value received. The spec's vocabulary:
 (default "3s"); ``[factors]`` architecture, workload (required), the load level of the model
 (concurrency for "closed", rate for "open", session_rate for "partly-open"), threads, loops,
 think_time (optional), each a non-empty list, crossed in a full factorial design; ``[server]``
-threads, loops fixed for every cell; ``[load]`` model ("closed", "open" or "partly-open"),
+any option of the data plane's servers (``archlab-engine serve --help``: threads, loops,
+ring_size, wait, ...; all but the CPUs, services and pool the lab sets itself), fixed for every
+cell and checked by the data plane per architecture; ``[load]`` model ("closed", "open" or "partly-open"),
 timeout, records, seed (whenever something is drawn at random), and each model's own keys:
 think_time (closed, partly-open; "5ms" constant, "exp:5ms" exponential with that mean or
 "uniform:2ms-8ms", also as factor levels); schedule, connections, max_connections (open,
 partly-open); requests_per_session, session_connection (partly-open). A key of another model is
 refused; ``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the
-others); ``[db]`` pool (1..=1024, default 10), wait (a duration, whole ms from 1ms to 60s, default
-"1s") and rows (default 10,000) of the ``/db`` workload's connection pool and table, refused when
-no workload is ``/db``.
+others); ``[db]`` pool (the server's ``db_pool``), wait (a duration in whole ms, the server's
+``db_wait_ms``) and rows (default 10,000) of the ``/db`` workload's connection pool and table,
+refused when no workload is ``/db``. Ranges and defaults of the server's options are the data
+plane's, read through ``archlab._native`` (see :mod:`archlab.contract`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ __all__ = [
 
 def parse_spec(text: str, source: str = "<spec>", env: SpecEnvironment | None = None) -> Experiment:
     """Validate spec text. Without ``env``, checks against the data plane of this checkout
-    (``archlab._native`` or the ``archlab-engine`` binary) and the CPUs this process may use."""
+    (``archlab._native``) and the CPUs this process may use."""
     raw = parse_toml(text, source)
     if env is None:
         from archlab.lab.engine import DataPlaneRegistry  # lazy: shape errors need no data plane

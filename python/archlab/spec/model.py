@@ -59,12 +59,18 @@ FACTOR_MODELS: dict[str, tuple[LoadModel, ...]] = {
     "think_time": ("closed", "partly-open"),
 }
 
-# Keys of [server]: threads and loops may also be factors; the others are fixed per experiment
-# and passed to `archlab-engine serve` as flags. Allowed values are checked in validate.
-SERVER_OPTION_NAMES = (
-    "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
-    "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "copies",
-)  # fmt: skip
+# Server options the lab sets itself rather than [server]: the CPUs of [placement], the services
+# that /call and /db use, and the pool and wait of [db].
+LAB_SET_OPTIONS = ("cpus", "downstream", "db", "db_pool", "db_wait_ms")
+
+
+def server_option_names() -> tuple[str, ...]:
+    """Keys of [server]: every option of the data plane's servers (their one declaration, read
+    through ``archlab._native``) but those the lab sets itself. ``threads`` and ``loops`` may
+    also be factors; the others are fixed for every cell. Values are checked by the data plane."""
+    from archlab import contract
+
+    return tuple(o.name for o in contract.server_options() if o.name not in LAB_SET_OPTIONS)
 
 
 # Keys of [db]: the /db workload's connection pool and table (see DbSettings).
@@ -148,15 +154,28 @@ def _label_seconds(text: str) -> float:
     raise ValueError(f"not a duration label: {text!r}")
 
 
+# Rows of the lab database's table emp when [db] does not say (the lab's choice, not the
+# server's), and the most it can have (first names pad ids to 8 digits).
+DB_ROWS_DEFAULT = 10_000
+DB_ROWS_MAX = 10_000_000
+
+
 @dataclass(frozen=True)
 class DbSettings:
-    """The ``/db`` workload's settings: the server's connection pool (``serve --db-pool``), how
-    long a request waits for a free connection before a 503 (``--db-wait-ms``), and the rows of
-    the lab database's table ``emp``. The defaults are the server's and the service's."""
+    """The ``/db`` workload's settings: the server's connection pool (its option ``db_pool``), how
+    long a request waits for a free connection before a 503 (``db_wait_ms``), and the rows of the
+    lab database's table ``emp``. :meth:`defaults` takes the pool and wait from the server."""
 
-    pool: int = 10
-    wait_ms: int = 1000
-    rows: int = 10_000
+    pool: int
+    wait_ms: int
+    rows: int = DB_ROWS_DEFAULT
+
+    @classmethod
+    def defaults(cls) -> "DbSettings":
+        """The server's own defaults (its option declaration) and the lab's table size."""
+        from archlab import contract
+
+        return cls(pool=contract.server_option("db_pool").default, wait_ms=contract.server_option("db_wait_ms").default)
 
     def to_dict(self) -> dict:
         return {"pool": self.pool, "wait_ms": self.wait_ms, "rows": self.rows}
@@ -174,7 +193,7 @@ class ServerOptions:
 
     threads: int | None = None
     loops: int | None = None
-    # The other options set, as (name, value) in SERVER_OPTION_NAMES order.
+    # The other options set, as (name, value) in the data plane's order of its options.
     extra: tuple[tuple[str, int | str], ...] = ()
 
 
@@ -307,7 +326,7 @@ class Experiment:
 
     @property
     def db_settings(self) -> DbSettings:
-        return self.db if self.db is not None else DbSettings()
+        return self.db if self.db is not None else DbSettings.defaults()
 
     def factor(self, name: str) -> Factor | None:
         return next((f for f in self.factors if f.name == name), None)

@@ -5,6 +5,7 @@ guarding against typos, and a typo is reported with the list of keys that would 
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -12,19 +13,25 @@ from types import MappingProxyType
 from typing import Mapping
 
 from archlab.errors import SpecError
-from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, SERVER_OPTION_NAMES
+from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
 
-# Section -> keys it accepts; the one place that lists the spec's vocabulary.
-SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "experiment": ("name", "description", "repetitions", "warmup", "duration"),
-        "factors": FACTOR_NAMES,
-        "server": SERVER_OPTION_NAMES,
-        "load": LOAD_KEYS,
-        "placement": ("server_cpus", "client_cpus"),
-        "db": DB_KEYS,
-    }
-)
+
+@functools.cache
+def sections() -> Mapping[str, tuple[str, ...]]:
+    """Section -> keys it accepts; the one place that lists the spec's vocabulary. The keys of
+    ``[server]`` are the data plane's server options (read once, when a spec is first parsed)."""
+    return MappingProxyType(
+        {
+            "experiment": ("name", "description", "repetitions", "warmup", "duration"),
+            "factors": FACTOR_NAMES,
+            "server": server_option_names(),
+            "load": LOAD_KEYS,
+            "placement": ("server_cpus", "client_cpus"),
+            "db": DB_KEYS,
+        }
+    )
+
+
 REQUIRED_SECTIONS = ("experiment", "factors")
 
 
@@ -47,14 +54,15 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(source, "valid TOML", _offending_line(text, str(e)), hint=str(e)) from None
+    known = sections()
     for section, table in doc.items():
-        if section not in SECTIONS:
-            raise SpecError(section, f"a section {_one_of(list(SECTIONS))}", f"[{section}]")
+        if section not in known:
+            raise SpecError(section, f"a section {_one_of(list(known))}", f"[{section}]")
         if not isinstance(table, dict):
             raise SpecError(section, "a table ([" + section + "] followed by keys)", table)
         for key in table:
-            if key not in SECTIONS[section]:
-                raise SpecError(f"{section}.{key}", f"a key {_one_of(SECTIONS[section])}", key)
+            if key not in known[section]:
+                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key)
     for section in REQUIRED_SECTIONS:
         if section not in doc:
             raise SpecError(section, f"a [{section}] section", "nothing")

@@ -9,13 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
 
-# The server options an architecture may accept, as `archlab-engine serve` flags (`ring_size`
-# is `--ring-size`); the data plane's registry says which architecture takes which.
-SERVER_OPTIONS = (
-    "threads", "loops", "handlers", "ring_size", "wait", "dispatch", "mailbox", "dispatchers", "batch",
-    "queue_capacity", "write_spin", "sndbuf", "rcvbuf", "copies", "cpus",
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class ArchitectureInfo:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import parse_qs, urlsplit
 
+from archlab import contract
+from archlab.contract import OptionRefused
 from archlab.errors import SpecError
 from archlab.spec.model import (
     DB_PATH,
+    DB_ROWS_MAX,
     FACTOR_MODELS,
     FACTOR_NAMES,
     LEVEL_FACTOR,
@@ -32,15 +36,15 @@ from archlab.spec.model import (
     LoadModel,
     LoadSettings,
     Placement,
-    SERVER_OPTION_NAMES,
     ServerOptions,
     SessionRequests,
     ThinkTime,
     needs_database,
+    server_option_names,
     slug,
 )
 from archlab.spec.raw import RawSpec
-from archlab.spec.registry import ArchitectureInfo, Registry
+from archlab.spec.registry import Registry
 from archlab.spec.units import DURATION_SYNTAX, format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
@@ -74,7 +78,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     _check_not_fixed_and_varied(factors, raw)
     _check_seed(load, factors)
     db = _db(raw, factors)
-    _check_option_applicability(factors, server, env.registry)
+    _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
     return Experiment(
         name=name,
@@ -123,34 +127,11 @@ def _experiment(t: Mapping[str, object]) -> tuple[str, str, int, float, float]:
     return name, description, repetitions, warmup_s, duration_s
 
 
-# Allowed values of the fixed server options, as the data plane checks them
-# (crates/server/src/options.rs: OptionName::allowed).
-_CHOICES = {"wait": ("blocking", "yielding", "busy-spin"), "dispatch": ("modulo", "work-pool")}
-_RANGES = {"ring_size": (2, 1 << 24), "mailbox": (1, 1 << 24), "queue_capacity": (1, 1 << 24), "sndbuf": (1024, 1 << 30), "rcvbuf": (1024, 1 << 30)}
-
-
-def _server_option(name: str, value: object) -> int | str:
-    field = f"server.{name}"
-    if name in _CHOICES:
-        if value not in _CHOICES[name]:
-            raise SpecError(field, "one of " + ", ".join(_CHOICES[name]), value)
-        return str(value)
-    lo, hi = _RANGES.get(name, (1, 65_536))
-    allowed = "a power of two in 2..=16777216" if name == "ring_size" else f"an integer in {lo}..={hi}"
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise SpecError(field, allowed, value)
-    if name == "ring_size" and value & (value - 1):
-        raise SpecError(field, allowed, value)
-    return value
-
-
 def _server(t: Mapping[str, object]) -> ServerOptions:
-    extra = tuple((n, _server_option(n, t[n])) for n in SERVER_OPTION_NAMES if n in t and n not in ("threads", "loops"))
-    return ServerOptions(
-        threads=_int(t["threads"], "server.threads", 1) if "threads" in t else None,
-        loops=_int(t["loops"], "server.loops", 1) if "loops" in t else None,
-        extra=extra,
-    )
+    """``[server]`` as given; the data plane checks the values per architecture
+    (:func:`_check_server_options`)."""
+    extra = tuple((n, t[n]) for n in server_option_names() if n in t and n not in ("threads", "loops"))
+    return ServerOptions(threads=t.get("threads"), loops=t.get("loops"), extra=extra)  # type: ignore[arg-type]
 
 
 def _models_text(models: tuple[str, ...]) -> str:
@@ -346,6 +327,14 @@ def _positive_level(value: object, field: str, _registry: Registry) -> int:
     return _int(value, field, 1)
 
 
+def _server_option_level(value: object, field: str, _registry: Registry) -> int:
+    """A level of a server option (threads, loops): an integer, whose range the data plane
+    checks with the architectures (:func:`_check_server_options`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, contract.server_option(field.split(".")[1].split("[")[0]).allowed, value)
+    return value
+
+
 def _think_time_level(value: object, field: str, _registry: Registry) -> Level:
     return parse_think_time(value, field).level
 
@@ -366,8 +355,8 @@ _LEVEL_CHECKS = {
     "concurrency": _positive_level,
     "rate": _rate_level,
     "session_rate": _rate_level,
-    "threads": _positive_level,
-    "loops": _positive_level,
+    "threads": _server_option_level,
+    "loops": _server_option_level,
     "think_time": _think_time_level,
 }
 
@@ -396,44 +385,41 @@ def _check_not_fixed_and_varied(factors: tuple[Factor, ...], raw: RawSpec) -> No
             )
 
 
-def _check_option_applicability(factors: tuple[Factor, ...], server: ServerOptions, registry: Registry) -> None:
-    """A value for an option the architecture does not take would be silently ignored: refuse it."""
-    by_name = {a.name: a for a in registry.architectures()}
-    archs: list[ArchitectureInfo] = [by_name[str(n)] for f in factors if f.name == "architecture" for n in f.levels]
-    extra = dict(server.extra)
-    for option in ("threads", "loops", *extra):
-        varied = next((f for f in factors if f.name == option), None)
-        fixed = extra[option] if option in extra else getattr(server, option)
-        if varied is None and fixed is None:
-            continue
-        field, value = (f"factors.{option}", list(varied.levels)) if varied else (f"server.{option}", fixed)
-        for arch in archs:
-            if option not in arch.options:
-                takers = [a.name for a in registry.architectures() if option in a.options]
-                accepted = ", ".join(sorted(arch.options - {"cpus"})) or "none besides cpus"
-                raise SpecError(
-                    field,
-                    f"no {option} value for architecture {arch.name!r}, which accepts options: {accepted}",
-                    value,
-                    hint=f"{option} applies to {', '.join(takers) or 'no registered architecture'}; "
-                    f"put {arch.name!r} in an experiment of its own",
-                )
+def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) -> None:
+    """Every architecture with every level of threads and loops (and the fixed options) is
+    checked by the data plane: an option the architecture does not take, or a value out of
+    range, is refused against the TOML key that set it."""
+    archs = [str(a) for f in factors if f.name == "architecture" for a in f.levels]
+    varied = {f.name: f for f in factors}
 
+    def choices(option: str) -> list[tuple[str, object]]:
+        if option in varied:
+            return [(f"factors.{option}[{i}]", level) for i, level in enumerate(varied[option].levels)]
+        fixed = getattr(server, option)
+        return [(f"server.{option}", fixed)] if fixed is not None else [("", None)]
 
-# Bounds of the server's flags (crates/server: --db-pool, --db-wait-ms) and of the lab
-# database's table (archlab.lab.services.postgres.ROWS_MAX).
-_DB_POOL_MAX = 1024
-_DB_WAIT_MS = (1, 60_000)
-_DB_ROWS_MAX = 10_000_000
+    for arch, (threads_key, threads), (loops_key, loops) in itertools.product(archs, choices("threads"), choices("loops")):
+        options: dict[str, object] = dict(server.extra)
+        keys = {name: (f"server.{name}", value) for name, value in server.extra}
+        for name, key, value in (("threads", threads_key, threads), ("loops", loops_key, loops)):
+            if value is not None:
+                options[name], keys[name] = value, (key, value)
+        try:
+            contract.check_server(arch, options)
+        except OptionRefused as e:
+            key, value = keys.get(e.parameter, (f"server.{e.parameter}" if e.parameter else "server", e.received))
+            raise SpecError(key, e.allowed, value, hint=e.hint) from None
 
 
 def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
     """``[db]``: refused unless some cell runs the database workload, so a setting is never
-    silently ignored; each key defaults to the server's (or the service's) own default."""
+    silently ignored; pool and wait are the server's options ``db_pool`` and ``db_wait_ms``
+    (checked, and defaulted, by the data plane), rows the lab database's table size."""
     workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
     db_workloads = [w for w in workloads if needs_database(w)]
+    defaults = DbSettings.defaults()
     if "db" not in raw.tables:
-        _check_db_ids(db_workloads, DbSettings().rows, f"the default db.rows ({DbSettings().rows})")
+        _check_db_ids(db_workloads, defaults.rows, f"the default db.rows ({defaults.rows})")
         return None
     t = raw.section("db")
     if not db_workloads:
@@ -443,22 +429,26 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
             ", ".join(f"{k} = {t[k]!r}" for k in t) or "[db]",
             hint=f"the workloads are {', '.join(workloads)}; [db] configures the {DB_PATH} workload only",
         )
-    defaults = DbSettings()
     pool = t.get("pool", defaults.pool)
-    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= _DB_POOL_MAX:
-        raise SpecError("db.pool", f"an integer in 1..={_DB_POOL_MAX} (connections of the server's pool)", pool)
-    wait_allowed = f"a duration from {_DB_WAIT_MS[0]}ms to {_DB_WAIT_MS[1] // 1000}s in whole milliseconds, such as '1s' or '250ms'"
-    wait_ms = defaults.wait_ms
+    wait_ms: object = defaults.wait_ms
+    whole_ms = f"a duration in whole milliseconds, as the server's db_wait_ms ({contract.server_option('db_wait_ms').allowed})"
     if "wait" in t:
         wait_s = parse_duration(t["wait"], "db.wait")
         wait_ms = round(wait_s * 1000)
-        if abs(wait_s * 1000 - wait_ms) > 1e-6 or not _DB_WAIT_MS[0] <= wait_ms <= _DB_WAIT_MS[1]:
-            raise SpecError("db.wait", wait_allowed, t["wait"])
+        if abs(wait_s * 1000 - wait_ms) > 1e-6:
+            raise SpecError("db.wait", whole_ms, t["wait"])
+    arch = next(str(a) for f in factors if f.name == "architecture" for a in f.levels)
+    try:
+        contract.check_server(arch, {"db_pool": pool, "db_wait_ms": wait_ms})
+    except OptionRefused as e:
+        if e.parameter == "db_wait_ms":
+            raise SpecError("db.wait", whole_ms, t["wait"]) from None
+        raise SpecError("db.pool", e.allowed, pool, hint="connections of the server's pool") from None
     rows = t.get("rows", defaults.rows)
-    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= _DB_ROWS_MAX:
-        raise SpecError("db.rows", f"an integer in 1..={_DB_ROWS_MAX:,} (rows of table emp)", rows)
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= DB_ROWS_MAX:
+        raise SpecError("db.rows", f"an integer in 1..={DB_ROWS_MAX:,} (rows of table emp)", rows)
     _check_db_ids(db_workloads, rows, f"db.rows ({rows})")
-    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows)
+    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows)  # type: ignore[arg-type]
 
 
 def _check_db_ids(workloads: list[str], rows: int, source: str) -> None:

@@ -36,12 +36,12 @@ from pathlib import Path
 
 from archlab.errors import ArchlabError, ProcessFailed
 from archlab.lab.processes import ManagedProcess, ProcessGroup, RunAs, die_with_parent
-from archlab.spec.model import DbSettings, needs_database
+from archlab.spec.model import DB_ROWS_DEFAULT, DB_ROWS_MAX, needs_database
 
 #: Rows of table ``emp`` unless the caller (a spec's ``[db] rows``) says otherwise (ids 1..=ROWS_DEFAULT).
-ROWS_DEFAULT = DbSettings().rows
+ROWS_DEFAULT = DB_ROWS_DEFAULT
 #: Largest table: :func:`first_name` pads ids to 8 digits.
-ROWS_MAX = 10_000_000
+ROWS_MAX = DB_ROWS_MAX
 DATABASE = "archlab"
 ROLE = "archlab"
 #: The system user created when the lab runs as root and no ``postgres`` user exists.

@@ -1,0 +1,81 @@
+"""The data plane's option contracts, as the control plane uses them. Every option of a
+data-plane process is defined once, in Rust (``crates/server/src/options.rs``; the load
+generator's in ``crates/load``); Python asks ``archlab._native``, built from that same code, what
+the options are (names, documentation, allowed values, defaults) and whether a set of them is
+valid, and keeps no copy of a name, range, default or syntax. A checked set comes back
+normalised, as the JSON the engine reads (``archlab-engine serve --options FILE``). A refusal is
+an :class:`OptionRefused` naming the option's key in the data plane (``ring_size``); the spec
+shows it against its own TOML key.
+
+``archlab._native`` is a required part of the package: without it (or with one built from older
+sources) every call here raises :class:`~archlab.errors.NativeMissing` saying how to build it."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Mapping
+
+from archlab.errors import InvalidValue, NativeMissing
+
+# What this package calls in the extension; an extension without one of them is out of date.
+_REQUIRED = ("architectures", "check_workload", "check_server", "server_options_schema", "OptionError")
+_BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
+
+
+def native() -> ModuleType:
+    """The ``archlab._native`` extension, checked to be as recent as this package."""
+    try:
+        from archlab import _native
+    except ImportError as e:
+        raise NativeMissing(f"archlab._native, the package's data-plane extension, is not built ({e}): {_BUILD_HINT}") from None
+    missing = [name for name in _REQUIRED if not hasattr(_native, name)]
+    if missing:
+        raise NativeMissing(f"archlab._native is older than the package (it lacks {', '.join(missing)}): {_BUILD_HINT}")
+    return _native
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """One option of a data-plane process, as its Rust declaration says."""
+
+    name: str  # JSON key and spec key, e.g. "ring_size"
+    flag: str  # e.g. "--ring-size"
+    doc: str
+    allowed: str  # e.g. "a power of two in 2..=16777216"
+    default: Any  # None when the option is unset unless given
+
+
+class OptionRefused(InvalidValue):
+    """The data plane refused an option: ``parameter`` is its key there (``ring_size``, or ``""``
+    for the set as a whole), ``received`` the value as the data plane printed it."""
+
+
+def _call(function, *args: str) -> str:
+    try:
+        return function(*args)
+    except native().OptionError as e:
+        raise OptionRefused(e.field, e.allowed, e.received, hint=e.hint) from None
+
+
+def _dumps(options: Mapping[str, object]) -> str:
+    # Values the data plane cannot take (a TOML date, say) go as text and are refused there.
+    return json.dumps(dict(options), default=str)
+
+
+@functools.cache
+def server_options() -> tuple[OptionInfo, ...]:
+    """Every option of ``archlab-engine serve``, in declaration order."""
+    return tuple(OptionInfo(**o) for o in json.loads(native().server_options_schema()))
+
+
+def server_option(name: str) -> OptionInfo:
+    return next(o for o in server_options() if o.name == name)
+
+
+def check_server(architecture: str, options: Mapping[str, object]) -> dict[str, Any]:
+    """The options of a server of ``architecture``, checked and normalised (every option with
+    a fixed default filled in), as the JSON object ``archlab-engine serve --options`` reads."""
+    return json.loads(_call(native().check_server, architecture, _dumps(options)))
