@@ -64,7 +64,7 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -80,6 +80,11 @@ bench-archs: ## every architecture vs nginx on /echo and /prime at 16 and 256 co
 bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcslap; added latency
 	@scripts/bootstrap bench
 	@$(PY) bench/load_peers.py
+
+.PHONY: bench-middleware
+bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-gets per proxy core; added latency
+	@scripts/bootstrap bench
+	@$(PY) bench/middleware_peers.py
 
 .PHONY: bench-latency
 bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file

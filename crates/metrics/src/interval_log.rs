@@ -84,6 +84,13 @@ impl<W: Write> IntervalLog<W> {
         Ok(())
     }
 
+    /// Push what was appended to the output (a log read while it is being written is then
+    /// complete up to the last interval).
+    pub fn flush(&mut self) -> Result<(), IntervalLogError> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     pub fn intervals(&self) -> usize {
         self.intervals
     }
