@@ -33,7 +33,7 @@ report: setup ## Regenerate a run's report from the store: make report RUN=<run-
 .PHONY: test
 test: ## Run every test (Rust, Python, a short fuzz run of each parser), after set-up
 	@scripts/bootstrap test
-	@$(MAKE) --no-print-directory test-rust test-python test-fuzz
+	@$(MAKE) --no-print-directory lint-checks test-rust test-python test-fuzz
 
 .PHONY: test-rust
 test-rust: ## Rust tests only (unit, property, conformance suite)
@@ -53,11 +53,17 @@ fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, 
 	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
 
 .PHONY: lint
-lint: ## cargo fmt --check and clippy (the workspace and the fuzz crate)
+lint: ## fmt --check, clippy (workspace and fuzz crate), ruff; `make test` runs these first
+	@scripts/bootstrap test
+	@$(MAKE) --no-print-directory lint-checks
+
+.PHONY: lint-checks
+lint-checks:
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+	$(PY) -m ruff check python tests bench scripts
 
 .PHONY: fmt
 fmt: ## Format the Rust code
@@ -102,8 +108,9 @@ bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, add
 	@$(PY) bench/link_overhead.py
 
 .PHONY: duplicates
-duplicates: ## Look for code written twice
-	@command -v duplicates >/dev/null && duplicates crates python || echo "the duplicates tool is not installed"
+duplicates: ## Look for code written twice (jscpd, Rust and Python, 80 tokens or more); fails if it cannot run
+	npx --yes jscpd@4 --min-tokens 80 --reporters console --format rust,python \
+	    --ignore "**/target/**,**/.venv/**,**/fuzz/corpus/**" crates python fuzz bench tests
 
 .PHONY: clean
 clean: ## Remove build outputs and the Python environment (keeps runs/)

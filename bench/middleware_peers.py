@@ -86,7 +86,7 @@ def wait_accepting(port: int, proc: subprocess.Popen, what: str) -> None:
             return
         except OSError:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not accept connections within 10 s")
+                raise RuntimeError(f"{what} did not accept connections within 10 s") from None
             time.sleep(0.05)
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from archlab.littles_law import LittlesLaw
 from archlab.report import terminal_table as _terminal_table
 from archlab.report import write_html as _write_html
 from archlab.report.aggregate import Win

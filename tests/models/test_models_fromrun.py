@@ -28,7 +28,7 @@ from archlab.models import (
 )
 from archlab.models.cli import add_arguments, run
 from archlab.models.fromrun import fit_text, server_cpu_count
-from archlab.store import CellKey, CellRecord, LittlesLaw, Manifest, Measurement, ResultRow, RunPlan, ServerCost, Store
+from archlab.store import CellKey, CellRecord, LittlesLaw, Manifest, Measurement, ResultRow, RunPlan, Store
 
 # Known parameters per architecture (synthetic; the fit must recover them).
 TRUTH = {"netty": (0.02, 2e-4, 1000.0), "blocking": (0.1, 1e-3, 800.0)}

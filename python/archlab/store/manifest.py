@@ -16,7 +16,6 @@ import platform
 import socket
 import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
