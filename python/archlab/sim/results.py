@@ -280,10 +280,10 @@ class SimulationResult:
                          + ("  at the search limit: the run had not settled, lengthen the horizon"
                             if self.mser.at_limit else ""))
         if self.stop is not None:
-            s = self.stop
-            where = f", horizon {s.horizon:g}" if s.horizon is not None else ""
-            lines.append(f"  stop ({s.method}) {s.metric} {s.estimate}: relative half-width {s.achieved:.3g} "
-                         f"{'<=' if s.met else '>'} {s.target:g}{where}")
+            stop = self.stop
+            where = f", horizon {stop.horizon:g}" if stop.horizon is not None else ""
+            lines.append(f"  stop ({stop.method}) {stop.metric} {stop.estimate}: relative half-width {stop.achieved:.3g} "
+                         f"{'<=' if stop.met else '>'} {stop.target:g}{where}")
         for name, s in self.stations.items():
             util = f"util {s.utilisation}  " if s.utilisation is not None else ""
             lines.append(f"  station {name:<10} {util}jobs {s.mean_jobs}  queue {s.mean_queue}")
