@@ -33,6 +33,7 @@ def system(*args: str, extra: str = "", name: str = "svc") -> str:
 
 
 def run(tmp_path: Path, systems: str, experiment: str = SHORT, factors: str = ONE_CELL):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "spec.toml"
     path.write_text(spec_text(experiment=experiment, factors=factors) + systems)
     store = Store(tmp_path / "runs")
