@@ -24,7 +24,7 @@ def _pct(x: float) -> str:
 
 
 def _cells(cell: CellComparison) -> list[tuple[str, ...]]:
-    lines = []
+    lines: list[tuple[str, ...]] = []
     for i, c in enumerate(cell.changes):
         iv = c.interval
         interval = f"[{_pct(iv.low - 1)}, {_pct(iv.high - 1)}]" if iv.has_interval else "n<2"
@@ -73,7 +73,8 @@ def html_page(comparison: Comparison) -> str:
     e = escape
     body = []
     for cell in comparison.cells:
-        for line, change in zip(_cells(cell), [*cell.changes] or [None]):
+        changes: list[MetricChange | None] = [*cell.changes] or [None]
+        for line, change in zip(_cells(cell), changes):
             kind = change.verdict.replace(" ", "-") if change is not None else "none"
             tds = "".join(
                 f'<td class="{"metric" if i == 1 else "verdict" if i == 7 else ""}">{e(v)}</td>' for i, v in enumerate(line)

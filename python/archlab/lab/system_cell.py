@@ -64,7 +64,7 @@ def _connect_host(host: str) -> str:
     if host == "::":
         return "::1"
     try:
-        return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+        return str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
     except socket.gaierror as e:
         raise CellFailed(f"cannot resolve host {host!r}: {e}") from None
 
