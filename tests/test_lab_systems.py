@@ -9,6 +9,7 @@ are short (warm-up 0.2 s, measurement 0.5 s); no timing is asserted."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import processes_with_token, spec_text
+from conftest import processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.lab.session import run_spec
 from archlab.spec.units import parse_cpu_list
@@ -155,3 +156,35 @@ def test_a_remote_target_gets_load_only_and_is_flagged(engine_path, tmp_path, re
     assert row.cost is None  # the lab cannot see the remote system's processes
     assert view.manifest.document["remote_targets"] == {"system:svc": f"http://127.0.0.1:{remote_server}"}
     assert view.manifest.document["column_sources"]["system:svc"]["cpu"] == "unavailable (remote target)"
+
+
+def test_the_cli_says_which_columns_come_from_outside(engine_path, tmp_path, token):
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text(experiment=SHORT, factors=ONE_CELL) + system())
+    done = run_cli("run", str(path), "--store", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    assert "columns of system:svc: CPU: /proc/<pid>/stat of the process tree (outside)" in done.stdout
+    assert "socket calls: unavailable (the system does not count its own socket calls)" in done.stdout
+    (report,) = (tmp_path / "runs").glob("*/report.html")
+    assert "Where the columns come from" in report.read_text()
+    assert survivors(token) == []
+
+
+def test_ctrl_c_mid_cell_stops_the_whole_tree(engine_path, tmp_path, token):
+    experiment = SHORT.replace('duration = "500ms"', 'duration = "30s"')
+    path = tmp_path / "spec.toml"
+    path.write_text(spec_text(experiment=experiment, factors=ONE_CELL) + system("--escaping-grandchild"))
+    cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        # Mid-cell: the system answers and its grandchild exists (both carry the test's token).
+        deadline = time.monotonic() + 30
+        while len(processes_with_token(token)) < 5 and time.monotonic() < deadline:  # cli, system, child, grandchild, load
+            assert cli.poll() is None, cli.communicate()
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        _, stderr = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, stderr
+    assert survivors(token) == []
