@@ -341,7 +341,7 @@ def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str
     return {
         "throughput_latency": generator,
         "cpu": "/proc/<pid>/stat of the process tree (outside)",
-        "context_switches": "/proc/<pid>/task/*/status of the process tree, live threads (outside)",
+        "context_switches": "/proc/<pid>/task/*/status of the process tree, every thread at its last 100 ms reading (outside)",
         "rss": "/proc/<pid>/status VmRSS of the process tree, sampled (outside)",
         "syscalls": "unavailable (the system does not count its own socket calls)",
     }
