@@ -188,3 +188,31 @@ def test_ctrl_c_mid_cell_stops_the_whole_tree(engine_path, tmp_path, token):
             cli.kill()
     assert cli.returncode == 130, stderr
     assert survivors(token) == []
+
+
+def test_nginx_from_the_example_spec_is_measured_and_stopped(engine_path, tmp_path, token):
+    """experiments/byo-nginx.toml's system (generated configuration, SIGQUIT stop), shortened."""
+    import shutil
+    import tomllib
+
+    from conftest import REPO
+
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if nginx is None:
+        pytest.fail("nginx is required by this test: install it with `scripts/bootstrap bench` (apt-get install nginx-light)", pytrace=False)
+    spec = (REPO / "experiments" / "byo-nginx.toml").read_text()
+    (system_doc,) = tomllib.loads(spec)["systems"]
+    assert system_doc["stop_signal"] == "SIGQUIT"
+    section = spec[spec.index("\n[[systems]]\n") :].replace('"experiments/byo/', f'"{REPO}/experiments/byo/').replace('["nginx"', f'["{nginx}"')
+    factors = 'architecture = ["system:nginx"]\nworkload = ["/echo?size=1024"]\nconcurrency = [4]'
+    store, view = run(tmp_path, "\n" + section, factors=factors)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    assert row.measurement.requests > 0 and row.cost.cpu_us_per_request > 0
+    # A master and one worker, both found and counted.
+    rep_dir = store.run_dir(view.manifest.run_id) / "cells" / row.cell_id / "rep-1"
+    probe = json.loads((rep_dir / "probe.json").read_text())
+    assert len(probe["end"]["members"]) == 2 and probe["stop"]["exit"] == "exit code 0"
+    summary = json.loads((rep_dir / "summary.json").read_text())
+    assert summary["bytes_received"] > 1024 * summary["requests"]  # the 1 KiB answer, with headers
+    assert survivors(token) == []
