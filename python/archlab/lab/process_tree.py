@@ -119,6 +119,26 @@ def _all_pids() -> list[int]:
     return [int(d) for d in os.listdir("/proc") if d.isdigit()]
 
 
+# /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN, Linux >= 4.2 builds it by default).
+_HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (a child's parent is the thread that forked it)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return out
+
+
 def _has_token(pid: int, token: str) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
@@ -146,8 +166,50 @@ class ProcessTree:
             return sum(v for v, _ in self.thread_switches.values()), sum(i for _, i in self.thread_switches.values())
 
     def members(self, scan_environ: bool = False) -> list[ProcStat]:
-        """The live members now (zombies excluded). Descendants of the root by ``PPid``; with
-        ``scan_environ``, also every process carrying the token (slower: reads each environ)."""
+        """The live members now (zombies excluded): descendants of the root and of every member
+        seen before. Without ``scan_environ`` the walk follows ``/proc/PID/task/TID/children``
+        from those processes only (cheap enough to run every ``SAMPLE_PERIOD_S``); with it, the
+        whole process table is read and every process carrying the token is added (at stop)."""
+        if scan_environ or not _HAS_CHILDREN_FILES:
+            start_of, found = self._scan_all(scan_environ)
+        else:
+            start_of, found = self._walk_children()
+        out = []
+        for pid in sorted(found):
+            threads: dict[int, tuple[int, int]] = {}
+            st = read_stat(pid, per_thread=threads)  # again, with the threads' context switches
+            if st is None or st.state in ("Z", "X"):
+                continue
+            if start_of.get(pid, st.start_ticks) != st.start_ticks:
+                continue  # recycled between the two readings
+            with self._lock:
+                self.seen[st.key] = st.name
+                for tid, counts in threads.items():
+                    self.thread_switches[(st.key, tid)] = counts
+            out.append(st)
+        return out
+
+    def _starts(self) -> list[int]:
+        """The root and every member seen before that is still the same process."""
+        pids = [self.root_pid]
+        for pid, start in list(self.seen):
+            fields = _stat_fields(pid)
+            if fields is not None and int(fields[1][19]) == start:
+                pids.append(pid)
+        return pids
+
+    def _walk_children(self) -> tuple[dict[int, int], set[int]]:
+        found: set[int] = set()
+        frontier = self._starts()
+        while frontier:
+            pid = frontier.pop()
+            if pid in found:
+                continue
+            found.add(pid)
+            frontier += _children(pid)
+        return {}, found
+
+    def _scan_all(self, scan_environ: bool) -> tuple[dict[int, int], set[int]]:
         stats = {}
         for pid in _all_pids():
             st = read_stat(pid, with_switches=False)
@@ -156,32 +218,19 @@ class ProcessTree:
         children: dict[int, list[int]] = {}
         for st in stats.values():
             children.setdefault(st.ppid, []).append(st.pid)
-        found: set[int] = set()
         frontier = [self.root_pid] if self.root_pid in stats else []
-        known = {pid for pid, _ in self.seen}
-        frontier += [pid for pid, st in stats.items() if (pid, st.start_ticks) in self.seen]
+        frontier += [pid for pid, st in stats.items() if st.key in self.seen]
         if scan_environ:
+            known = {pid for pid, _ in self.seen}
             frontier += [pid for pid in stats if pid not in known and pid != os.getpid() and _has_token(pid, self.token)]
+        found: set[int] = set()
         while frontier:
             pid = frontier.pop()
             if pid in found:
                 continue
             found.add(pid)
             frontier += children.get(pid, [])
-        out = []
-        for pid in sorted(found):
-            threads: dict[int, tuple[int, int]] = {}
-            st = read_stat(pid, per_thread=threads)  # again, with the threads' context switches
-            if st is None or st.state in ("Z", "X"):
-                continue
-            if pid != self.root_pid and st.key not in self.seen and stats[pid].start_ticks != st.start_ticks:
-                continue  # recycled between the two readings
-            with self._lock:
-                self.seen[st.key] = st.name
-                for tid, counts in threads.items():
-                    self.thread_switches[(st.key, tid)] = counts
-            out.append(st)
-        return out
+        return {pid: st.start_ticks for pid, st in stats.items()}, found
 
     def alive(self, scan_environ: bool = True) -> list[ProcStat]:
         return self.members(scan_environ=scan_environ)
