@@ -121,3 +121,15 @@ def test_unknown_key_and_bad_values_are_named(env):
     assert e.field == "systems[0].command"
     e = refusal(env, systems='[systems]\nname = "svc"\n')
     assert e.field == "systems" and "[[systems]]" in e.allowed
+
+
+def test_server_settings_are_refused_when_no_cell_runs_an_archlab_server(env):
+    only = 'architecture = ["system:svc"]\nworkload = ["/"]\nconcurrency = [1]'
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec_text(factors=only, server="threads = 4") + SVC, "spec.toml", env)
+    assert e.value.field == "server.threads" and "no [server] options" in e.value.allowed
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec_text(factors=only + "\nthreads = [2, 4]") + SVC, "spec.toml", env)
+    assert e.value.field == "factors.threads"
+    # With an archlab architecture beside it, [server] applies to that one.
+    assert parse_spec(spec_text(factors=FACTORS.replace("netty", "blocking"), server="threads = 4") + SVC, "spec.toml", env).server.threads == 4

@@ -317,6 +317,20 @@ def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture
     return WithSystems(inner, systems, only)
 
 
+def check_settings_apply(architecture_levels: Sequence[object], server: Mapping[str, object], varied: Sequence[str]) -> None:
+    """``[server]`` options and the threads/loops factors set archlab's servers only: refused
+    when every architecture level is a system, rather than silently ignored."""
+    if not architecture_levels or not all(is_system_level(a) for a in architecture_levels):
+        return
+    hint = "every architecture level is a system; a system's own options go into its command"
+    if server:
+        key = next(iter(server))
+        raise SpecError(f"server.{key}", "no [server] options, since no cell runs an archlab architecture", server[key], hint=hint)
+    for name in ("threads", "loops"):
+        if name in varied:
+            raise SpecError(f"factors.{name}", f"no {name} levels, since no cell runs an archlab architecture", name, hint=hint)
+
+
 def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str, str]:
     """Where each column of a row comes from, for a cell of ``architecture``: the report and the
     manifest say which numbers a system measured itself and which the lab took from outside."""
