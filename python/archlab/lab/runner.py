@@ -5,7 +5,9 @@ probes the server when the generator announces ``phase measure`` and ``phase end
 to just before the generator starts / just after it exits), stops the server, and records one
 catalog row. A pair that fails (server dies, generator cannot connect, summary missing) becomes a
 ``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
-every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130."""
+every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130. A cell whose
+architecture is a ``system:NAME`` level runs a foreign system or a remote target instead of the
+server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`)."""
 
 from __future__ import annotations
 
