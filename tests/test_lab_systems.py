@@ -190,47 +190,27 @@ def test_ctrl_c_mid_cell_stops_the_whole_tree(engine_path, tmp_path, token):
     assert survivors(token) == []
 
 
-def test_nginx_from_the_example_spec_is_measured_and_stopped(engine_path, tmp_path, token):
-    """experiments/byo-nginx.toml's system (generated configuration, SIGQUIT stop), shortened."""
+def test_nginx_preset_from_the_example_spec_is_measured_and_stopped(engine_path, tmp_path, token):
+    """experiments/byo-nginx.toml's system (the nginx preset: generated configuration, SIGQUIT stop), shortened."""
     import shutil
-    import tomllib
 
     from conftest import REPO
 
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if nginx is None:
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         pytest.fail("nginx is required by this test: install it with `scripts/bootstrap bench` (apt-get install nginx-light)", pytrace=False)
     spec = (REPO / "experiments" / "byo-nginx.toml").read_text()
-    (system_doc,) = tomllib.loads(spec)["systems"]
-    assert system_doc["stop_signal"] == "SIGQUIT"
-    section = spec[spec.index("\n[[systems]]\n") :].replace('"experiments/byo/', f'"{REPO}/experiments/byo/').replace('["nginx"', f'["{nginx}"')
+    section = spec[spec.index("\n[[systems]]\n") :]
+    assert 'preset = "nginx"' in section
     factors = 'architecture = ["system:nginx"]\nworkload = ["/echo?size=1024"]\nconcurrency = [4]'
-    store, view = run(tmp_path, "\n" + section, factors=factors)
+    store, view = run(tmp_path, section, factors=factors)
     (row,) = view.rows
     assert row.status == "ok", row.error
     assert row.measurement.requests > 0 and row.cost.cpu_us_per_request > 0
-    # A master and one worker, both found and counted.
+    # A master and one worker, both found and counted; SIGQUIT stopped them without SIGKILL.
     rep_dir = store.run_dir(view.manifest.run_id) / "cells" / row.cell_id / "rep-1"
     probe = json.loads((rep_dir / "probe.json").read_text())
     assert len(probe["end"]["members"]) == 2 and probe["stop"]["exit"] == "exit code 0"
+    assert not probe["stop"]["ignored_stop_signal"]
     summary = json.loads((rep_dir / "summary.json").read_text())
     assert summary["bytes_received"] > 1024 * summary["requests"]  # the 1 KiB answer, with headers
-    assert survivors(token) == []
-
-
-def test_setup_and_teardown_commands_run_around_the_system(engine_path, tmp_path, token):
-    extra = (
-        'setup = [["sh", "-c", "echo configured > {dir}/setup.txt"]]\n'
-        'teardown = [["sh", "-c", "echo stopped:$(cat {dir}/setup.txt) > {dir}/../teardown.txt"]]'
-    )
-    store, view = run(tmp_path, system(extra=extra))
-    (row,) = view.rows
-    assert row.status == "ok", row.error
-    rep_dir = store.run_dir(view.manifest.run_id) / "cells" / row.cell_id / "rep-1"
-    assert (rep_dir / "teardown.txt").read_text() == "stopped:configured\n"
-
-    _, view = run(tmp_path / "failing", system(extra='setup = [["sh", "-c", "echo no licence; exit 4"]]'))
-    (row,) = view.rows
-    assert row.status == "failed" and "system svc setup[0]: sh -c echo no licence; exit 4: exit code 4" in row.error
-    assert "no licence" in row.error
     assert survivors(token) == []

@@ -98,7 +98,7 @@ def test_a_level_naming_no_system_is_refused(env):
 
 def test_command_and_target_exclude_each_other(env):
     e = refusal(env, systems='[[systems]]\nname = "svc"\ncommand = "x"\ntarget = "http://127.0.0.1:80/"\n')
-    assert e.field == "systems[0]" and e.received == "both"
+    assert e.field == "systems[0]" and e.received == "command and target"
     e = refusal(env, systems='[[systems]]\nname = "svc"\ntarget = "https://example.org/"\n')
     assert e.field == "systems[0].target" and "http://HOST:PORT" in e.allowed
     e = refusal(env, systems='[[systems]]\nname = "svc"\ntarget = "http://127.0.0.1:81"\nport = 81\n')
@@ -133,3 +133,13 @@ def test_server_settings_are_refused_when_no_cell_runs_an_archlab_server(env):
     assert e.value.field == "factors.threads"
     # With an archlab architecture beside it, [server] applies to that one.
     assert parse_spec(spec_text(factors=FACTORS.replace("netty", "blocking"), server="threads = 4") + SVC, "spec.toml", env).server.threads == 4
+
+
+def test_a_preset_fills_readiness_and_stop_and_excludes_a_command(env):
+    exp = parse(env, systems='[[systems]]\nname = "svc"\npreset = "nginx"\nstop_grace = "1s"\n')
+    (svc,) = exp.systems
+    assert (svc.preset, svc.command, svc.ready, svc.ready_path, svc.stop_signal) == ("nginx", None, "http", "/", "SIGQUIT")
+    e = refusal(env, systems='[[systems]]\nname = "svc"\npreset = "apache"\n')
+    assert e.field == "systems[0].preset" and "'nginx'" in e.allowed and e.received == "apache"
+    e = refusal(env, systems='[[systems]]\nname = "svc"\npreset = "nginx"\ncommand = "nginx"\n')
+    assert e.field == "systems[0]" and e.received == "command and preset"

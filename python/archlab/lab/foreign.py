@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archlab.errors import ProcessFailed
-from archlab.lab import process_tree
+from archlab.lab import presets, process_tree
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.spec.systems import SystemSpec, fill
 from archlab.spec.units import format_cpu_list
@@ -154,7 +154,7 @@ def run_commands(group: ProcessGroup, spec: SystemSpec, which: str, values: dict
 def start(group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...]) -> RunningSystem:
     """Set up, start and wait for readiness; on any failure the system is stopped again and its
     tree reaped before the error is raised."""
-    assert spec.command is not None, "a remote target is not started"
+    assert spec.target is None, "a remote target is not started"
     process_tree.become_subreaper()
     cpus = spec.cpus or default_cpus
     port = spec.port if spec.port is not None else free_port(spec.host)
@@ -164,7 +164,11 @@ def start(group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: 
     run_commands(group, spec, "setup", values, directory, cpus)
     token = uuid.uuid4().hex
     log = directory / "system.log"
-    argv = [fill(a, values) for a in spec.command]
+    if spec.preset is not None:
+        argv = presets.command(spec.preset, values, scratch)
+    else:
+        assert spec.command is not None
+        argv = [fill(a, values) for a in spec.command]
     proc = group.start(f"system {spec.name}", argv, log, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
     running = RunningSystem(spec, proc, spec.host, port, process_tree.ProcessTree(proc.pid, token), log, values)
     try:

@@ -35,6 +35,7 @@ PLACEHOLDERS = {
 SYSTEM_KEYS = (
     "name",
     "command",
+    "preset",
     "target",
     "host",
     "port",
@@ -53,6 +54,11 @@ ReadyKind = Literal["port", "http"]
 READY_KINDS: tuple[ReadyKind, ...] = ("port", "http")
 # Signals a system may ask to be stopped with (what servers document as their graceful stop).
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2")
+#: Peers the lab knows how to configure itself (:mod:`archlab.lab.presets`): the command, its
+#: generated configuration, readiness and stop rule come from the preset.
+PRESETS = {"nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path"}
+# What a preset sets unless the entry says otherwise.
+_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 
@@ -74,6 +80,7 @@ class SystemSpec:
 
     name: str
     command: tuple[str, ...] | None = None
+    preset: str | None = None  # a peer the lab configures itself (PRESETS); then command is None
     target: RemoteTarget | None = None
     host: str = "127.0.0.1"
     port: int | None = None  # fixed port; None: a free port per start
@@ -105,6 +112,8 @@ class SystemSpec:
         if self.target is not None:
             d["target"] = self.target.url
             return d
+        if self.preset is not None:
+            d["preset"] = self.preset
         d.update(
             command=list(self.command or ()),
             host=self.host,
@@ -165,18 +174,28 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> S
     name = t.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SpecError(f"{field}.name", "1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit", name if name is not None else "nothing")
-    if ("command" in t) == ("target" in t):
+    given = [k for k in ("command", "preset", "target") if k in t]
+    if len(given) != 1:
         raise SpecError(
             f"{field}",
-            "exactly one of command (a system the lab starts) and target (a remote URL it only loads)",
-            "both" if "command" in t else "neither",
+            "exactly one of command (a system the lab starts), preset (a peer it configures: " + ", ".join(PRESETS) + ") and target (a remote URL it only loads)",
+            " and ".join(given) or "none of them",
         )
     if "target" in t:
         extra = sorted(k for k in t if k not in ("name", "target"))
         if extra:
             raise SpecError(f"{field}.{extra[0]}", "no such key for a remote target (it has only name and target)", t[extra[0]])
         return SystemSpec(name=name, target=_target(t["target"], f"{field}.target"))
-    command = _command(t["command"], f"{field}.command")
+    preset = None
+    if "preset" in t:
+        preset = t["preset"]
+        if preset not in PRESETS:
+            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset)
+        defaults = dict(_PRESET_DEFAULTS[str(preset)])
+        if "ready" in t:  # the entry chose its own readiness check
+            defaults.pop("ready_path", None)
+        t = {**defaults, **t}
+    command = _command(t["command"], f"{field}.command") if preset is None else None
     host = t.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
         raise SpecError(f"{field}.host", "an address to listen on, such as 127.0.0.1", host)
@@ -211,6 +230,7 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> S
     return SystemSpec(
         name=name,
         command=command,
+        preset=preset,  # type: ignore[arg-type]
         host=host,
         port=port,  # type: ignore[arg-type]
         cpus=cpus,
