@@ -214,3 +214,21 @@ def test_nginx_preset_from_the_example_spec_is_measured_and_stopped(engine_path,
     summary = json.loads((rep_dir / "summary.json").read_text())
     assert summary["bytes_received"] > 1024 * summary["requests"]  # the 1 KiB answer, with headers
     assert survivors(token) == []
+
+
+def test_setup_and_teardown_commands_run_around_the_system(engine_path, tmp_path, token):
+    extra = (
+        'setup = [["sh", "-c", "echo configured > {dir}/setup.txt"]]\n'
+        'teardown = [["sh", "-c", "echo stopped:$(cat {dir}/setup.txt) > {dir}/../teardown.txt"]]'
+    )
+    store, view = run(tmp_path, system(extra=extra))
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep_dir = store.run_dir(view.manifest.run_id) / "cells" / row.cell_id / "rep-1"
+    assert (rep_dir / "teardown.txt").read_text() == "stopped:configured\n"
+
+    _, view = run(tmp_path / "failing", system(extra='setup = [["sh", "-c", "echo no licence; exit 4"]]'))
+    (row,) = view.rows
+    assert row.status == "failed" and "system svc setup[0]: sh -c echo no licence; exit 4: exit code 4" in row.error
+    assert "no licence" in row.error
+    assert survivors(token) == []

@@ -159,6 +159,9 @@ class ProcessTree:
         # readings (the sampler's) lose at most one period of an ended thread's switches.
         self.thread_switches: dict[tuple[ProcKey, int], tuple[int, int]] = {}
         self._lock = threading.Lock()  # the sampler thread and the runner read concurrently
+        root = read_stat(root_pid, with_switches=False)
+        if root is not None:  # named by its start time too, so its pid, once recycled, is not taken
+            self.seen[root.key] = root.name
 
     def switches_seen(self) -> tuple[int, int]:
         """Context switches of every thread ever seen, at its last reading."""
@@ -190,8 +193,8 @@ class ProcessTree:
         return out
 
     def _starts(self) -> list[int]:
-        """The root and every member seen before that is still the same process."""
-        pids = [self.root_pid]
+        """Every member seen before (the root first) that is still the same process."""
+        pids = []
         for pid, start in list(self.seen):
             fields = _stat_fields(pid)
             if fields is not None and int(fields[1][19]) == start:
@@ -218,8 +221,7 @@ class ProcessTree:
         children: dict[int, list[int]] = {}
         for st in stats.values():
             children.setdefault(st.ppid, []).append(st.pid)
-        frontier = [self.root_pid] if self.root_pid in stats else []
-        frontier += [pid for pid, st in stats.items() if st.key in self.seen]
+        frontier = [pid for pid, st in stats.items() if st.key in self.seen]
         if scan_environ:
             known = {pid for pid, _ in self.seen}
             frontier += [pid for pid in stats if pid not in known and pid != os.getpid() and _has_token(pid, self.token)]
@@ -304,10 +306,9 @@ def kill_and_reap(members: Iterable[ProcStat], timeout_s: float = 5.0) -> list[P
         for m in remaining:
             reap(m.pid)
             current = read_stat(m.pid, with_switches=False)
+            # A zombie is dead: ours was reaped just above, another parent's is that parent's.
             if current is not None and current.start_ticks == m.start_ticks and current.state not in ("Z", "X"):
                 still.append(m)
-            elif current is not None and current.start_ticks == m.start_ticks and current.ppid != os.getpid():
-                continue  # a zombie of another parent: dead, its parent reaps it
         remaining = still
         if not remaining or time.monotonic() > deadline:
             return remaining
