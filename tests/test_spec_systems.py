@@ -143,3 +143,8 @@ def test_a_preset_fills_readiness_and_stop_and_excludes_a_command(env):
     assert e.field == "systems[0].preset" and "'nginx'" in e.allowed and e.received == "apache"
     e = refusal(env, systems='[[systems]]\nname = "svc"\npreset = "nginx"\ncommand = "nginx"\n')
     assert e.field == "systems[0]" and e.received == "command and preset"
+
+
+def test_a_system_no_cell_runs_is_refused(env):
+    e = refusal(env, factors='architecture = ["netty"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
+    assert e.field == "systems[0]" and "'system:svc'" in e.allowed and e.received == "svc"

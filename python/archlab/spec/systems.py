@@ -337,6 +337,18 @@ def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture
     return WithSystems(inner, systems, only)
 
 
+def check_used(systems: Sequence[SystemSpec], architecture_levels: Sequence[object]) -> None:
+    """A declared system no cell runs would be ignored silently: refused instead."""
+    for i, s in enumerate(systems):
+        if s.level not in architecture_levels:
+            raise SpecError(
+                f"systems[{i}]",
+                f"a system that factors.architecture names (add '{s.level}' to its levels)",
+                s.name,
+                hint="or remove the entry",
+            )
+
+
 def check_settings_apply(architecture_levels: Sequence[object], server: Mapping[str, object], varied: Sequence[str]) -> None:
     """``[server]`` options and the threads/loops factors set archlab's servers only: refused
     when every architecture level is a system, rather than silently ignored."""

@@ -45,7 +45,7 @@ from archlab.spec.model import (
 )
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
-from archlab.spec.systems import check_settings_apply, is_system_level, parse_systems, registry_with
+from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.units import DURATION_SYNTAX, format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
@@ -81,6 +81,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     _check_not_fixed_and_varied(factors, raw)
     levels = [a for f in factors if f.name == "architecture" for a in f.levels]
     check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
+    check_used(systems, levels)
     _check_seed(load, factors)
     db = _db(raw, factors)
     _check_server_options(factors, server)
