@@ -156,6 +156,9 @@ def test_a_remote_target_gets_load_only_and_is_flagged(engine_path, tmp_path, re
     assert row.cost is None  # the lab cannot see the remote system's processes
     assert view.manifest.document["remote_targets"] == {"system:svc": f"http://127.0.0.1:{remote_server}"}
     assert view.manifest.document["column_sources"]["system:svc"]["cpu"] == "unavailable (remote target)"
+    done = run_cli("report", view.manifest.run_id, "--store", str(store.root))
+    assert done.returncode == 0, done.stderr
+    assert f"system:svc is a remote target (http://127.0.0.1:{remote_server}): load and latency only" in done.stdout
 
 
 def test_the_cli_says_which_columns_come_from_outside(engine_path, tmp_path, token):
