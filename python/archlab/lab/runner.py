@@ -16,7 +16,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed
 from archlab.lab import probes
@@ -29,6 +29,9 @@ from archlab.spec.systems import is_system_level
 from archlab.store.records import CellRecord, ServerCost
 from archlab.store.runs import RunHandle
 from archlab.store.summary import LoadSummary, read_summary
+
+if TYPE_CHECKING:
+    from archlab.lab.system_cell import SystemPool
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
     return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10))
 
 
-def _system_pool(group: ProcessGroup, handle: RunHandle) -> Any:
+def _system_pool(group: ProcessGroup, handle: RunHandle) -> "SystemPool | None":
     """The run's pool of reusable foreign systems, or None when the spec declares no system."""
     if not handle.experiment.systems:
         return None
@@ -165,12 +168,14 @@ def _run_pair(
     rep: int,
     config: RunnerConfig,
     database: Postgres | None = None,
-    systems: Any = None,
+    systems: "SystemPool | None" = None,
 ) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
         if is_system_level(cell.architecture):
             from archlab.lab import system_cell  # it builds on this module
+
+            assert systems is not None  # a spec with system levels declares systems
 
             summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems)
         else:
@@ -205,7 +210,7 @@ def _measure(
     files: RepFiles,
     config: RunnerConfig,
     database: Postgres | None = None,
-) -> tuple[LoadSummary, ServerCost | None, dict]:
+) -> tuple[LoadSummary, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
