@@ -209,6 +209,7 @@ CASES = [
     ("compare", "truncated", ["compare", "x", "y", "--store", "store-cut"], "--store: expected a result store directory"),
     ("compare", "wrong types", ["compare", "x", "y", "--level", "high"], "argument --level: invalid float value"),
     ("compare", "out of range", ["compare", "x", "y", "--fail-if-slower", "150"], "--fail-if-slower: expected a percentage in [0, 100)"),
+    ("compare", "missing directory", ["compare", "x", "y", "--html", "nope/cmp.html"], "--html: expected a file path in an existing directory"),
     ("compare", "out of range metrics", ["compare", "x", "y", "--metrics", "p42"], "--metrics: expected a comma-separated list of"),
 ]
 

@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     bad = [m for m in metrics if m not in METRICS]
     if bad or not metrics:
         raise SpecError("--metrics", "a comma-separated list of " + ", ".join(METRICS), args.metrics)
+    if args.html and not Path(args.html).resolve().parent.is_dir():
+        raise SpecError("--html", "a file path in an existing directory", args.html)
     store = open_store(args.store)
     view_a = store.load_run(known_run(store, args.run_a, "RUN_A"))
     view_b = store.load_run(known_run(store, args.run_b, "RUN_B"))
