@@ -203,6 +203,14 @@ CASES = [
     ("simulate", "out of range flag", ["simulate", "model.toml", "--replications", "-1"], "--replications: expected an integer"),
     ("simulate", "missing directory", ["simulate", "model.toml", "--json", "nope/out.json"], "--json: expected a file path"),
     ("simulate", "binary store", ["simulate", "model.toml", "--store", "binary"], "--store: expected a result store directory"),
+    ("compare", "empty", ["compare", "", "", "--store", "store"], "RUN_A: expected a run id of the store"),
+    ("compare", "binary", ["compare", "x", "y", "--store", "binary"], "--store: expected a result store directory"),
+    ("compare", "missing", ["compare", "nope", "nope", "--store", "store"], "RUN_A: expected a run id of the store"),
+    ("compare", "truncated", ["compare", "x", "y", "--store", "store-cut"], "--store: expected a result store directory"),
+    ("compare", "wrong types", ["compare", "x", "y", "--level", "high"], "argument --level: invalid float value"),
+    ("compare", "out of range", ["compare", "x", "y", "--fail-if-slower", "150"], "--fail-if-slower: expected a percentage in [0, 100)"),
+    ("compare", "missing directory", ["compare", "x", "y", "--html", "nope/cmp.html"], "--html: expected a file path in an existing directory"),
+    ("compare", "out of range metrics", ["compare", "x", "y", "--metrics", "p42"], "--metrics: expected a comma-separated list of"),
 ]
 
 

@@ -74,8 +74,11 @@ def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
 
 def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
+    from archlab.report.sources import column_source_lines
 
     print(terminal_table(view.rows))
+    for line in column_source_lines(view.manifest):
+        print(line)
 
 
 def _write_report(view: RunView, path: Path) -> None:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Union
 
+from archlab.spec.systems import SystemSpec
 from archlab.spec.units import engine_duration, format_cpu_list, short_duration
 
 Level = Union[str, int, float]
@@ -323,6 +324,8 @@ class Experiment:
     placement: Placement
     # The [db] section; None when the spec has none (then the defaults of DbSettings apply).
     db: DbSettings | None = None
+    # The [[systems]] entries: systems under test the lab starts (or loads remotely) by name.
+    systems: tuple[SystemSpec, ...] = ()
 
     @property
     def db_settings(self) -> DbSettings:
@@ -381,6 +384,8 @@ class Experiment:
         }
         if self.db is not None:  # only when given: specs without [db] keep their hash
             d["db"] = self.db.to_dict()
+        if self.systems:  # only when given: specs without [[systems]] keep their hash
+            d["systems"] = [s.to_dict() for s in self.systems]
         return d
 
     def spec_hash(self) -> str:

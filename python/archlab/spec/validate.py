@@ -45,6 +45,7 @@ from archlab.spec.model import (
 )
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
+from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.units import DURATION_SYNTAX, format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
@@ -74,8 +75,13 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
     server = _server(raw.section("server"))
     load = _load(raw.section("load"))
-    factors = _factors(raw.section("factors"), env.registry, load.model)
+    systems = parse_systems(raw.entries("systems"), env.cpus)
+    registry = registry_with(env.registry, systems, raw.section("factors").get("architecture"))
+    factors = _factors(raw.section("factors"), registry, load.model)
     _check_not_fixed_and_varied(factors, raw)
+    levels = [a for f in factors if f.name == "architecture" for a in f.levels]
+    check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
+    check_used(systems, levels)
     _check_seed(load, factors)
     db = _db(raw, factors)
     _check_server_options(factors, server)
@@ -91,6 +97,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         load=load,
         placement=placement,
         db=db,
+        systems=systems,
     )
 
 
@@ -396,7 +403,7 @@ def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) ->
     """Every architecture with every level of threads and loops (and the fixed options) is
     checked by the data plane: an option the architecture does not take, or a value out of
     range, is refused against the TOML key that set it."""
-    archs = [str(a) for f in factors if f.name == "architecture" for a in f.levels]
+    archs = [str(a) for f in factors if f.name == "architecture" for a in f.levels if not is_system_level(a)]
     varied = {f.name: f for f in factors}
 
     def choices(option: str) -> list[tuple[str, object]]:
@@ -444,7 +451,9 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
         wait_ms = round(wait_s * 1000)
         if abs(wait_s * 1000 - wait_ms) > 1e-6:
             raise SpecError("db.wait", whole_ms, t["wait"])
-    arch = next(str(a) for f in factors if f.name == "architecture" for a in f.levels)
+    arch = next((str(a) for f in factors if f.name == "architecture" for a in f.levels if not is_system_level(a)), None)
+    if arch is None:
+        raise SpecError("db", "no [db] section, since no cell runs an archlab architecture", "[db]", hint="a system's database is its own")
     try:
         contract.check_server(arch, {"db_pool": pool, "db_wait_ms": wait_ms})
     except OptionRefused as e:
