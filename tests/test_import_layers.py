@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "models": FOUNDATION | {"store"},
     "sim": FOUNDATION | {"spec", "store", "latency"},
     "report": FOUNDATION | {"spec", "store", "models", "latency"},
+    "compare": FOUNDATION | {"store", "report"},
 }
 
 
