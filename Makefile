@@ -41,9 +41,10 @@ test-python: ## Python tests only (spec, store, orchestration, report, statistic
 	$(PY) -m pytest -q
 
 .PHONY: lint
-lint: ## cargo fmt --check and clippy
+lint: ## cargo fmt --check, clippy, and no crate whose files import each other in a circle
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	python3 scripts/check_imports.py
 
 .PHONY: fmt
 fmt: ## Format the Rust code

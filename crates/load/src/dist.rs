@@ -12,6 +12,7 @@
 //! the number of threads.
 
 use crate::schedule::Intensity;
+use crate::units::{format_duration, parse_duration};
 use archlab_prng::Xoshiro256pp;
 use std::fmt;
 use std::str::FromStr;
@@ -97,32 +98,11 @@ impl FromStr for ThinkTime {
 impl fmt::Display for ThinkTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ThinkTime::Constant(d) => write!(f, "{d:?}"),
-            ThinkTime::Exponential { mean } => write!(f, "exp:{mean:?}"),
-            ThinkTime::Uniform { min, max } => write!(f, "uniform:{min:?}-{max:?}"),
+            ThinkTime::Constant(d) => f.write_str(&format_duration(*d)),
+            ThinkTime::Exponential { mean } => write!(f, "exp:{}", format_duration(*mean)),
+            ThinkTime::Uniform { min, max } => write!(f, "uniform:{}-{}", format_duration(*min), format_duration(*max)),
         }
     }
-}
-
-/// A duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m` (default `s`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 =
-        num.trim().parse().map_err(|_| format!("{s:?} is not a duration (expected e.g. 10s, 500ms, 2m, 1.5)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("{s:?}: a duration must be a finite number >= 0"));
-    }
-    let scale = match unit {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (allowed: ns, us, ms, s, m)")),
-    };
-    Ok(Duration::from_secs_f64(value * scale))
 }
 
 /// Requests per session of the partly-open model.

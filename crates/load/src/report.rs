@@ -15,8 +15,7 @@
 
 use crate::config::{LoadConfig, Pacing};
 use crate::dist::{SessionLength, ThinkTime};
-use crate::memcached::McCounts;
-use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};
+use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
 use archlab_wire::memcached::Retrieval;
 use serde::Serialize;
@@ -262,7 +261,9 @@ impl LoadReport {
                 key_prefix: w.key_prefix.clone(),
                 key_min: w.key_min,
                 key_max: w.key_max,
-                key_zipf_exp: [w.keys.set, w.keys.get].contains(&crate::KeyPattern::Zipf).then_some(w.key_zipf_exp),
+                key_zipf_exp: [w.keys.set, w.keys.get]
+                    .contains(&crate::config::memcached::KeyPattern::Zipf)
+                    .then_some(w.key_zipf_exp),
                 value_size: w.value_size.to_string(),
                 verify: w.verify,
                 counts: self.totals.memcached,

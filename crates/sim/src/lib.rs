@@ -6,7 +6,7 @@
 //! sessions), each source with a route: serve, synchronous call (the caller holds its server
 //! while the callee runs), probabilistic branch, repeat, fork-join, load-balanced replicas.
 //! [`model::Model::build`] validates it and compiles the routes into a flat program;
-//! [`engine::Simulator`] runs one replication by event scheduling over a (time, priority,
+//! [`simulator::Simulator`] runs one replication by event scheduling over a (time, priority,
 //! sequence) heap with one random stream per entity and purpose; [`replicate::simulate`] runs
 //! replications on threads and summarises them with confidence intervals, optionally until a
 //! stop rule on interval width is met.
@@ -16,19 +16,19 @@
 //! in model units throughout (whatever unit the model's times are written in).
 
 pub mod dist;
-pub mod engine;
 pub mod error;
 pub mod model;
 pub mod output;
 pub mod replicate;
 pub mod rng;
+pub mod simulator;
 pub mod spec;
 pub mod stats;
 
-pub use engine::NANOUNITS;
 pub use error::SimError;
 pub use model::{Model, RunConfig};
 pub use replicate::{simulate, Outcome};
+pub use simulator::NANOUNITS;
 
 /// Validate a JSON model and run configuration, simulate, and return the [`Outcome`] as JSON:
 /// the whole interface the Python bindings need.

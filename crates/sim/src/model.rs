@@ -1,5 +1,5 @@
 //! The validated model. [`Model::build`] checks a [`ModelSpec`] field by field and compiles every
-//! source's route into one flat program of [`Op`]s, so that the engine interprets a handful of
+//! source's route into one flat program of [`Op`]s, so that the simulator interprets a handful of
 //! instructions instead of walking a tree: a request is a program counter into that code.
 //!
 //! Compilation, by step: `serve` at an FCFS station is `Acquire; Hold; Release` (at a PS or delay

@@ -3,7 +3,7 @@
 //! so the outcome does not depend on the number of threads or on their scheduling. With a stop
 //! rule, replications are added in waves (one per thread) until the watched interval is narrow
 //! enough or the budget is spent. Under a batch-means stop rule the one replication extends
-//! itself instead (see the engine). With `warmup = "mser"` every replication first runs as a
+//! itself instead (see the simulator). With `warmup = "mser"` every replication first runs as a
 //! pilot to the horizon recording requests in system per time bin; MSER-5 chooses one
 //! truncation time from the bin-by-bin average of the pilots, and the replications run again
 //! with their window starting there. Runs are deterministic, so each second run is its pilot's
@@ -15,9 +15,9 @@ use std::sync::Mutex;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
 use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
+use crate::simulator::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
 use crate::spec::{StopMethod, StopMetric};
 use crate::stats::{mser, Estimate, Truncation};
 
@@ -244,7 +244,7 @@ fn summarise(
             pooled: pooled(runs.iter().map(|(_, h)| hist(h))),
         };
     let total = responses(&|r| &r.total, &|h| {
-        let mut all = crate::engine::new_histogram();
+        let mut all = crate::simulator::new_histogram();
         for c in &h.classes {
             all.add(c).expect("auto-resizing histograms accept any value");
         }
@@ -295,7 +295,7 @@ fn summarise(
 }
 
 fn pooled(hists: impl Iterator<Item = Histogram<u64>>) -> Pooled {
-    let mut all = crate::engine::new_histogram();
+    let mut all = crate::simulator::new_histogram();
     for h in hists {
         all.add(&h).expect("auto-resizing histograms accept any value");
     }

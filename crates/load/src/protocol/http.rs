@@ -6,61 +6,15 @@
 //!
 //! With one request in flight per connection any byte after the end of the response is a
 //! protocol violation ([`ResponseReader::feed`]); with pipelining it is the start of the next
-//! response, in request order ([`ResponseReader::feed_prefix`] says where one ends). [`Codec`] puts this reader and
-//! the memcached client (`memcached.rs`) behind one interface for the connection engine.
+//! response, in request order ([`ResponseReader::feed_prefix`] says where one ends). `protocol/mod.rs` puts this
+//! reader and the memcached client behind one interface.
 
-use crate::memcached::McClient;
-use crate::stats::ErrorClass;
+use super::Progress;
+use crate::stats::Outcome;
 use archlab_wire::http::{parse_response_head, ResponseError};
 
 /// A head that has not ended after this many bytes is refused (servers use 8-64 KiB limits).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
-
-/// What one piece of input did to the response being read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
-    /// The response is not complete yet.
-    More,
-    /// The response ended exactly at the end of the piece.
-    Done { outcome: Outcome, keep_alive: bool },
-    /// The bytes are not a response the generator can frame.
-    Invalid(&'static str),
-}
-
-/// How a complete response ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
-    Status(u16),
-    /// A protocol without status codes answered as asked.
-    Ok,
-    /// A complete reply that is an error of this class; the connection stays usable.
-    Failed(ErrorClass),
-}
-
-/// The protocol of one connection: writes its requests and frames its responses. HTTP sends
-/// the one request built for the whole run; memcached builds each request.
-pub(crate) enum Codec {
-    Http(ResponseReader),
-    Memcached(Box<McClient>),
-}
-
-impl Codec {
-    #[inline]
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
-        match self {
-            Codec::Http(r) => r.feed(data),
-            Codec::Memcached(m) => m.feed(data),
-        }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        match self {
-            Codec::Http(r) => r.reset(),
-            Codec::Memcached(m) => m.reset(),
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 pub(crate) struct ResponseReader {

@@ -1,4 +1,4 @@
-//! The event-scheduling engine: one replication of a compiled [`Model`]. State lives in this
+//! The simulator: event scheduling over one replication of a compiled [`Model`]. State lives in this
 //! struct only (no globals), so replications run side by side on threads. Each event advances
 //! the clock and moves one job through its program until it blocks (queued, holding, waiting for
 //! fork children, finished); jobs that a departure unblocks at the same instant go through a

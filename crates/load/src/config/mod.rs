@@ -1,15 +1,18 @@
 //! Configuration of a load run in two stages: [`LoadParams`] is raw input with public fields
 //! and defaults (what a CLI or a spec file fills in, with `Option`s so that "given" can be told
-//! from "defaulted"), [`LoadConfig`] is the validated, immutable form the engine accepts. The
+//! from "defaulted"), [`LoadConfig`] is the validated, immutable form a run accepts. The
 //! load model is a closed enum, [`Pacing`], so that a combination that means nothing (a rate
 //! for the closed model, a session length for the open one) cannot be represented: it is
 //! refused here, naming the parameter, the allowed values and the value received, so an
 //! experiment spec or a command line can point at the offending option.
 
+pub mod memcached;
+
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
-use crate::memcached::McWorkload;
+pub use crate::error::ConfigError;
 use crate::schedule::Profile;
 use archlab_netio::CpuList;
+use memcached::McWorkload;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -271,22 +274,6 @@ impl LoadParams {
         }
     }
 }
-
-/// A parameter that was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub parameter: &'static str,
-    pub allowed: String,
-    pub received: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {}: {} (allowed: {})", self.parameter, self.received, self.allowed)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Validated parameters of a run.
 #[derive(Clone, Debug)]
