@@ -36,9 +36,11 @@ pub use archlab_wire::memcached::Retrieval;
 pub use config::memcached::{
     KeyPattern, KeyPatterns, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
-pub use config::{ArrivalKind, LoadConfig, LoadParams, Model, Pacing, SessionConnection, DEFAULT_SEED};
+pub use config::{
+    normalise, ArrivalKind, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection, DEFAULT_SEED,
+};
 pub use control::{Phase, StopHandle};
-pub use dist::{ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
+pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
 pub use error::{ConfigError, LoadError};
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
@@ -49,4 +51,4 @@ pub use run::{run_load, run_load_live, run_load_with};
 pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
 pub use stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Tally};
-pub use units::{format_duration, parse_duration, parse_seconds};
+pub use units::{format_duration, parse_duration, parse_seconds, DURATION_SYNTAX};

@@ -3,6 +3,8 @@
 //! the load generator's flags and JSON, schedules, think times, and (through `archlab._native`)
 //! experiment specs; [`format_duration`] writes a duration back in it, exactly.
 
+use archlab_options::Kind;
+use serde_json::Value;
 use std::time::Duration;
 
 const UNITS: &str = "ns, us, ms, s, m";
@@ -31,12 +33,44 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
 
 /// A duration as written, to the nearest nanosecond.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let ns = parse_seconds(s)? * 1e9;
+    duration_of(parse_seconds(s)?).ok_or_else(|| format!("{s:?}: a duration too long to represent"))
+}
+
+/// `seconds` to the nearest nanosecond; `None` when negative, not finite or too long.
+pub fn duration_of(seconds: f64) -> Option<Duration> {
+    let ns = seconds * 1e9;
     // Rounded, not truncated: 7 * 1e-9 s is a hair under 7 ns in binary.
-    if ns < u64::MAX as f64 {
-        Ok(Duration::from_nanos(ns.round() as u64))
-    } else {
-        Err(format!("{s:?}: a duration too long to represent"))
+    (ns >= 0.0 && ns < u64::MAX as f64).then(|| Duration::from_nanos(ns.round() as u64))
+}
+
+/// The allowed form of a duration, for messages.
+pub const DURATION_SYNTAX: &str = "a duration such as 10s, 500ms, 2m or a number of seconds";
+
+/// Durations as an option kind: the syntax above in flags and JSON strings, a JSON number as
+/// seconds; written back by [`format_duration`].
+#[derive(Clone, Copy)]
+pub struct Period;
+
+impl Kind for Period {
+    type Value = Duration;
+    fn allowed(&self) -> String {
+        DURATION_SYNTAX.into()
+    }
+    fn value_name(&self) -> &'static str {
+        "DURATION"
+    }
+    fn parse(&self, text: &str) -> Result<Duration, String> {
+        parse_duration(text)
+    }
+    fn parse_json(&self, v: &Value) -> Result<Duration, String> {
+        match v {
+            Value::String(s) => parse_duration(s),
+            Value::Number(n) => n.as_f64().and_then(duration_of).ok_or_else(String::new),
+            _ => Err(String::new()),
+        }
+    }
+    fn to_json(&self, v: &Duration) -> Value {
+        Value::from(format_duration(*v))
     }
 }
 

@@ -59,7 +59,22 @@ impl CpuList {
 impl FromStr for CpuList {
     type Err = CpuListError;
 
+    /// A list of CPUs this machine has.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let list = CpuList::parse_ids(s)?;
+        let max = max_cpus();
+        if let Some(bad) = list.0.iter().find(|&&c| c >= max) {
+            let reason = format!("CPU {bad} does not exist (this machine has CPUs 0-{})", max - 1);
+            return Err(CpuListError { input: s.to_string(), reason });
+        }
+        Ok(list)
+    }
+}
+
+impl CpuList {
+    /// The CPUs of a list as written (`"0,2-3"`), whether or not this machine has them (a
+    /// spec may be checked for another machine).
+    pub fn parse_ids(s: &str) -> Result<CpuList, CpuListError> {
         let err = |reason: String| CpuListError { input: s.to_string(), reason };
         let mut ids = Vec::new();
         for part in s.split(',').map(str::trim) {
@@ -77,10 +92,6 @@ impl FromStr for CpuList {
                 }
                 None => ids.push(parse(part)?),
             }
-        }
-        let max = max_cpus();
-        if let Some(bad) = ids.iter().find(|&&c| c >= max) {
-            return Err(err(format!("CPU {bad} does not exist (this machine has CPUs 0-{})", max - 1)));
         }
         CpuList::new(ids).map_err(|e| err(e.reason))
     }
