@@ -1,6 +1,7 @@
 """`archlab-engine serve` and `load` read their options and parameters whole as JSON
 (`--options FILE`, `--params FILE`, `-` for stdin), with flags beside the file winning; a bad
-value is one line naming the option. Real processes on loopback."""
+value is one line naming the option; and `load` exits 1 with a one-line reason when no request
+succeeded in its window (after writing its outputs), 0 otherwise. Real processes on loopback."""
 
 from __future__ import annotations
 
@@ -49,6 +50,18 @@ def test_load_parameters_from_json_with_flags_over_them(engine_path, server, tmp
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["connections"] == 3 and summary["path"] == "/echo?size=10" and summary["requests"] > 0
+
+
+def test_load_fails_in_one_line_when_nothing_succeeded(engine_path, server, tmp_path):
+    done = run(engine_path, "load", "--target", server, "--path", "/nope", "--warmup", "0s", "--duration", "300ms", "--quiet",
+               "--json", str(tmp_path / "s.json"))  # fmt: skip
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("archlab-engine: error: no request succeeded in the 0.30 s measurement window (")
+    assert "status_4xx" in last
+    # What was measured is still written: the summary says what failed.
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["requests"] == 0 and summary["errors"]["by_class"]["status_4xx"] > 0
 
 
 @pytest.mark.parametrize(

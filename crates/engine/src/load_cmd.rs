@@ -6,8 +6,9 @@
 //! `phase end` on stdout when the measurement window opens and closes (the orchestrator reads
 //! the server's CPU counters at those lines), write the outputs, and print one human line on
 //! stderr. SIGTERM/SIGINT/SIGHUP end the run early; what was measured is still written, marked
-//! `"interrupted": true`. The parameters are `archlab_load::LoadParams`, as flags or whole as
-//! JSON (`--params FILE`, flags beside it win).
+//! `"interrupted": true`. A run in which no request succeeded writes its outputs too, then
+//! exits 1 with one line saying so (responses and errors by class). The parameters are
+//! `archlab_load::LoadParams`, as flags or whole as JSON (`--params FILE`, flags beside it win).
 
 use crate::args::read_document;
 use crate::signals::{spawn_handler, Signal};
@@ -243,7 +244,11 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     if let Some(e) = &report.records_error {
         return Err(CliError::runtime(e.clone()));
     }
-    Ok(())
+    // The outputs are written (they say what failed), but a run that measured nothing fails.
+    match report.nothing_succeeded() {
+        Some(why) => Err(CliError::runtime(why)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -156,6 +156,28 @@ impl LoadReport {
         }
     }
 
+    /// Why the run measured nothing, when no request succeeded in the window (`None` when one
+    /// did): the responses and the errors by class, with an example of the first class.
+    pub fn nothing_succeeded(&self) -> Option<String> {
+        if self.totals.requests > 0 {
+            return None;
+        }
+        let errors = &self.totals.errors;
+        let classes: Vec<String> = ErrorClass::ALL
+            .into_iter()
+            .filter(|&c| errors.get(c) > 0)
+            .map(|c| format!("{} {}", c.name(), errors.get(c)))
+            .collect();
+        let example = self.error_examples.values().next().map(|e| format!("; e.g. {e}")).unwrap_or_default();
+        Some(format!(
+            "no request succeeded in the {:.2} s measurement window ({} responses, {} errors{}{example})",
+            self.window_s(),
+            self.totals.responses,
+            errors.total(),
+            if classes.is_empty() { String::new() } else { format!(": {}", classes.join(", ")) },
+        ))
+    }
+
     /// Why the generator, not the server, may have limited this run (empty: it did not).
     pub fn generator_bound_reasons(&self) -> Vec<String> {
         let mut why = Vec::new();
