@@ -340,6 +340,14 @@ def test_fixed_architecture_options_are_range_checked(options_env, server, messa
     assert str(e.value).startswith(message)
 
 
+def test_a_server_option_typo_is_answered_with_the_data_planes_doc(options_env):
+    spec = spec_text(server="ring_sise = 8", factors='architecture = ["netty"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]')
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec, "t", options_env)
+    assert str(e.value).startswith("server.ring_sise: expected a key one of threads, loops, handlers, ring_size, ")
+    assert str(e.value).endswith("got 'ring_sise' (did you mean 'ring_size': Ring slots, a power of two (default 1024).)")
+
+
 def test_an_option_the_architecture_lacks_is_refused(options_env):
     env = options_env
     spec = spec_text(server="write_spin = 8", factors='architecture = ["blocking"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]')

@@ -5,6 +5,7 @@ guarding against typos, and a typo is reported with the list of keys that would 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import tomllib
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
+from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
 
@@ -62,12 +64,22 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
             raise SpecError(section, "a table ([" + section + "] followed by keys)", table)
         for key in table:
             if key not in known[section]:
-                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key)
+                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key, hint=_suggestion(section, key, known[section]))
     for section in REQUIRED_SECTIONS:
         if section not in doc:
             raise SpecError(section, f"a [{section}] section", "nothing")
     tables = {name: MappingProxyType(dict(table)) for name, table in doc.items()}
     return RawSpec(source=source, tables=MappingProxyType(tables))
+
+
+def _suggestion(section: str, key: str, keys: tuple[str, ...]) -> str:
+    """The key meant, for a typo; for a server option with what the data plane says it is."""
+    close = difflib.get_close_matches(key, keys, n=1)
+    if not close:
+        return ""
+    if section == "server":
+        return f"did you mean {close[0]!r}: {contract.server_option(close[0]).doc}"
+    return f"did you mean {close[0]!r}?"
 
 
 _LINE_RE = re.compile(r"at line (\d+)")
