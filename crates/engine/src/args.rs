@@ -1,5 +1,5 @@
-//! Value parsers shared by the subcommands: durations ("2s", "500ms", "1m", "1.5") and the JSON
-//! documents of `--options` and `--params`.
+//! Value parsers shared by the subcommands: durations ("2s", "500ms", "1m", "1.5"), CPU lists, and
+//! the JSON documents of `--options` and `--params`.
 
 /// Parse a duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m` (default `s`).
 /// The load library owns the syntax, so that spec files and flags read durations alike.
@@ -10,6 +10,12 @@ pub fn read_document(option: &str, path: &std::path::Path) -> Result<String, cra
     let read =
         if path.as_os_str() == "-" { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
     read.map_err(|e| crate::CliError::usage(format!("invalid --{option} {}: cannot read it ({e})", path.display())))
+}
+
+/// A CPU list of this machine (`0,2-3`), for the subcommands whose options are not an option set
+/// (`link`, `middleware`).
+pub fn parse_cpus(s: &str) -> Result<archlab_netio::CpuList, String> {
+    s.parse().map_err(|e: archlab_netio::CpuListError| e.to_string())
 }
 
 #[cfg(test)]

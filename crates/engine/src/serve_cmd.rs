@@ -77,12 +77,16 @@ pub fn list_architectures(json: bool) {
 }
 
 /// The `rusage` line's JSON: getrusage of the whole process plus the server's own counts of
-/// socket read and write calls (which `/proc/<pid>/io` does not see).
+/// socket read and write calls (which `/proc/<pid>/io` does not see) and of what it refused at
+/// its limits.
 fn usage_json() -> serde_json::Value {
     let mut v = serde_json::to_value(archlab_metrics::rusage::process_usage()).expect("serialisable");
     let counts = serde_json::to_value(archlab_metrics::counters::totals()).expect("serialisable");
-    if let (Some(v), serde_json::Value::Object(c)) = (v.as_object_mut(), counts) {
-        v.extend(c);
+    let limits = serde_json::to_value(archlab_metrics::counters::limit_totals()).expect("serialisable");
+    for counts in [counts, limits] {
+        if let (Some(v), serde_json::Value::Object(c)) = (v.as_object_mut(), counts) {
+            v.extend(c);
+        }
     }
     v
 }

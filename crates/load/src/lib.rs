@@ -42,6 +42,9 @@ pub use config::{
 pub use control::{Phase, StopHandle};
 pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
 pub use error::{ConfigError, LoadError};
+pub use protocol::http::ResponseReader;
+pub use protocol::memcached::McClient;
+pub use protocol::Progress;
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
     CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
@@ -50,5 +53,5 @@ pub use report::{
 pub use run::{run_load, run_load_live, run_load_with};
 pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
-pub use stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Tally};
+pub use stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Outcome, Tally};
 pub use units::{format_duration, parse_duration, parse_seconds, DURATION_SYNTAX};

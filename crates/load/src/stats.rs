@@ -9,7 +9,7 @@ use std::fmt;
 
 /// How a complete response ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
     Status(u16),
     /// A protocol without status codes answered as asked.

@@ -105,6 +105,42 @@ pub fn totals() -> Totals {
     t
 }
 
+/// Rare events at a server's limits, counted process-wide (one shared atomic each: they are
+/// off the hot path). Reported beside the socket calls so that a run shows what was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitEvent {
+    /// A connection accepted only to be closed at once because the process had run out of file
+    /// descriptors (EMFILE/ENFILE): the acceptor freed its reserve descriptor to take it.
+    ClosedOutOfDescriptors,
+    /// An accept that failed for lack of descriptors with no reserve left to make room: the
+    /// acceptor stopped accepting for a while instead of retrying at once.
+    AcceptPaused,
+}
+
+const LIMIT_EVENTS: usize = 2;
+static LIMITS: [AtomicU64; LIMIT_EVENTS] = [const { AtomicU64::new(0) }; LIMIT_EVENTS];
+
+/// The counts of every [`LimitEvent`], as reported in the `rusage` line.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct LimitTotals {
+    pub closed_out_of_descriptors: u64,
+    pub accept_paused: u64,
+}
+
+/// Count one event at a limit.
+pub fn count_limit(event: LimitEvent) {
+    LIMITS[event as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts of the events at limits since the process started.
+pub fn limit_totals() -> LimitTotals {
+    let get = |e: LimitEvent| LIMITS[e as usize].load(Ordering::Relaxed);
+    LimitTotals {
+        closed_out_of_descriptors: get(LimitEvent::ClosedOutOfDescriptors),
+        accept_paused: get(LimitEvent::AcceptPaused),
+    }
+}
+
 /// Number of threads currently registered (for tests of the retirement).
 pub fn live_threads() -> usize {
     registry().lock().unwrap().live.len()

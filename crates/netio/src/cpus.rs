@@ -71,6 +71,11 @@ impl FromStr for CpuList {
     }
 }
 
+/// The largest CPU id a list may name. Linux numbers at most 8192 CPUs (NR_CPUS with MAXSMP);
+/// a bound far above it keeps a typo such as "0-99999999" from building a list of 10^8 ids
+/// before any check against a machine.
+pub const MAX_CPU_ID: usize = (1 << 16) - 1;
+
 impl CpuList {
     /// The CPUs of a list as written (`"0,2-3"`), whether or not this machine has them (a
     /// spec may be checked for another machine).
@@ -88,9 +93,18 @@ impl CpuList {
                     if a > b {
                         return Err(err(format!("range {part:?} is reversed")));
                     }
+                    if b > MAX_CPU_ID {
+                        return Err(err(format!("CPU {b} is above {MAX_CPU_ID}, the largest CPU id a list may name")));
+                    }
                     ids.extend(a..=b);
                 }
-                None => ids.push(parse(part)?),
+                None => {
+                    let id = parse(part)?;
+                    if id > MAX_CPU_ID {
+                        return Err(err(format!("CPU {id} is above {MAX_CPU_ID}, the largest CPU id a list may name")));
+                    }
+                    ids.push(id);
+                }
             }
         }
         CpuList::new(ids).map_err(|e| err(e.reason))
@@ -174,7 +188,38 @@ mod tests {
     }
 
     #[test]
-    fn pinning_to_cpu0_works() {
-        pin_current_thread(&[0]).unwrap();
+    fn a_list_names_no_cpu_above_the_bound() {
+        assert_eq!(CpuList::parse_ids("65535").unwrap().ids(), &[MAX_CPU_ID]);
+        for bad in ["65536", "0-99999999", "1,70000"] {
+            let e = CpuList::parse_ids(bad).unwrap_err();
+            assert!(e.reason.contains("largest CPU id"), "{bad}: {e}");
+        }
+    }
+
+    /// The calling thread's affinity as the kernel reports it in text, an oracle independent of
+    /// `sched_getaffinity` (which `allowed_cpus` uses).
+    fn kernel_cpus_allowed_list() -> String {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let line = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("Cpus_allowed_list");
+        line.trim().to_string()
+    }
+
+    #[test]
+    fn pinning_sets_the_affinity_mask_the_kernel_reports() {
+        let allowed = allowed_cpus().unwrap();
+        let last = *allowed.ids().last().unwrap();
+        // In a thread of its own, so that the test harness's threads keep their mask.
+        std::thread::spawn(move || {
+            pin_current_thread(&[last]).unwrap();
+            assert_eq!(kernel_cpus_allowed_list(), last.to_string());
+            assert_eq!(allowed_cpus().unwrap().ids(), &[last]);
+            if let [a, b, ..] = *allowed.ids() {
+                pin_current_thread(&[a, b]).unwrap();
+                let expected = if b == a + 1 { format!("{a}-{b}") } else { format!("{a},{b}") };
+                assert_eq!(kernel_cpus_allowed_list(), expected);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

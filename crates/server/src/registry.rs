@@ -21,6 +21,12 @@ pub struct Architecture {
     /// to it is an error.
     pub accepts: &'static [OptionName],
     build: fn(&ServerOptions) -> Box<dyn Server>,
+    /// A check that needs the machine rather than the options (io-uring: may this process set
+    /// up rings?), run before the server listens so that a refusal comes before `listening`.
+    pub preflight: Option<fn() -> std::io::Result<()>>,
+    /// Whether the listener handed to `serve` must be bound with SO_REUSEPORT (ncopy: its copies
+    /// bind the same address beside it).
+    pub reuse_port: bool,
 }
 
 impl Architecture {
@@ -156,54 +162,72 @@ pub static REGISTRY: &[Architecture] = &[
         description: "acceptor thread spawns one blocking thread per connection (sTomcat-Sync, seed 001)",
         accepts: SOCKET_ONLY,
         build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "sync",
         description: "seed 001's sTomcat-Sync under its own name: thread-per-connection, 0 hand-offs per request",
         accepts: SOCKET_ONLY,
         build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "blocking",
         description: "acceptor + queue of connections + pool of P blocking workers, default P=4 (Blocking, seed 000)",
         accepts: POOL,
         build: |o| blocking(o, pool(o.threads.unwrap_or(DEFAULT_POOL_THREADS))),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "blocking-ring",
         description: "acceptor publishes connections into a ring, K=4 blocking handlers, work-pool dispatch (Blocking Disruptor, seed 000)",
         accepts: RING,
         build: |o| blocking(o, handoff_dispatching(o, Mechanism::Ring, Dispatch::WorkPool)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "blocking-actor",
         description: "acceptor tells connections to K=4 actors serving them blocking (Blocking Actor, seed 000)",
         accepts: ACTOR,
         build: |o| blocking(o, handoff(o, Mechanism::Actor)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "single-thread",
         description: "one epoll thread accepts, reads, handles, write-spins (SingleT-Async, seed 001; 0 hand-offs)",
         accepts: SOCKET_ONLY,
         build: |o| Box::new(reactor::SingleThread::new(o)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "reactor",
         description: "seed 000's NIO server under its own name: one epoll thread does everything",
         accepts: SOCKET_ONLY,
         build: |o| Box::new(reactor::SingleThread::new(o)),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "reactor-ring",
         description: "epoll thread reads, ring hands requests to K=4 handlers that handle and write (NIO Disruptor, seed 000)",
         accepts: RING,
         build: |o| reactor_with(o, Mechanism::Ring),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "reactor-actor",
         description: "epoll thread reads, K=4 actors handle and write (NIO Actor, seed 000)",
         accepts: ACTOR,
         build: |o| reactor_with(o, Mechanism::Actor),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "nio2",
@@ -213,36 +237,48 @@ pub static REGISTRY: &[Architecture] = &[
             let hops = vec![Hop::Stage { ops: Ops::READ_HANDLE, stage: 0 }, Hop::Stage { ops: Ops::WRITE, stage: 0 }];
             Box::new(Staged::new(o, hops, vec![nio2_pool(o)], WritePolicy::UntilBlocked))
         },
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "nio2-ring",
         description: "NIO2 completion pool reads, ring hands requests to K=4 handlers (NIO2 Disruptor, seed 000)",
         accepts: NIO2_RING,
         build: |o| nio2_with(o, Mechanism::Ring),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "nio2-actor",
         description: "NIO2 completion pool reads, K=4 actors handle and write (NIO2 Actor, seed 000)",
         accepts: NIO2_ACTOR,
         build: |o| nio2_with(o, Mechanism::Actor),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "seda-queue",
         description: "SEDA: read, handle, write stages, each a bounded queue + K=4 threads (SEDA Queue, seed 000)",
         accepts: SEDA_QUEUE,
         build: |o| seda(o, Mechanism::Queue),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "seda-ring",
         description: "SEDA with a ring and K=4 handlers per stage (SEDA Disruptor, seed 000)",
         accepts: RING,
         build: |o| seda(o, Mechanism::Ring),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "seda-actor",
         description: "SEDA with K=4 actors per stage (SEDA Actor, seed 000)",
         accepts: ACTOR,
         build: |o| seda(o, Mechanism::Actor),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "async-fix",
@@ -252,6 +288,8 @@ pub static REGISTRY: &[Architecture] = &[
             let hops = vec![Hop::Stage { ops: Ops::ALL, stage: 0 }];
             Box::new(Staged::new(o, hops, vec![pool(o.threads.unwrap_or(DEFAULT_ASYNC_THREADS))], WritePolicy::Spin))
         },
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "async-4",
@@ -265,53 +303,65 @@ pub static REGISTRY: &[Architecture] = &[
             ];
             Box::new(Staged::new(o, hops, vec![pool(o.threads.unwrap_or(DEFAULT_ASYNC_THREADS))], WritePolicy::Spin))
         },
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "netty",
         description: "acceptor + N epoll loops (default N = CPUs), connection pinned to its loop, write-spin limit 16 (NettyServer, seed 001)",
         accepts: NETTY,
         build: |o| multi_reactor(o, LoopWrites::Netty),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "hybrid",
         description: "HybridNetty: netty's acceptor + N loops; per request class, learned in warm-up and corrected at run time, the netty write path for responses that write-spin, the single-thread path for the rest (seed 001 §5.2)",
         accepts: NETTY,
         build: |o| multi_reactor(o, LoopWrites::Hybrid),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "tokio",
         description: "work-stealing baseline: blocking acceptor + tokio multi-thread runtime of W workers (default W = CPUs), one task per connection",
         accepts: POOL,
         build: |o| Box::new(work_stealing::WorkStealing::new(o, o.threads.unwrap_or_else(|| o.cpu_count()))),
+        preflight: None,
+        reuse_port: false,
     },
     Architecture {
         name: "io-uring",
         description: "kernel proactor: N threads (default N = CPUs), one io_uring each, multishot accept on the shared listener, recv/send completions handled inline (0 hand-offs)",
         accepts: RINGS,
         build: |o| Box::new(uring::IoUringProactor::new(o, o.loops.unwrap_or_else(|| o.cpu_count()))),
+        preflight: Some(uring::probe),
+        reuse_port: false,
     },
     Architecture {
         name: "ncopy",
         description: "N-copy model: N single-thread event loops (default N = CPUs), one SO_REUSEPORT listener each, copy i pinned to CPU i of the list (seed 001 §4)",
         accepts: NCOPY,
         build: |o| Box::new(ncopy::NCopy::new(o, o.copies.unwrap_or_else(|| o.cpu_count()))),
+        preflight: None,
+        reuse_port: true,
     },
 ];
 
-/// Checks that need the machine rather than the options, run before the server listens so that a
-/// refusal comes before `listening`: io-uring needs a kernel that lets this process set up rings.
+/// Run the named architecture's [`Architecture::preflight`] (Ok for unknown names: `build`
+/// refuses those).
 pub fn preflight(name: &str) -> std::io::Result<()> {
-    if name == "io-uring" {
-        uring::probe()
-    } else {
-        Ok(())
+    match lookup(name).and_then(|a| a.preflight) {
+        Some(check) => check(),
+        None => Ok(()),
     }
 }
 
-/// How the listener handed to an architecture's `serve` must be bound: `ncopy` needs
-/// SO_REUSEPORT so that its copies can bind the same address beside it.
+/// How the listener handed to the named architecture's `serve` must be bound
+/// ([`Architecture::reuse_port`]).
 pub fn listen_options(name: &str) -> archlab_netio::socket::ListenOptions {
-    archlab_netio::socket::ListenOptions { reuse_port: name == "ncopy", ..Default::default() }
+    let reuse_port = lookup(name).is_some_and(|a| a.reuse_port);
+    archlab_netio::socket::ListenOptions { reuse_port, ..Default::default() }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

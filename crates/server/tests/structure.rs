@@ -20,7 +20,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Send one GET and read its whole response; returns the body length.
 fn get(s: &mut TcpStream, target: &str) -> usize {
-    common::get(s, target).1.len()
+    common::get(s, target).body.len()
 }
 
 fn delta(before: Totals, after: Totals) -> Totals {

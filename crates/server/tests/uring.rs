@@ -9,31 +9,15 @@ mod common;
 
 use archlab_netio::socket::listen;
 use archlab_server::{registry, ServerOptions};
-use common::{connect, get, small_window_client, start};
+use common::{connect, get, open_descriptors, settle_to, small_window_client, start};
 use std::io::Write;
 use std::net::Shutdown;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn open_descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-/// Wait (bounded) until the process has at most `limit` descriptors open; returns the count.
-fn settle_to(limit: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = open_descriptors();
-        if n <= limit || Instant::now() > deadline {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn every_connection_is_closed_however_the_client_leaves() {
@@ -41,14 +25,14 @@ fn every_connection_is_closed_however_the_client_leaves() {
     let addr = start("io-uring", &ServerOptions { loops: Some(2), sndbuf: Some(16 * 1024), ..Default::default() });
     // The server's rings, listener and first connection exist before the baseline.
     let mut warm = connect(addr);
-    assert_eq!(get(&mut warm, "/echo?size=10").0, "HTTP/1.1 200 OK");
+    assert_eq!(get(&mut warm, "/echo?size=10").status, 200);
     drop(warm);
     std::thread::sleep(Duration::from_millis(50));
     let baseline = open_descriptors();
     for round in 0..20 {
         // Keep-alive client that closes after its response.
         let mut s = connect(addr);
-        assert_eq!(get(&mut s, "/echo?size=100").0, "HTTP/1.1 200 OK", "round {round}");
+        assert_eq!(get(&mut s, "/echo?size=100").status, 200, "round {round}");
         drop(s);
         // Client that vanishes with half a request sent.
         let mut s = connect(addr);
@@ -77,7 +61,7 @@ fn loops_sets_the_number_of_rings() {
     let addr = start("io-uring", &ServerOptions { loops: Some(3), ..Default::default() });
     let mut conns: Vec<_> = (0..9).map(|_| connect(addr)).collect();
     for s in &mut conns {
-        assert_eq!(get(s, "/prime?n=11").1, b"true");
+        assert_eq!(get(s, "/prime?n=11").body, b"true");
     }
     let names: Vec<String> = std::fs::read_dir("/proc/self/task")
         .unwrap()

@@ -25,6 +25,21 @@ pub enum SimError {
 }
 
 impl SimError {
+    /// A JSON error, on one line: serde quotes an unknown key or tag as written, and a key may
+    /// hold a line break or another control character, so those are escaped.
+    pub(crate) fn parse(e: &serde_json::Error) -> Self {
+        let message = e.to_string();
+        let message = if message.chars().any(char::is_control) {
+            message
+                .chars()
+                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+                .collect()
+        } else {
+            message
+        };
+        SimError::Parse { message }
+    }
+
     pub(crate) fn invalid(field: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Debug) -> Self {
         SimError::Invalid { field: field.into(), allowed: allowed.into(), received: format!("{received:?}") }
     }

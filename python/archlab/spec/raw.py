@@ -55,7 +55,7 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(source, "valid TOML", _offending_line(text, str(e)), hint=str(e)) from None
+        raise toml_error(text, source, e) from None
     known = sections()
     for section, table in doc.items():
         if section not in known:
@@ -80,6 +80,14 @@ def _suggestion(section: str, key: str, keys: tuple[str, ...]) -> str:
     if section == "server":
         return f"did you mean {close[0]!r}: {contract.server_option(close[0]).doc}"
     return f"did you mean {close[0]!r}?"
+
+
+def toml_error(text: str, source: str, error: tomllib.TOMLDecodeError) -> SpecError:
+    """A TOML syntax error as a :class:`SpecError` quoting the line it points at."""
+    line = _offending_line(text, str(error))
+    if len(line) > 80:  # a one-line answer quotes the start of a long line, not all of it
+        line = line[:80] + "..."
+    return SpecError(source, "valid TOML", line, hint=str(error))
 
 
 _LINE_RE = re.compile(r"at line (\d+)")

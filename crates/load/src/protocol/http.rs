@@ -16,8 +16,10 @@ use archlab_wire::http::{parse_response_head, ResponseError};
 /// A head that has not ended after this many bytes is refused (servers use 8-64 KiB limits).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+/// The framing state of one HTTP connection, fed the bytes as they arrive. Public so that
+/// the fuzz targets (`fuzz/`) drive the generator's own framing, not a copy of it.
 #[derive(Debug, Default)]
-pub(crate) struct ResponseReader {
+pub struct ResponseReader {
     /// Bytes of a head split across reads; empty otherwise.
     head: Vec<u8>,
     /// The head has been parsed and this many body bytes are still expected.
@@ -37,7 +39,7 @@ fn describe(e: ResponseError) -> &'static str {
 
 impl ResponseReader {
     /// Forget any partial response (a new request, or a new connection).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.head.clear();
         self.body_left = None;
     }
@@ -50,7 +52,7 @@ impl ResponseReader {
 
     /// Take the next piece of input, which must not go past the end of the response (one
     /// request in flight).
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+    pub fn feed(&mut self, data: &[u8]) -> Progress {
         match self.feed_prefix(data) {
             (Progress::Done { .. }, used) if used < data.len() => {
                 Progress::Invalid("bytes after the end of the response (only one request was in flight)")
@@ -61,7 +63,7 @@ impl ResponseReader {
 
     /// Take the next piece of input, which may go on with the next responses (pipelining);
     /// returns the progress and how many bytes belong to this response.
-    pub(crate) fn feed_prefix(&mut self, data: &[u8]) -> (Progress, usize) {
+    pub fn feed_prefix(&mut self, data: &[u8]) -> (Progress, usize) {
         let body_bytes = match self.body_left {
             Some(_) => data.len(),
             None => match self.parse_head(data) {

@@ -13,7 +13,7 @@ use memcached::McClient;
 
 /// What one piece of input did to the response being read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
+pub enum Progress {
     /// The response is not complete yet.
     More,
     /// The response ended exactly at the end of the piece.

@@ -21,6 +21,7 @@
 //! by [`MAX_CLASSES`] (beyond it new classes are profiled on every request rather than stored).
 
 use crate::conn::{FlushReport, Flushed, WritePolicy};
+use crate::frontend::reactor::WritePath;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,9 +30,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const MAX_CLASSES: usize = 4096;
 
 /// The path a response takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Path {
     /// Unknown class: the Netty path, and the first flush classifies it.
+    #[default]
     Profile,
     /// Known write-spin class: the Netty path.
     Netty,
@@ -127,6 +129,36 @@ impl Router {
     /// The class currently recorded (tests).
     pub fn is_write_spin(&self, class: &str) -> Option<bool> {
         self.classes.get(class).map(|c| *c == Class::WriteSpin)
+    }
+}
+
+/// Per connection: the class and path of the responses being written, and whether their
+/// first flush (the observation) is still to come.
+#[derive(Default)]
+pub struct Writing {
+    class: String,
+    path: Path,
+    unobserved: bool,
+}
+
+impl WritePath for Router {
+    type State = Writing;
+
+    fn responded(&mut self, w: &mut Writing, class: &str) {
+        w.class.clear();
+        w.class.push_str(class);
+        w.path = self.route(&w.class);
+        w.unobserved = true;
+    }
+
+    fn policy(&self, w: &Writing) -> WritePolicy {
+        Router::policy(self, w.path)
+    }
+
+    fn flushed(&mut self, w: &mut Writing, outcome: Flushed, report: FlushReport) {
+        if std::mem::take(&mut w.unobserved) {
+            self.observe(&w.class, outcome, report);
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 use crate::acceptor::accept_blocking;
 use crate::conn::WritePolicy;
 use crate::frontend::hybrid::Router;
-use crate::frontend::reactor::{EventLoop, Mode};
+use crate::frontend::reactor::{EventLoop, Inline, WritePath};
 use crate::options::ServerOptions;
 use crate::Server;
 use std::io;
@@ -50,13 +50,20 @@ impl MultiReactor {
 
 impl Server for MultiReactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
+        let spin = self.write_spin;
+        match self.writes {
+            LoopWrites::Netty => self.serve_with(listener, || WritePolicy::SpinLimit(spin)),
+            LoopWrites::Hybrid => self.serve_with(listener, || Router::new(spin)),
+        }
+    }
+}
+
+impl MultiReactor {
+    /// Start the loops, each writing along the path `path()` makes, and accept for them.
+    fn serve_with<W: WritePath>(&self, listener: TcpListener, path: impl Fn() -> W) -> io::Result<()> {
         let mut inboxes = Vec::with_capacity(self.loops);
         for i in 0..self.loops {
-            let mode = match self.writes {
-                LoopWrites::Netty => Mode::Inline(WritePolicy::SpinLimit(self.write_spin)),
-                LoopWrites::Hybrid => Mode::Hybrid(Router::new(self.write_spin)),
-            };
-            let (event_loop, inbox) = EventLoop::with_inbox(&self.options, mode)?;
+            let (event_loop, inbox) = EventLoop::with_inbox(&self.options, Inline(path()))?;
             let writes = self.writes;
             inboxes.push(inbox);
             let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));

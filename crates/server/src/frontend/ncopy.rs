@@ -16,7 +16,7 @@
 //! copies 1..N bind the same address beside it.
 
 use crate::conn::WritePolicy;
-use crate::frontend::reactor::{EventLoop, Inbox, Mode};
+use crate::frontend::reactor::{EventLoop, Inbox, Inline};
 use crate::options::ServerOptions;
 use crate::Server;
 use archlab_netio::socket::{listen, ListenOptions};
@@ -59,7 +59,7 @@ impl Server for NCopy {
         }
         let mut loops = Vec::with_capacity(self.copies);
         for l in listeners {
-            loops.push(EventLoop::with_listener(l, Inbox::new()?, &self.options, Mode::Inline(WritePolicy::Spin))?);
+            loops.push(EventLoop::with_listener(l, Inbox::new()?, &self.options, Inline(WritePolicy::Spin))?);
         }
         let mut loops = loops.into_iter().enumerate();
         let (_, first) = loops.next().expect("copies >= 1");

@@ -1,29 +1,39 @@
 //! The epoll event loop shared by readiness front-ends, and `single-thread` / `reactor` (seed
 //! 001's SingleT-Async, seed 000's NIO server) built from one of them.
 //!
-//! Mechanism: one thread waits in `epoll_wait`. In [`Mode::Inline`] (single-thread, each netty
-//! loop), when a connection is readable it reads, answers every complete request inline and
-//! writes the responses in the same turn under the loop's [`WritePolicy`]: `single-thread`
+//! Mechanism: one thread waits in `epoll_wait`. What the loop does with a ready connection is
+//! its [`Mode`], a trait each front-end implements, with the per-connection state of the mode
+//! kept in the connection (`Conn::state`); the loop itself knows connections, readiness,
+//! lingering and its inbox, nothing of stages or request classes. In [`Inline`] modes
+//! (single-thread, each netty loop), when a connection is readable the loop reads, answers every
+//! complete request inline and writes the responses in the same turn along a [`WritePath`]:
+//! a fixed [`WritePolicy`] (`single-thread`
 //! write-spins like SingleT-Async (`while (buf.hasRemaining()) write(buf)`, seed 001 §4: the
 //! deliberate exception to "no busy waiting", since the spin is what that seed measures), netty
 //! stops at `EAGAIN` (waiting for writability) or after `write_spin` calls (a flush task runs
-//! after the other ready connections). [`Mode::Hybrid`] (HybridNetty) is Inline with the
-//! write policy chosen per request class by a `frontend::hybrid::Router`. In [`Mode::Staged`] the loop is only the poller of the
-//! dispatching front-ends (`frontend::staged`): connections are registered one-shot, handed to
-//! the route's stages when ready, and come back through the loop's [`Inbox`]. Connections are registered
+//! after the other ready connections), or a policy chosen per request class (HybridNetty's
+//! `frontend::hybrid::Router`). The dispatching front-ends' mode (`frontend::staged`) makes
+//! the loop a poller only: connections are registered one-shot, taken out of the loop when
+//! ready ([`Next::Away`]) to travel through the route's stages, and come back through the
+//! loop's [`Inbox`]. The same seam serves a mode whose response arrives later, such as a
+//! reverse proxy's: it would take the client connection away, register the backend connection
+//! under a token of its own in the same poller, and hand the client connection back through
+//! the inbox with the response (not built yet). Inline connections are registered
 //! edge-triggered for both directions once (no `epoll_ctl` per request); a read shorter than
 //! the free buffer space proves the socket drained, which saves the extra `read` returning
-//! `EAGAIN`. The listener is level-triggered so that a backlog left after a transient accept
+//! `EAGAIN`, except once the poller has reported the peer's close (EPOLLRDHUP, EPOLLHUP): the
+//! end of stream behind the data raises no further edge, so the loop then reads on to end of
+//! stream or `EAGAIN` (a client that half-closes after its request, or leaves mid-request, is
+//! noticed and its descriptor closed). While the process is out of descriptors and the
+//! acceptor has no reserve left (`acceptor::PAUSE`), the listener is not watched. The listener is level-triggered so that a backlog left after a transient accept
 //! error is seen again. Requests queue in socket buffers; the thread blocks only in
 //! `epoll_wait`. Expected bottleneck: the one core, and head-of-line blocking when a request
 //! is CPU-heavy. A connection closed after a refused request lingers (see `conn::LINGER`): its write side
 //! is shut down and its input discarded until the client closes or the deadline passes; the
 //! deadlines bound the `epoll_wait` timeout.
 
-use crate::acceptor::accept_pending;
-use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
-use crate::frontend::hybrid::{self, Router};
-use crate::frontend::staged::{Back, Job, Route};
+use crate::acceptor::{accept_pending, Backlog};
+use crate::conn::{FlushReport, Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
 use crate::Server;
@@ -44,62 +54,104 @@ const EVENTS_PER_WAIT: usize = 1024;
 /// not read); reading resumes once the output drains.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
-pub(crate) struct Conn {
-    pub(crate) stream: TcpStream,
-    pub(crate) input: InBuf,
-    pub(crate) output: OutBuf,
-    pub(crate) closing: bool,
+/// A connection of a loop, with the per-connection state `S` of the loop's [`Mode`].
+pub struct Conn<S> {
+    pub stream: TcpStream,
+    pub input: InBuf,
+    pub output: OutBuf,
+    pub closing: bool,
     /// Closing after refusing a request: linger instead of closing at once.
-    pub(crate) refused: bool,
+    pub refused: bool,
     read_paused: bool,
+    /// The poller reported the peer's close (EPOLLRDHUP/EPOLLHUP/EPOLLERR): read on to EOF or
+    /// an error, since no further edge will come.
+    peer_closed: bool,
     /// Set once the write side is shut down: input is discarded until then.
     lingering_until: Option<Instant>,
     discarded: usize,
-    /// Staged mode: the hop of the route to run when the connection is next ready.
-    pub(crate) resume_hop: usize,
-    /// Hybrid mode: the class and path of the responses being written, and whether their
-    /// first flush (the observation) is still to come.
-    class: String,
-    path: hybrid::Path,
-    unobserved: bool,
+    /// What the mode keeps per connection.
+    pub state: S,
 }
 
-/// What to do with a connection after it was driven.
-enum Next {
+/// What the loop does with a connection after its mode served it.
+pub enum Next {
     Keep,
     Close,
     Linger,
     /// Netty's flush task: the write-spin limit was reached, continue after the other events.
     FlushLater,
+    /// Arm the one-shot registration for this interest.
+    Rearm(Interest),
+    /// The mode took the connection out of the loop; it comes back through the [`Inbox`].
+    Away,
 }
 
-/// How the loop serves ready connections.
-pub enum Mode {
-    /// Read, handle and write on the loop thread.
-    Inline(WritePolicy),
-    /// Hand ready connections to the route's stages (the loop is a poller only).
-    Staged(Arc<Route>),
-    /// Read and handle inline, write on the path the router picks per request class
-    /// (HybridNetty, `frontend::hybrid`).
-    Hybrid(Router),
+/// What one loop's connections are served with: the limits and a thread's scratch space.
+pub struct Ctx<'a> {
+    pub limits: &'a Limits,
+    pub scratch: &'a mut Scratch,
 }
 
-/// How `drive` writes: one policy, or per request class.
-enum Writes<'a> {
-    Fixed(WritePolicy),
-    Routed(&'a mut Router),
+/// How a loop serves ready connections: implemented by each readiness front-end.
+pub trait Mode: Send + 'static {
+    /// What the mode keeps per connection.
+    type State: Default + Send + 'static;
+    /// How a new connection is registered with the poller. One-shot registrations are re-armed
+    /// for reading whenever a connection stays with the loop ([`Next::Keep`]).
+    fn registration(&self) -> (Interest, Trigger);
+    /// A connection is ready (`read_first`: a readiness event, not a flush task). The mode
+    /// may take it out of `slot` and return [`Next::Away`].
+    fn ready(&mut self, slot: &mut Option<Box<Conn<Self::State>>>, idx: usize, ctx: Ctx<'_>, read_first: bool) -> Next;
 }
 
-/// Connections of one loop, indexed by token - FIRST_CONN. A slot whose connection is away on
-/// a stage (staged mode) is empty but not free.
-#[derive(Default)]
-struct Slab {
-    slots: Vec<Option<Box<Conn>>>,
+/// How an [`Inline`] mode writes: a fixed policy, or one chosen per request class.
+pub trait WritePath: Send + 'static {
+    /// What the path keeps per connection.
+    type State: Default + Send + 'static;
+    /// New responses were buffered; `class` is the path and query of the last request.
+    fn responded(&mut self, _state: &mut Self::State, _class: &str) {}
+    /// The policy of the next flush.
+    fn policy(&self, state: &Self::State) -> WritePolicy;
+    /// A flush ended with `outcome`, having made the calls of `report`.
+    fn flushed(&mut self, _state: &mut Self::State, _outcome: Flushed, _report: FlushReport) {}
+}
+
+impl WritePath for WritePolicy {
+    type State = ();
+    fn policy(&self, _: &()) -> WritePolicy {
+        *self
+    }
+}
+
+/// Read, handle and write on the loop thread, along the write path `W`.
+pub struct Inline<W>(pub W);
+
+impl<W: WritePath> Mode for Inline<W> {
+    type State = W::State;
+    fn registration(&self) -> (Interest, Trigger) {
+        (Interest::BOTH, Trigger::Edge)
+    }
+    fn ready(&mut self, slot: &mut Option<Box<Conn<W::State>>>, _: usize, ctx: Ctx<'_>, read_first: bool) -> Next {
+        let conn = slot.as_mut().expect("the loop passes a present connection");
+        drive(conn, ctx, &mut self.0, read_first)
+    }
+}
+
+/// Connections of one loop, indexed by token - FIRST_CONN. A slot whose connection is away
+/// ([`Next::Away`]) is empty but not free.
+struct Slab<S> {
+    slots: Vec<Option<Box<Conn<S>>>>,
     free: Vec<usize>,
 }
 
-impl Slab {
-    fn insert(&mut self, poller: &Poller, stream: TcpStream, limits: &Limits, staged: bool) {
+impl<S: Default> Slab<S> {
+    fn insert(
+        &mut self,
+        poller: &Poller,
+        stream: TcpStream,
+        limits: &Limits,
+        (interest, trigger): (Interest, Trigger),
+    ) {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
@@ -107,8 +159,6 @@ impl Slab {
             self.slots.push(None);
             self.slots.len() - 1
         });
-        let (interest, trigger) =
-            if staged { (Interest::READABLE, Trigger::OneShot) } else { (Interest::BOTH, Trigger::Edge) };
         if poller.register(stream.as_raw_fd(), idx as u64 + FIRST_CONN, interest, trigger).is_err() {
             self.free.push(idx);
             return;
@@ -120,12 +170,10 @@ impl Slab {
             closing: false,
             refused: false,
             read_paused: false,
+            peer_closed: false,
             lingering_until: None,
             discarded: 0,
-            resume_hop: 0,
-            class: String::new(),
-            path: hybrid::Path::Profile,
-            unobserved: false,
+            state: S::default(),
         }));
     }
 
@@ -136,27 +184,41 @@ impl Slab {
     }
 }
 
+/// A connection away from its loop, by slot.
+pub struct Away<S> {
+    pub idx: usize,
+    pub conn: Box<Conn<S>>,
+}
+
+/// What the loop does with a connection that comes back.
+pub enum Back {
+    /// Arm the one-shot registration for this interest.
+    Rearm(Interest),
+    Close,
+    Linger,
+}
+
 /// What other threads hand to a loop.
-enum Mail {
+enum Mail<S> {
     /// An accepted connection (netty's boss -> worker loop).
     New(TcpStream),
-    /// A connection coming back from a stage (staged mode).
-    Back(Job, Back),
+    /// A connection coming back (from a stage of a staged route).
+    Back(Away<S>, Back),
 }
 
 /// A loop's inbox: other threads push, then wake the loop (only when the inbox was empty: a
 /// non-empty inbox has a wake-up pending already).
-pub struct Inbox {
-    pending: Mutex<Vec<Mail>>,
+pub struct Inbox<S> {
+    pending: Mutex<Vec<Mail<S>>>,
     waker: Waker,
 }
 
-impl Inbox {
-    pub fn new() -> io::Result<Arc<Inbox>> {
+impl<S> Inbox<S> {
+    pub fn new() -> io::Result<Arc<Inbox<S>>> {
         Ok(Arc::new(Inbox { pending: Mutex::new(Vec::new()), waker: Waker::new()? }))
     }
 
-    fn push(&self, mail: Mail) {
+    fn push(&self, mail: Mail<S>) {
         archlab_metrics::counters::count_handoff();
         let mut pending = self.pending.lock().unwrap();
         let was_empty = pending.is_empty();
@@ -173,35 +235,38 @@ impl Inbox {
         self.push(Mail::New(stream))
     }
 
-    /// Return a connection from a stage to its poller (one hand-off).
-    pub(crate) fn back(&self, job: Job, back: Back) {
-        self.push(Mail::Back(job, back))
+    /// Return a connection that was away to its loop (one hand-off).
+    pub fn back(&self, away: Away<S>, back: Back) {
+        self.push(Mail::Back(away, back))
     }
 }
 
-pub struct EventLoop {
+pub struct EventLoop<M: Mode> {
     poller: Poller,
-    conns: Slab,
+    conns: Slab<M::State>,
     listener: Option<TcpListener>,
-    inbox: Arc<Inbox>,
+    inbox: Arc<Inbox<M::State>>,
     options: ServerOptions,
-    mode: Mode,
+    mode: M,
+    registration: (Interest, Trigger),
     scratch: Scratch,
     /// (deadline, slot) of lingering connections, in deadline order (LINGER is constant).
     lingering: VecDeque<(Instant, usize)>,
     /// Connections whose flush stopped at the write-spin limit (netty's flush tasks).
     flush_tasks: Vec<usize>,
+    /// Out of descriptors without a reserve: the listener is not watched until then.
+    accept_resumes: Option<Instant>,
 }
 
-impl EventLoop {
+impl<M: Mode> EventLoop<M> {
     /// A loop that accepts its own connections from `listener`; `inbox` takes connections
-    /// returning from stages.
+    /// coming back to it.
     pub fn with_listener(
         listener: TcpListener,
-        inbox: Arc<Inbox>,
+        inbox: Arc<Inbox<M::State>>,
         options: &ServerOptions,
-        mode: Mode,
-    ) -> io::Result<EventLoop> {
+        mode: M,
+    ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
         let loop_ = EventLoop::new(Some(listener), inbox, options, mode)?;
         let listener = loop_.listener.as_ref().expect("just set");
@@ -210,29 +275,36 @@ impl EventLoop {
     }
 
     /// A loop fed by another thread through the returned inbox.
-    pub fn with_inbox(options: &ServerOptions, mode: Mode) -> io::Result<(EventLoop, Arc<Inbox>)> {
+    pub fn with_inbox(options: &ServerOptions, mode: M) -> io::Result<(Self, Arc<Inbox<M::State>>)> {
         let inbox = Inbox::new()?;
         Ok((EventLoop::new(None, inbox.clone(), options, mode)?, inbox))
     }
 
-    fn new(listener: Option<TcpListener>, inbox: Arc<Inbox>, options: &ServerOptions, mode: Mode) -> io::Result<Self> {
+    fn new(
+        listener: Option<TcpListener>,
+        inbox: Arc<Inbox<M::State>>,
+        options: &ServerOptions,
+        mode: M,
+    ) -> io::Result<Self> {
         let poller = Poller::new(EVENTS_PER_WAIT)?;
         poller.register(inbox.waker.as_raw_fd(), WAKER, Interest::READABLE, Trigger::Level)?;
         Ok(EventLoop {
             poller,
-            conns: Slab::default(),
+            conns: Slab { slots: Vec::new(), free: Vec::new() },
             listener,
             inbox,
             options: options.clone(),
+            registration: mode.registration(),
             mode,
             scratch: Scratch::new(options),
             lingering: VecDeque::new(),
             flush_tasks: Vec::new(),
+            accept_resumes: None,
         })
     }
 
-    fn staged(&self) -> bool {
-        matches!(self.mode, Mode::Staged(_))
+    fn one_shot(&self) -> bool {
+        self.registration.1 == Trigger::OneShot
     }
 
     /// Run forever (returns only on a fatal poller or listener error).
@@ -241,17 +313,25 @@ impl EventLoop {
         let mut tasks = Vec::new();
         loop {
             let timeout = if self.flush_tasks.is_empty() {
-                self.lingering.front().map(|(t, _)| t.saturating_duration_since(Instant::now()))
+                let next = [self.lingering.front().map(|(t, _)| *t), self.accept_resumes].into_iter().flatten().min();
+                next.map(|t| t.saturating_duration_since(Instant::now()))
             } else {
                 Some(std::time::Duration::ZERO)
             };
             self.poller.wait(&mut events, timeout)?;
             self.expire_lingering();
+            self.resume_accepting()?;
             for ev in &events {
                 match ev.token {
                     LISTENER => self.accept()?,
                     WAKER => self.take_inbox(),
-                    token => self.on_ready((token - FIRST_CONN) as usize, true),
+                    token => {
+                        let idx = (token - FIRST_CONN) as usize;
+                        if ev.closed {
+                            self.peer_closed(idx);
+                        }
+                        self.on_ready(idx, true)
+                    }
                 }
             }
             std::mem::swap(&mut tasks, &mut self.flush_tasks);
@@ -262,29 +342,52 @@ impl EventLoop {
     }
 
     fn accept(&mut self) -> io::Result<()> {
-        let staged = self.staged();
         let (Some(listener), conns, poller) = (&self.listener, &mut self.conns, &self.poller) else {
             return Ok(());
         };
-        let limits = &self.options.limits;
-        accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, staged))
+        let (limits, registration) = (&self.options.limits, self.registration);
+        let backlog = accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, registration))?;
+        if let Backlog::Paused(pause) = backlog {
+            // Level-triggered, the listener would be ready again at once: stop watching it.
+            let none = Interest { readable: false, writable: false };
+            poller.reregister(listener.as_raw_fd(), LISTENER, none, Trigger::Level)?;
+            self.accept_resumes = Some(Instant::now() + pause);
+        }
+        Ok(())
+    }
+
+    fn resume_accepting(&mut self) -> io::Result<()> {
+        match (self.accept_resumes, &self.listener) {
+            (Some(t), Some(listener)) if t <= Instant::now() => {
+                self.accept_resumes = None;
+                self.poller.reregister(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The poller saw the peer close: from now on a short read does not prove the socket
+    /// drained (the end of stream behind the data raises no further edge).
+    fn peer_closed(&mut self, idx: usize) {
+        if let Some(Some(conn)) = self.conns.slots.get_mut(idx) {
+            conn.peer_closed = true;
+        }
     }
 
     fn take_inbox(&mut self) {
         self.inbox.waker.drain();
         let mail = std::mem::take(&mut *self.inbox.pending.lock().unwrap());
-        let staged = self.staged();
         for m in mail {
             match m {
-                Mail::New(s) => self.conns.insert(&self.poller, s, &self.options.limits, staged),
-                Mail::Back(job, back) => self.take_back(job, back),
+                Mail::New(s) => self.conns.insert(&self.poller, s, &self.options.limits, self.registration),
+                Mail::Back(away, back) => self.take_back(away, back),
             }
         }
     }
 
-    /// A connection is back on the poller (from a stage, or from the poller's own hops).
-    fn take_back(&mut self, job: Job, back: Back) {
-        let Job { idx, conn } = job;
+    /// A connection that was away is back.
+    fn take_back(&mut self, away: Away<M::State>, back: Back) {
+        let Away { idx, conn } = away;
         self.conns.slots[idx] = Some(conn);
         match back {
             Back::Rearm(interest) => self.rearm(idx, interest),
@@ -293,7 +396,7 @@ impl EventLoop {
         }
     }
 
-    /// Staged mode: enable the one-shot registration again.
+    /// Enable a one-shot registration again.
     fn rearm(&mut self, idx: usize, interest: Interest) {
         let Some(Some(conn)) = self.conns.slots.get(idx) else { return };
         let fd = conn.stream.as_raw_fd();
@@ -304,32 +407,21 @@ impl EventLoop {
 
     /// `read_first`: a readiness event (read what arrived) rather than a flush task.
     fn on_ready(&mut self, idx: usize, read_first: bool) {
-        let lingering = match self.conns.slots.get(idx) {
-            Some(Some(conn)) => conn.lingering_until.is_some(),
-            _ => return, // a stale token, or a connection away on a stage
+        let slot = match self.conns.slots.get_mut(idx) {
+            Some(slot @ Some(_)) => slot,
+            _ => return, // a stale token, or a connection that is away
         };
-        let mut writes = match &mut self.mode {
-            Mode::Staged(route) if !lingering => {
-                let route = route.clone();
-                let conn = self.conns.slots[idx].take().expect("checked above");
-                if let Some((job, back)) = route.advance(Job { idx, conn }, true, &mut self.scratch) {
-                    self.take_back(job, back);
-                }
-                return;
+        let next = match slot {
+            Some(conn) if conn.lingering_until.is_some() => discard(conn),
+            _ => {
+                let ctx = Ctx { limits: &self.options.limits, scratch: &mut self.scratch };
+                self.mode.ready(slot, idx, ctx, read_first)
             }
-            Mode::Staged(_) => Writes::Fixed(WritePolicy::UntilBlocked),
-            Mode::Inline(policy) => Writes::Fixed(*policy),
-            Mode::Hybrid(router) => Writes::Routed(router),
-        };
-        let conn = self.conns.slots[idx].as_mut().expect("checked above");
-        let next = if lingering {
-            discard(conn)
-        } else {
-            drive(conn, &self.options.limits, &mut self.scratch, &mut writes, read_first)
         };
         match next {
-            Next::Keep if self.staged() => self.rearm(idx, Interest::READABLE),
-            Next::Keep => {}
+            Next::Keep if self.one_shot() => self.rearm(idx, Interest::READABLE),
+            Next::Keep | Next::Away => {}
+            Next::Rearm(interest) => self.rearm(idx, interest),
             Next::FlushLater => self.flush_tasks.push(idx),
             Next::Close => self.conns.remove(idx),
             Next::Linger => self.start_lingering(idx),
@@ -337,6 +429,7 @@ impl EventLoop {
     }
 
     fn start_lingering(&mut self, idx: usize) {
+        let one_shot = self.one_shot();
         let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
         let _ = conn.stream.shutdown(Shutdown::Write);
         let deadline = Instant::now() + LINGER;
@@ -345,7 +438,7 @@ impl EventLoop {
         // Input may already be waiting and no new edge would announce it.
         match discard(conn) {
             Next::Close => self.conns.remove(idx),
-            _ if self.staged() => self.rearm(idx, Interest::READABLE),
+            _ if one_shot => self.rearm(idx, Interest::READABLE),
             _ => {}
         }
     }
@@ -369,7 +462,7 @@ impl EventLoop {
 }
 
 /// Discard the input of a lingering connection; Close once the client has closed.
-fn discard(conn: &mut Conn) -> Next {
+fn discard<S>(conn: &mut Conn<S>) -> Next {
     let mut sink = [0u8; 16 * 1024];
     loop {
         archlab_metrics::counters::count_read();
@@ -388,8 +481,8 @@ fn discard(conn: &mut Conn) -> Next {
     }
 }
 
-/// Read, answer and write as far as the socket and the write policy allow.
-fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, writes: &mut Writes<'_>, read_first: bool) -> Next {
+/// Read, answer and write as far as the socket and the write path allow.
+fn drive<W: WritePath>(conn: &mut Conn<W::State>, ctx: Ctx<'_>, writes: &mut W, read_first: bool) -> Next {
     let mut read = read_first;
     loop {
         while read && !conn.closing && !conn.read_paused {
@@ -398,22 +491,22 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, writes: &mut W
                 Ok(0) => conn.closing = true,
                 Ok(n) => {
                     let before = conn.output.pending();
-                    let flow =
-                        serve_buffered(&mut conn.input, conn.output.vec(), limits, scratch, KeepAlive::AsRequested);
-                    if let Writes::Routed(router) = writes {
-                        if conn.output.pending() > before {
-                            conn.class.clear();
-                            conn.class.push_str(scratch.last_class());
-                            conn.path = router.route(&conn.class);
-                            conn.unobserved = true;
-                        }
+                    let flow = serve_buffered(
+                        &mut conn.input,
+                        conn.output.vec(),
+                        ctx.limits,
+                        ctx.scratch,
+                        KeepAlive::AsRequested,
+                    );
+                    if conn.output.pending() > before {
+                        writes.responded(&mut conn.state, ctx.scratch.last_class());
                     }
                     if flow != Flow::KeepOpen {
                         conn.closing = true;
                         conn.refused = flow == Flow::Refused;
                     } else if conn.output.pending() >= OUTPUT_HIGH_WATER {
                         conn.read_paused = true;
-                    } else if n < room {
+                    } else if n < room && !conn.peer_closed {
                         break; // drained: the next arrival raises a new edge
                     }
                 }
@@ -423,15 +516,9 @@ fn drive(conn: &mut Conn, limits: &Limits, scratch: &mut Scratch, writes: &mut W
             }
         }
         read = true;
-        let policy = match writes {
-            Writes::Fixed(policy) => *policy,
-            Writes::Routed(router) => router.policy(conn.path),
-        };
-        let flushed = conn.output.flush(&mut conn.stream, policy);
-        if let (Writes::Routed(router), Ok(outcome)) = (&mut *writes, &flushed) {
-            if std::mem::take(&mut conn.unobserved) {
-                router.observe(&conn.class, *outcome, conn.output.last_flush());
-            }
+        let flushed = conn.output.flush(&mut conn.stream, writes.policy(&conn.state));
+        if let Ok(outcome) = &flushed {
+            writes.flushed(&mut conn.state, *outcome, conn.output.last_flush());
         }
         match flushed {
             Ok(Flushed::Done) if conn.closing => return if conn.refused { Next::Linger } else { Next::Close },
@@ -458,7 +545,7 @@ impl SingleThread {
 
 impl Server for SingleThread {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
-        let mode = Mode::Inline(WritePolicy::Spin);
+        let mode = Inline(WritePolicy::Spin);
         EventLoop::with_listener(listener, Inbox::new()?, &self.options, mode)?.run()
     }
 }

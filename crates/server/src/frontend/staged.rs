@@ -24,12 +24,12 @@
 //! when requests are cheap; the stage with the fewest threads when they are not.
 
 use crate::conn::WritePolicy;
-use crate::frontend::reactor::{Conn, EventLoop, Inbox, Mode};
+use crate::frontend::reactor::{Away, Back, Conn, Ctx, EventLoop, Inbox, Mode, Next};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
-use archlab_netio::Interest;
+use archlab_netio::{Interest, Trigger};
 use archlab_wire::http::Limits;
 use std::io::{self, ErrorKind};
 use std::net::TcpListener;
@@ -63,47 +63,42 @@ pub enum Hop {
     Stage { ops: Ops, stage: usize },
 }
 
-/// A connection travelling between the poller and the stages.
-pub(crate) struct Job {
-    pub(crate) idx: usize,
-    pub(crate) conn: Box<Conn>,
+/// What a connection carries along its route: the hop to run when it is next ready.
+#[derive(Default)]
+pub struct RouteState {
+    resume_hop: usize,
 }
 
-/// What the poller does with a connection that comes back.
-pub(crate) enum Back {
-    /// Arm the one-shot registration for this interest.
-    Rearm(Interest),
-    Close,
-    Linger,
-}
+/// A connection travelling between the poller and the stages.
+type Job = Away<RouteState>;
 
 /// The route of every request, and the senders feeding its stages.
 pub struct Route {
     hops: Vec<Hop>,
     stages: OnceLock<Vec<Sender<Job>>>,
-    home: Arc<Inbox>,
+    home: Arc<Inbox<RouteState>>,
     limits: Limits,
     write: WritePolicy,
 }
 
 impl Route {
-    /// Continue the job from hop `conn.resume_hop` on the current thread (`on_poller` says
+    /// Continue the job from hop `conn.state.resume_hop` on the current thread (`on_poller` says
     /// which). Returns the job when it must go back to the poller, None when it was sent on.
-    pub(crate) fn advance(&self, mut job: Job, on_poller: bool, scratch: &mut Scratch) -> Option<(Job, Back)> {
+    fn advance(&self, mut job: Job, on_poller: bool, scratch: &mut Scratch) -> Option<(Job, Back)> {
         loop {
-            let h = job.conn.resume_hop;
+            let h = job.conn.state.resume_hop;
             let Some(&hop) = self.hops.get(h) else {
-                job.conn.resume_hop = 0;
+                job.conn.state.resume_hop = 0;
                 return Some((job, Back::Rearm(Interest::READABLE)));
             };
             match hop {
                 Hop::AwaitWritable => {
-                    job.conn.resume_hop = h + 1;
+                    job.conn.state.resume_hop = h + 1;
                     return Some((job, Back::Rearm(Interest::WRITABLE)));
                 }
                 Hop::Poller(_) if !on_poller => return Some((job, Back::Rearm(Interest::READABLE))),
                 Hop::Poller(ops) => {
-                    job.conn.resume_hop = h + 1;
+                    job.conn.state.resume_hop = h + 1;
                     if let Some(back) = self.execute(&mut job.conn, ops, h, scratch) {
                         return Some((job, back));
                     }
@@ -118,9 +113,9 @@ impl Route {
 
     /// A stage thread's handler: run the hop the job was sent for, then move it on.
     fn on_stage(&self, mut job: Job, scratch: &mut Scratch) {
-        let h = job.conn.resume_hop;
+        let h = job.conn.state.resume_hop;
         let Hop::Stage { ops, .. } = self.hops[h] else { unreachable!("a job is only sent for a stage hop") };
-        job.conn.resume_hop = h + 1;
+        job.conn.state.resume_hop = h + 1;
         let back = match self.execute(&mut job.conn, ops, h, scratch) {
             Some(back) => Some((job, back)),
             None => self.advance(job, false, scratch),
@@ -131,13 +126,13 @@ impl Route {
     }
 
     /// Perform `ops` of hop `h`. None: go on with the next hop; Some: back to the poller.
-    fn execute(&self, conn: &mut Conn, ops: Ops, h: usize, scratch: &mut Scratch) -> Option<Back> {
+    fn execute(&self, conn: &mut Conn<RouteState>, ops: Ops, h: usize, scratch: &mut Scratch) -> Option<Back> {
         if ops.read {
             match conn.input.read_from(&mut conn.stream) {
                 Ok(0) => return Some(Back::Close),
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                    conn.resume_hop = 0;
+                    conn.state.resume_hop = 0;
                     return Some(Back::Rearm(Interest::READABLE));
                 }
                 Err(_) => return Some(Back::Close),
@@ -149,7 +144,7 @@ impl Route {
             match flow {
                 // Only part of a request so far: wait for the rest.
                 Flow::KeepOpen if conn.output.pending() == 0 => {
-                    conn.resume_hop = 0;
+                    conn.state.resume_hop = 0;
                     return Some(Back::Rearm(Interest::READABLE));
                 }
                 Flow::KeepOpen => {}
@@ -165,7 +160,7 @@ impl Route {
                 Ok(crate::conn::Flushed::Done) => {}
                 Ok(_) => {
                     // A proactor's pending write: completes on a later writable event.
-                    conn.resume_hop = h;
+                    conn.state.resume_hop = h;
                     return Some(Back::Rearm(Interest::WRITABLE));
                 }
                 Err(_) => return Some(Back::Close),
@@ -220,6 +215,29 @@ impl Server for Staged {
         if route.stages.set(senders).is_err() {
             unreachable!("stages are set once");
         }
-        EventLoop::with_listener(listener, home, &self.options, Mode::Staged(route))?.run()
+        EventLoop::with_listener(listener, home, &self.options, Poller(route))?.run()
+    }
+}
+
+/// The event loop as the route's poller: connections registered one-shot, taken out of the
+/// loop when ready and sent along the route, re-armed when they come back.
+struct Poller(Arc<Route>);
+
+impl Mode for Poller {
+    type State = RouteState;
+
+    fn registration(&self) -> (Interest, Trigger) {
+        (Interest::READABLE, Trigger::OneShot)
+    }
+
+    fn ready(&mut self, slot: &mut Option<Box<Conn<RouteState>>>, idx: usize, ctx: Ctx<'_>, _: bool) -> Next {
+        let conn = slot.take().expect("the loop passes a present connection");
+        let Some((job, back)) = self.0.advance(Job { idx, conn }, true, ctx.scratch) else { return Next::Away };
+        *slot = Some(job.conn);
+        match back {
+            Back::Rearm(interest) => Next::Rearm(interest),
+            Back::Close => Next::Close,
+            Back::Linger => Next::Linger,
+        }
     }
 }

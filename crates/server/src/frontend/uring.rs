@@ -346,7 +346,7 @@ impl Proactor {
             // Kernels before 5.19 refuse multishot accept: accept one connection at a time.
             self.multishot_accept = false;
         } else {
-            acceptor::accept_failed(io::Error::from_raw_os_error(-result))?;
+            acceptor::accept_failed(io::Error::from_raw_os_error(-result), &self.listener)?;
         }
         if !cqueue::more(flags) {
             self.post_accept()?;

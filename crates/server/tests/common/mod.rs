@@ -1,5 +1,6 @@
-//! Helpers shared by the server's integration tests: start an architecture in-process on
-//! 127.0.0.1 port 0, connect a plain blocking client.
+//! The one test client of the server's integration tests: start an architecture in-process on
+//! 127.0.0.1 port 0, connect plain blocking sockets, send requests and read Content-Length
+//! framed responses (keeping what arrived beyond a response for the next one).
 
 // Each test binary uses some of these helpers.
 #![allow(dead_code)]
@@ -7,10 +8,10 @@
 use archlab_netio::socket::listen;
 use archlab_netio::socket::set_recv_buffer;
 use archlab_server::{registry, ServerOptions};
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::FromRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -52,38 +53,115 @@ pub fn small_window_client(addr: SocketAddr) -> TcpStream {
     let rc = unsafe {
         libc::connect(fd, &sin as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32)
     };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    assert_eq!(rc, 0, "{}", io::Error::last_os_error());
     s.set_nodelay(true).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     s
 }
 
-/// Read exactly one Content-Length framed response; returns (status line, body).
-pub fn read_response(s: &mut TcpStream) -> (String, Vec<u8>) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 256 * 1024];
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The status line and the headers, without the blank line.
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+/// Read exactly one response (Content-Length framed) from `s`, keeping leftovers in `buf`.
+pub fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Response {
+    try_read_response(s, buf).unwrap_or_else(|| {
+        panic!("connection closed before a whole response (have {:?})", String::from_utf8_lossy(buf))
+    })
+}
+
+/// As [`read_response`], None when the server closed the connection before a whole response.
+pub fn try_read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Response> {
     loop {
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed early");
-        buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let head = String::from_utf8(buf[..end].to_vec()).unwrap();
+            let status: u16 = head[9..12].parse().unwrap();
             let len: usize = head
-                .to_ascii_lowercase()
                 .lines()
-                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-                .unwrap();
-            if buf.len() >= end + 4 + len {
-                assert_eq!(buf.len(), end + 4 + len, "one response only");
-                let status = head.lines().next().unwrap().to_owned();
-                return (status, buf[end + 4..].to_vec());
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .expect("Content-Length");
+            let total = end + 4 + len;
+            while buf.len() < total {
+                if !read_more(s, buf) {
+                    return None;
+                }
             }
+            let body = buf[end + 4..total].to_vec();
+            buf.drain(..total);
+            return Some(Response { status, head, body });
+        }
+        if !read_more(s, buf) {
+            return None;
         }
     }
 }
 
-/// Send one GET and read its response; returns (status line, body).
-pub fn get(s: &mut TcpStream, target: &str) -> (String, Vec<u8>) {
-    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
-    read_response(s)
+/// One read into `buf`; false at end of stream (or a reset).
+pub fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = vec![0u8; 256 * 1024];
+    match s.read(&mut chunk) {
+        Ok(0) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => false,
+        Err(e) => panic!("read: {e}"),
+    }
+}
+
+pub fn request(target: &str) -> String {
+    format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n")
+}
+
+/// Send one GET and read its response.
+pub fn get(s: &mut TcpStream, target: &str) -> Response {
+    s.write_all(request(target).as_bytes()).unwrap();
+    read_response(s, &mut Vec::new())
+}
+
+/// Send one GET on a keep-alive connection the server may have closed while it was idle, as
+/// HTTP lets a server do at any time (RFC 9112 §9.8; the shared blocking handlers do it when
+/// another connection starves for them): when the connection ends before any byte of the
+/// response, the request is sent again once on a new connection, which replaces `s` (RFC 9112
+/// §9.3.1: a client may retry an idempotent request after such a close).
+pub fn get_retrying_idle_close(s: &mut TcpStream, addr: SocketAddr, target: &str) -> Response {
+    let sent = s.write_all(request(target).as_bytes());
+    let mut buf = Vec::new();
+    if let Some(r) = sent.ok().and_then(|_| try_read_response(s, &mut buf)) {
+        return r;
+    }
+    assert!(buf.is_empty(), "the connection ended inside a response: {:?}", String::from_utf8_lossy(&buf));
+    *s = connect(addr);
+    get(s, target)
+}
+
+/// After an error response the server must close: the next read sees end of stream.
+pub fn assert_closed(s: &mut TcpStream, buf: &[u8]) {
+    assert!(buf.is_empty(), "unexpected bytes after the response");
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).expect("read to end");
+    assert!(rest.is_empty(), "bytes after the response: {:?}", String::from_utf8_lossy(&rest));
+}
+
+/// Descriptors open in this process (servers under test run in-process).
+pub fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Wait (bounded by `IO_TIMEOUT`) until the process has at most `limit` descriptors open;
+/// returns the last count. Polls: descriptor counts have no notification.
+pub fn settle_to(limit: usize) -> usize {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        let n = open_descriptors();
+        if n <= limit || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
