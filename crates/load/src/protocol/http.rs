@@ -154,12 +154,12 @@ mod tests {
         let body = vec![b'x'; 100_000];
         let head = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n";
         assert_eq!(r.feed(head), Progress::More);
-        for chunk in body.chunks(30_000) {
-            let p = r.feed(chunk);
-            if p != Progress::More {
-                assert_eq!(p, Progress::Done { outcome: Outcome::Status(503), keep_alive: false });
-            }
-        }
+        // Chunks of 30 000, 30 000, 30 000 and 10 000 bytes: the response ends with the last
+        // one, exactly, and not before.
+        let progress: Vec<Progress> = body.chunks(30_000).map(|chunk| r.feed(chunk)).collect();
+        let done = Progress::Done { outcome: Outcome::Status(503), keep_alive: false };
+        assert_eq!(progress, [Progress::More, Progress::More, Progress::More, done]);
+        assert!(!r.is_partial());
         assert!(r.head.capacity() < 1024, "the body must not be buffered");
     }
 
