@@ -9,13 +9,18 @@ from typing import TypedDict
 __all__ = [
     "OptionError",
     "architectures",
+    "check_load",
     "check_server",
     "check_simulation",
     "check_workload",
+    "cpu_list",
     "interval_log",
+    "load_params_schema",
     "mser",
+    "parse_duration",
     "server_options_schema",
     "simulate",
+    "think_time",
     "version",
 ]
 
@@ -52,6 +57,23 @@ def check_server(arch: str, options_json: str) -> str:
 
 def server_options_schema() -> str:
     """The options of a server as JSON: a list of objects with name, flag, doc, allowed, default."""
+
+def check_load(params_json: str) -> str:
+    """Check the parameters of a load run (JSON; the target may be left out); returns what the
+    run would do, every default resolved, as JSON (what ``archlab-engine load --params`` reads)
+    or raises :class:`OptionError`."""
+
+def load_params_schema() -> str:
+    """The parameters of a load run as JSON: a list of objects with name, flag, doc, allowed, default."""
+
+def parse_duration(value: str | float) -> float:
+    """Seconds of a duration ("500ms", or a number of seconds): the exact product of number and unit."""
+
+def think_time(value: str | float) -> tuple[str, float, float | None]:
+    """A think time: (distribution, constant/mean/minimum in seconds, uniform maximum or None)."""
+
+def cpu_list(text: str) -> list[int]:
+    """The CPUs of a CPU list ("0,2-3"), sorted and distinct."""
 
 def version() -> str:
     """Version of the data-plane crates this module was built from."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed
 from archlab.lab import probes
-from archlab.lab.engine import Engine, serve_options
+from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
 from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
@@ -48,6 +48,11 @@ class RepFiles:
     """The files of one (cell, repetition) directory."""
 
     directory: Path
+
+    @property
+    def load_params(self) -> Path:
+        """The load generator's parameters, as ``archlab-engine load --params`` read them."""
+        return self.directory / "load.params.json"
 
     @property
     def summary(self) -> Path:
@@ -229,7 +234,9 @@ def _measure(
             host, port = _listening_address(server, config.ready_timeout_s)
             _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
             records = files.records if exp.load.records else None
-            argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
+            params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
+            files.load_params.write_text(json.dumps(params, indent=2) + "\n")
+            argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
             window = _drive_load(group, argv, server, exp, files, config)
         finally:
             server_exit = group.stop(server)

@@ -5,6 +5,7 @@ guarding against typos, and a typo is reported with the list of keys that would 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import tomllib
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
 from archlab.spec.systems import SYSTEM_KEYS
@@ -72,7 +74,7 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
             raise SpecError(section, "a table ([" + section + "] followed by keys)", table)
         for key in table:
             if key not in known[section]:
-                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key)
+                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key, hint=_suggestion(section, key, known[section]))
     for section in REQUIRED_SECTIONS:
         if section not in doc:
             raise SpecError(section, f"a [{section}] section", "nothing")
@@ -89,6 +91,16 @@ def _entries(value: object, section: str, keys: tuple[str, ...]) -> tuple[Mappin
             if key not in keys:
                 raise SpecError(f"{section}[{i}].{key}", f"a key {_one_of(keys)}", key)
     return tuple(MappingProxyType(dict(e)) for e in value)
+
+
+def _suggestion(section: str, key: str, keys: tuple[str, ...]) -> str:
+    """The key meant, for a typo; for a server option with what the data plane says it is."""
+    close = difflib.get_close_matches(key, keys, n=1)
+    if not close:
+        return ""
+    if section == "server":
+        return f"did you mean {close[0]!r}: {contract.server_option(close[0]).doc}"
+    return f"did you mean {close[0]!r}?"
 
 
 def toml_error(text: str, source: str, error: tomllib.TOMLDecodeError) -> SpecError:
