@@ -117,6 +117,12 @@ class Alternation:
         a, p = self.values(archlab), self.values(peer)
         return median_ratio_interval(a, p) if higher_is_better else median_ratio_interval(p, a)
 
+    def cpu_ratio(self, archlab: str, peer: str) -> Interval:
+        """archlab's advantage in CPU time per unit of work: (peer's CPU per unit) / (archlab's),
+        pair by pair. Steal time and waiting for a busy CPU do not enter it, unlike wall time."""
+        return median_ratio_interval([s.cpu_per_unit_us for s in self.samples[peer]],
+                                     [s.cpu_per_unit_us for s in self.samples[archlab]])
+
     def cpu_per_unit_us(self, name: str) -> float:
         """Median CPU microseconds per unit of work over the repetitions."""
         values = [s.cpu_per_unit_us for s in self.samples[name]]
