@@ -13,6 +13,7 @@ __all__ = [
     "check_server",
     "check_simulation",
     "check_workload",
+    "interval_log",
     "jtl_counts",
     "mser",
     "server_options_schema",
@@ -83,3 +84,8 @@ def jtl_counts(path: str | os.PathLike[str], columns: int, header: bool, measure
     """Exact counts of column ``measure`` of a JMeter CSV file of ``columns`` fields per row, by
     category (see ``crates/jtl``); reads the first ``end`` bytes only when given. Runs with the
     GIL released; an unreadable file raises OSError."""
+def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
+                 comment: str | None = None) -> bytes:
+    """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
+    (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
+    to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""

@@ -5,6 +5,7 @@
 
 mod contract;
 mod jtl;
+mod metrics;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
@@ -50,5 +51,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     jtl::register(m)?;
     contract::register(m)?;
+    metrics::register(m)?;
     Ok(())
 }

@@ -52,7 +52,7 @@ impl Shape {
 /// Deserialize `json` as `T` whose format is `shape`; a failure names the field by its dotted
 /// path below `root` ("" for a model, whose fields are the file's top-level tables).
 pub fn parse<T: DeserializeOwned>(json: &str, shape: &'static Shape, root: &str) -> Result<T, SimError> {
-    let value: Value = serde_json::from_str(json).map_err(|e| SimError::Parse { message: e.to_string() })?;
+    let value: Value = serde_json::from_str(json).map_err(|e| SimError::parse(&e))?;
     T::deserialize(&value).map_err(|e| explain(shape, &value, root, e))
 }
 

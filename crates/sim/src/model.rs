@@ -120,6 +120,10 @@ pub struct Model {
 /// `repeat times` is unrolled; beyond this the model should use `again` instead.
 const MAX_UNROLLED_REPEATS: u32 = 1000;
 
+/// Most instructions a model may compile to (about 40 MB). Nested `repeat times` multiply, so a
+/// few lines of model could otherwise ask for billions of instructions and exhaust memory.
+pub const MAX_INSTRUCTIONS: usize = 1 << 20;
+
 impl Model {
     /// Validate and compile.
     pub fn build(spec: &ModelSpec) -> Result<Model, SimError> {
@@ -290,7 +294,11 @@ impl Compiler<'_> {
 
     fn route(&mut self, path: &str, steps: &[StepSpec]) -> Result<(), SimError> {
         for (i, step) in steps.iter().enumerate() {
-            self.step(&format!("{path}[{i}]"), step)?;
+            let path = format!("{path}[{i}]");
+            self.step(&path, step)?;
+            if self.ops.len() > MAX_INSTRUCTIONS {
+                return Err(too_large(&path, self.ops.len()));
+            }
         }
         Ok(())
     }
@@ -372,7 +380,15 @@ impl Compiler<'_> {
                             n,
                         ));
                     }
-                    for _ in 0..*n {
+                    let start = self.ops.len();
+                    self.route(&format!("{path}.route"), route)?;
+                    // Every copy is as long as the first: refuse before copying, so that nested
+                    // repeats are refused after compiling one copy of each, not a million.
+                    let total = self.ops.len() + (self.ops.len() - start) * (*n as usize - 1);
+                    if total > MAX_INSTRUCTIONS {
+                        return Err(too_large(path, total));
+                    }
+                    for _ in 1..*n {
                         self.route(&format!("{path}.route"), route)?;
                     }
                 }
@@ -441,6 +457,17 @@ impl Compiler<'_> {
             self.ops[j] = Op::Jump { to: end };
         }
     }
+}
+
+fn too_large(path: &str, instructions: usize) -> SimError {
+    SimError::invalid(
+        path,
+        format!(
+            "a model of at most {MAX_INSTRUCTIONS} instructions (repeat times copies its route; use repeat again \
+             for long loops)"
+        ),
+        format_args!("at least {instructions} instructions"),
+    )
 }
 
 fn trace(path: &str, times: &[f64]) -> Result<Vec<f64>, SimError> {
