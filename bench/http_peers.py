@@ -279,7 +279,7 @@ def main() -> int:
 def peer_versions() -> dict[str, str]:
     """Versions of the peers and of archlab's engine, as they report them."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    return {"wrk": harness.tool_version(["wrk", "-v"], r"wrk [\w.\-]+"),
+    return {"wrk": harness.tool_version(["wrk", "-v"], r"wrk [\w.+/\-]+"),
             "nginx": harness.tool_version([binary, "-v"], r"nginx/[\w.\-]+"),
             "archlab-engine": harness.tool_version([str(ENGINE), "--version"])}
 
