@@ -94,12 +94,12 @@ bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-ge
 	@$(PY) bench/middleware_peers.py
 
 .PHONY: bench-latency
-bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
+bench-latency: ## archlab.latency vs DuckDB + NumPy and polars + NumPy on 10^8 samples and a 1 GB JTL file
 	@scripts/bootstrap bench
 	@$(PY) bench/latency_scale.py
 
 .PHONY: bench-sim
-bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
+bench-sim: ## archlab.sim vs SimPy written well, Ciw and the printed SimPy program (Table 8.1)
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
 

@@ -4,6 +4,7 @@ simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` 
 :class:`archlab.errors.SpecError`; the option contracts raise :class:`OptionError`, a
 ``ValueError`` that says the same with attributes (see :mod:`archlab.contract`)."""
 
+import os
 from typing import TypedDict
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "cpu_list",
     "interval_log",
     "load_params_schema",
+    "jtl_counts",
     "mser",
     "parse_duration",
     "server_options_schema",
@@ -36,6 +38,16 @@ class _Truncation(TypedDict):
     observations_deleted: int
     statistic: float
     at_limit: bool
+
+class _JtlCounts(TypedDict):
+    rows: int
+    failed: int
+    other_labels: int
+    trimmed: int
+    malformed: int
+    first_problem: str | None
+    values: list[float]
+    counts: list[int]
 
 class OptionError(ValueError):
     """An option refused by the data plane; ``args`` is ``(field, allowed, received, hint)``."""
@@ -88,6 +100,12 @@ def check_simulation(model_json: str, run_json: str) -> None:
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
 
+def jtl_counts(path: str | os.PathLike[str], columns: int, header: bool, measure: int, success: int | None,
+               failed: str, labels: tuple[int, list[str]] | None = None,
+               trim: tuple[int, float, float] | None = None, end: int | None = None) -> _JtlCounts:
+    """Exact counts of column ``measure`` of a JMeter CSV file of ``columns`` fields per row, by
+    category (see ``crates/jtl``); reads the first ``end`` bytes only when given. Runs with the
+    GIL released; an unreadable file raises OSError."""
 def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
                  comment: str | None = None) -> bytes:
     """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``

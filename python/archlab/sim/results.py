@@ -9,6 +9,7 @@ their type hints, so adding a field means adding it in one place on each side.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from dataclasses import dataclass
@@ -296,6 +297,15 @@ class SimulationResult:
         return "\n".join(lines)
 
 
+@functools.cache
+def _fields(cls) -> tuple[tuple[str, object], ...]:
+    """A dataclass's field names with their resolved types. Resolving the annotations (strings,
+    under ``from __future__ import annotations``) costs far more than building the value, and a
+    result holds hundreds of these values, so it is done once per class."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
 def _decode(hint, data):
     """Build a value of type ``hint`` from the core's JSON (null floats are NaN; lists of named
     objects become dicts keyed by name)."""
@@ -308,8 +318,7 @@ def _decode(hint, data):
     if origin is list:
         return [_decode(args[0], item) for item in data]
     if dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return hint(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(hint)})
+        return hint(**{name: _decode(field_hint, data[name]) for name, field_hint in _fields(hint)})
     if hint is float:
         return math.nan if data is None else float(data)
     return data
