@@ -41,7 +41,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import resource
 import shutil
 import statistics

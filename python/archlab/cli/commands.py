@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from archlab.errors import Interrupted, SpecError, StoreError
@@ -153,7 +154,7 @@ def architectures(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())

@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 
 from archlab.lab import foreign
-from archlab.lab.engine import Engine
+from archlab.lab.engine import Engine, load_params
 from archlab.lab.process_tree import TreeSample, spending_between
 from archlab.lab.processes import ProcessGroup
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
@@ -73,6 +73,15 @@ def _target(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _load_argv(engine: Engine, address: str, cell: Cell, exp: Experiment, files: RepFiles, records: Path | None, rep: int) -> list[str]:
+    """The load generator's command line for ``cell`` against ``address``, its parameters
+    checked by the data plane and written beside the repetition's other files, as the runner
+    does for archlab's own servers."""
+    params = load_params(cell, exp, address, repetition=rep, records_path=records)
+    files.load_params.write_text(json.dumps(params, indent=2) + "\n")
+    return engine.load_argv(files.load_params, files.summary, files.hdr_log)
+
+
 def measure(
     group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool
 ) -> tuple[LoadSummary, ServerCost | None, dict]:
@@ -82,7 +91,7 @@ def measure(
     if spec.target is not None:
         remote = dataclasses.replace(cell, workload=spec.target.base_path + cell.workload)
         address = _target(_connect_host(spec.target.host), spec.target.port)
-        argv = engine.load_argv(address, remote, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
+        argv = _load_argv(engine, address, remote, exp, files, records, rep)
         drive_load(group, argv, lambda: None, lambda: None, exp, files, config)
         summary = _summary(files)
         return summary, None, {"remote_target": spec.target.url, "column_sources": sources}
@@ -90,7 +99,7 @@ def measure(
     outcome = None
     try:
         address = _target(_connect_host(system.host), system.port)
-        argv = engine.load_argv(address, cell, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
+        argv = _load_argv(engine, address, cell, exp, files, records, rep)
         window = drive_load(group, argv, system.sample, lambda: system.check_alive("during the load run"), exp, files, config)
     finally:
         if not spec.reusable:

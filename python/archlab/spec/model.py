@@ -12,7 +12,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, Union, cast
 
 from archlab.spec.systems import SystemSpec
 from archlab.spec.units import format_cpu_list, short_duration
@@ -395,7 +395,7 @@ class Experiment:
 
 
 def _opt_int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[arg-type]
+    return None if value is None else int(cast(int, value))
 
 
 def _opt_float(value: object) -> float | None:

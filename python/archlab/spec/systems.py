@@ -232,13 +232,13 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> S
         command=command,
         preset=preset,  # type: ignore[arg-type]
         host=host,
-        port=port,  # type: ignore[arg-type]
+        port=port,
         cpus=cpus,
         env=tuple((str(k), str(v)) for k, v in env.items()),
-        ready=ready,  # type: ignore[arg-type]
+        ready=ready,
         ready_path=ready_path,
-        ready_timeout_s=parse_duration(t.get("ready_timeout", "10s"), f"{field}.ready_timeout", strict=True),
-        stop_signal=stop_signal,  # type: ignore[arg-type]
+        ready_timeout_s=_positive_duration(t.get("ready_timeout", "10s"), f"{field}.ready_timeout"),
+        stop_signal=stop_signal,
         stop_grace_s=parse_duration(t.get("stop_grace", "3s"), f"{field}.stop_grace"),
         setup=_commands(t.get("setup", []), f"{field}.setup"),
         teardown=_commands(t.get("teardown", []), f"{field}.teardown"),
@@ -391,3 +391,11 @@ def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str
         "rss": "/proc/<pid>/status VmRSS of the process tree, sampled (outside)",
         "syscalls": "unavailable (the system does not count its own socket calls)",
     }
+
+
+def _positive_duration(value: object, field: str) -> float:
+    """A duration that must be more than zero (a readiness timeout of 0 could never be met)."""
+    seconds = parse_duration(value, field)
+    if seconds <= 0:
+        raise SpecError(field, "a duration > 0 such as \"10s\"", value)
+    return seconds

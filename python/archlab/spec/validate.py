@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from archlab import contract
@@ -345,7 +345,7 @@ def _rate_level(value: object, field: str, _registry: Registry) -> float:
     return float(value)
 
 
-_LEVEL_CHECKS = {
+_LEVEL_CHECKS: dict[str, Callable[[object, str, Registry], Level]] = {
     "architecture": _architecture_level,
     "workload": _workload_level,
     "concurrency": _integer_level,
@@ -396,7 +396,7 @@ def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) ->
 
     for arch, (threads_key, threads), (loops_key, loops) in itertools.product(archs, choices("threads"), choices("loops")):
         options: dict[str, object] = dict(server.extra)
-        keys = {name: (f"server.{name}", value) for name, value in server.extra}
+        keys: dict[str, tuple[str, object]] = {name: (f"server.{name}", value) for name, value in server.extra}
         for name, key, value in (("threads", threads_key, threads), ("loops", loops_key, loops)):
             if value is not None:
                 options[name], keys[name] = value, (key, value)

@@ -121,7 +121,7 @@ class Manifest:
             status=status if status is not None else _text(doc.get("status")),
             finished_at=finished_at if finished_at is not None else _text(doc.get("finished_at")),
             load_model=_text(doc.get("load_model") or load.get("model")),
-            cells=tuple(str(c) for c in doc.get("cells") or ()),  # type: ignore[union-attr]
+            cells=tuple(str(c) for c in doc.get("cells") or ()),
             repetitions=_int(doc.get("repetitions") or spec.get("repetitions")),
             warmup_s=_number(spec.get("warmup_s")),
             duration_s=_number(spec.get("duration_s")),

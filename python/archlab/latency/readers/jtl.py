@@ -225,9 +225,10 @@ def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] |
     with tempfile.TemporaryDirectory(prefix="archlab-jtl-") as scratch:
         source, cut = path, 0
         if not complete:  # a killed JMeter: read the complete lines only
-            source, cut = _complete_lines(path, Path(scratch) / path.name)
-            if source is None:
+            trimmed, cut = _complete_lines(path, Path(scratch) / path.name)
+            if trimmed is None:
                 return JtlRows(None, 0, cut=cut, unfinished=1, layouts=(layout,))
+            source = trimmed
         listed = ", ".join(f"{quote(n)}: 'VARCHAR'" for n in names)
         table = (f"read_csv('{_text(source)}', header = {str(header).lower()}, columns = {{{listed}}}, auto_detect = false, "
                  "delim = ',', quote = '\"', escape = '\"', ignore_errors = true, store_rejects = true)")
@@ -352,8 +353,8 @@ def _read_table(path: Path, table: str, names: tuple[str, ...] | None, query: _Q
         problems.append(f"{by_category['malformed']:,} rows whose {query.measure} is not a number >= 0")
     samples = Samples.from_counts(np.array(kept_values, dtype=float), np.array(kept_counts, dtype=np.int64), "ms") \
         if kept_counts else None
-    rows = sum(by_category.values()) + rejected
-    return JtlRows(samples, rows, by_category["failed"], by_category["other_labels"], by_category["trimmed"],
+    n_rows = sum(by_category.values()) + rejected
+    return JtlRows(samples, n_rows, by_category["failed"], by_category["other_labels"], by_category["trimmed"],
                    by_category["malformed"] + rejected, 0, 0, (layout,), tuple(f"{path}: {p}" for p in problems))
 
 
@@ -389,7 +390,7 @@ def _read_xml(path: Path, query: _Query) -> JtlRows:
     counts: Counter[str] = Counter()
     first_problem = None
     seen, depth, ended = 0, 0, False
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
 
     def take(events) -> None:
         nonlocal seen, depth, ended, first_t, last_t, first_problem
