@@ -98,6 +98,8 @@ suite! {
     tokio => "tokio",
     io_uring => "io-uring",
     ncopy => "ncopy",
+    reactor_pool => "reactor-pool",
+    netty_ring => "netty-ring",
 }
 
 #[test]
