@@ -1,9 +1,11 @@
 //! `archlab-engine`: the data plane's one binary. Argument parsing and glue only: every
-//! subcommand calls a library (`archlab-server`, `archlab-load`) and prints what it returns.
+//! subcommand calls a library (`archlab-server`, `archlab-load`, `archlab-proxy`) and prints
+//! what it returns.
 //! Exit codes: 0 success, 1 runtime failure (message on stderr), 2 invalid arguments.
 
 mod args;
 mod load_cmd;
+mod proxy_cmd;
 mod records_cmd;
 mod search_cmd;
 mod serve_cmd;
@@ -37,6 +39,9 @@ enum Command {
     Records(records_cmd::RecordsCommand),
     /// Find the highest open-model rate meeting a latency objective (bisection over runs).
     SearchRate(search_cmd::SearchArgs),
+    /// Run the HTTP reverse proxy in an architecture until SIGTERM; the first stdout line is
+    /// `listening HOST:PORT`, SIGUSR1 prints a `rusage {json}` line with per-backend counters.
+    Proxy(proxy_cmd::ProxyArgs),
 }
 
 fn main() {
@@ -50,6 +55,7 @@ fn main() {
         Command::Load(a) => load_cmd::run(a),
         Command::Records(c) => records_cmd::run(c),
         Command::SearchRate(a) => search_cmd::run(a),
+        Command::Proxy(a) => proxy_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("archlab-engine: error: {e}");
