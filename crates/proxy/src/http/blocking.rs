@@ -69,8 +69,13 @@ impl BlockingForwarder {
     }
 
     fn exchange(&mut self, conn: &mut ClientConn<'_>, x: &mut Exchange) -> Outcome {
+        // The failure of the first attempt, answered if no other backend can take the retry.
+        let mut first_failure: Option<(ErrorStatus, String)> = None;
         loop {
             let Some(i) = self.proxy.balancer.pick(x.key_hash, &mut self.rng, x.failed_on) else {
+                if let Some((status, why)) = first_failure {
+                    return answer(conn, x, status, why);
+                }
                 self.proxy.count_unavailable();
                 return answer(conn, x, ErrorStatus::ServiceUnavailable, "no healthy backend".into());
             };
@@ -87,11 +92,13 @@ impl BlockingForwarder {
                     return answer(conn, x, ErrorStatus::ServiceUnavailable, why);
                 }
                 Err(Checkout::Failed(fault)) => {
+                    let why = format!("{} ({})", fault.detail, backend.addr);
                     if self.proxy.failed(i, &fault, false, x.may_retry()) {
                         x.failed_on = Some(i);
+                        first_failure = Some((fault.status(), why));
                         continue;
                     }
-                    return answer(conn, x, fault.status(), format!("{} ({})", fault.detail, backend.addr));
+                    return answer(conn, x, fault.status(), why);
                 }
             };
             let in_flight = backend.start();
@@ -109,14 +116,16 @@ impl BlockingForwarder {
                 Err(AttemptError::Backend(fault)) => {
                     let reused = b.reused;
                     drop(b);
+                    let why = format!("{} ({})", fault.detail, backend.addr);
                     if self.proxy.failed(i, &fault, reused, x.may_retry()) {
                         x.failed_on = Some(i);
+                        first_failure = Some((fault.status(), why));
                         continue;
                     }
                     if x.head_relayed {
                         return Outcome::Close;
                     }
-                    return answer(conn, x, fault.status(), format!("{} ({})", fault.detail, backend.addr));
+                    return answer(conn, x, fault.status(), why);
                 }
             }
         }

@@ -86,6 +86,8 @@ struct Flight {
     deadline: Instant,
     /// Earliest instant at which this flight has an entry in the timer heap.
     timer_at: Option<Instant>,
+    /// The first attempt's failure, answered if no other backend can take the retry.
+    first_failure: Option<(ErrorStatus, String)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,6 +257,7 @@ impl LoopForwarder {
                     connected: false,
                     deadline: Instant::now(),
                     timer_at: None,
+                    first_failure: None,
                 });
                 st.flight = Some(flight);
                 self.start_attempt(st, conn, idx, ctx);
@@ -272,6 +275,9 @@ impl LoopForwarder {
     fn start_attempt(&mut self, st: &mut ClientState, conn: &mut Conn<LoopState>, idx: usize, ctx: &Ctx<'_>) {
         let flight = st.flight.as_mut().expect("a flight");
         let Some(i) = self.proxy.balancer.pick(flight.x.key_hash, &mut self.rng, flight.x.failed_on) else {
+            if let Some((status, why)) = flight.first_failure.take() {
+                return self.answer(st, conn, status, why);
+            }
             self.proxy.count_unavailable();
             return self.answer(st, conn, ErrorStatus::ServiceUnavailable, "no healthy backend".into());
         };
@@ -432,8 +438,10 @@ impl LoopForwarder {
         if flight.conn.take().is_some() {
             self.wake_one(i);
         }
+        let why = format!("{} ({})", fault.detail, self.proxy.backend(i).addr);
         if self.proxy.failed(i, &fault, reused, flight.x.may_retry()) {
             flight.x.failed_on = Some(i);
+            flight.first_failure = Some((fault.status(), why));
             return self.start_attempt(st, conn, idx, ctx);
         }
         if flight.x.head_relayed {
@@ -441,8 +449,7 @@ impl LoopForwarder {
             st.after_flush = Some(End::Close);
             return;
         }
-        let addr = self.proxy.backend(i).addr;
-        self.answer(st, conn, fault.status(), format!("{} ({addr})", fault.detail));
+        self.answer(st, conn, fault.status(), why);
     }
 
     /// Answer the flight's request with the proxy's own error response and end the flight.
