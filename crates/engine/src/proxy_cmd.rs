@@ -106,10 +106,10 @@ pub fn run(a: ProxyArgs) -> Result<(), CliError> {
     }
     let proxy = Proxy::new(proxy_options).map_err(|e| CliError::usage(flag_error(&e)))?;
     proxy.check_reachable().map_err(|e| CliError::runtime(flag_error(&e)))?;
-    proxy.start().map_err(|e| CliError::runtime(format!("cannot start the health thread: {e}")))?;
     options.service = proxy.service();
     let server = registry::build(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
-    // Signals first, so that every thread started below inherits the blocked mask.
+    // Signals first, so that every thread started below (the health thread included) inherits
+    // the blocked mask.
     let reporter = proxy.clone();
     spawn_handler(move |signal| match signal {
         Signal::Terminate => std::process::exit(0),
@@ -124,6 +124,7 @@ pub fn run(a: ProxyArgs) -> Result<(), CliError> {
         }
     })
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
+    proxy.start().map_err(|e| CliError::runtime(format!("cannot start the health thread: {e}")))?;
     if let Some(cpus) = &options.cpus {
         cpus.pin_current_thread().map_err(|e| CliError::runtime(format!("cannot pin to CPUs {cpus}: {e}")))?;
     }
