@@ -1,6 +1,6 @@
 """The data plane's option contracts, as the control plane uses them. Every option of a
-data-plane process is defined once, in Rust (``crates/server/src/options.rs``; the load
-generator's in ``crates/load``); Python asks ``archlab._native``, built from that same code, what
+data-plane process is defined once, in Rust (``crates/server/src/options.rs``; the reverse
+proxy's in ``crates/proxy/src/http/options.rs``; the load generator's in ``crates/load``); Python asks ``archlab._native``, built from that same code, what
 the options are (names, documentation, allowed values, defaults) and whether a set of them is
 valid, and keeps no copy of a name, range, default or syntax. A checked set comes back
 normalised, as the JSON the engine reads (``archlab-engine serve --options FILE``). A refusal is
@@ -21,7 +21,15 @@ from typing import Any, Mapping
 from archlab.errors import InvalidValue, NativeMissing
 
 # What this package calls in the extension; an extension without one of them is out of date.
-_REQUIRED = ("architectures", "check_workload", "check_server", "server_options_schema", "OptionError")
+_REQUIRED = (
+    "architectures",
+    "check_workload",
+    "check_server",
+    "server_options_schema",
+    "check_proxy",
+    "proxy_options_schema",
+    "OptionError",
+)
 _BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
 
 
@@ -79,3 +87,17 @@ def check_server(architecture: str, options: Mapping[str, object]) -> dict[str, 
     """The options of a server of ``architecture``, checked and normalised (every option with
     a fixed default filled in), as the JSON object ``archlab-engine serve --options`` reads."""
     return json.loads(_call(native().check_server, architecture, _dumps(options)))
+
+
+@functools.cache
+def proxy_options() -> tuple[OptionInfo, ...]:
+    """Every option of the reverse proxy (``archlab-engine proxy`` takes them beside the
+    server's), in declaration order."""
+    return tuple(OptionInfo(**o) for o in json.loads(native().proxy_options_schema()))
+
+
+def check_proxy(architecture: str, options: Mapping[str, object]) -> dict[str, Any]:
+    """The options of ``architecture`` running the reverse proxy (server and proxy keys in one
+    mapping), checked and normalised, as the JSON object ``archlab-engine proxy --options``
+    reads."""
+    return json.loads(_call(native().check_proxy, architecture, _dumps(options)))

@@ -12,7 +12,7 @@ use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_netio::socket::listen;
 use archlab_options::{Given, OptionError};
-use archlab_proxy::http::{Proxy, ProxyOptions};
+use archlab_proxy::http::{options, Proxy, ProxyOptions};
 use archlab_server::{registry, ServerOptions};
 use clap::Args;
 use std::io::Write;
@@ -47,7 +47,12 @@ pub struct ProxyArgs {
 
 /// A refusal as the command line says it: the flag, what it takes, what it got.
 fn flag_error(e: &OptionError) -> String {
-    let mut m = format!("--{}: expected {}, got {}", e.field.replace('_', "-"), e.allowed, e.received);
+    let flag = match e.field.as_str() {
+        "" => String::new(),
+        "architecture" | "arch" => "--arch: ".into(),
+        field => format!("--{}: ", field.replace('_', "-")),
+    };
+    let mut m = format!("{flag}expected {}, got {}", e.allowed, e.received);
     if !e.hint.is_empty() {
         m.push_str(&format!(" ({})", e.hint));
     }
@@ -57,51 +62,24 @@ fn flag_error(e: &OptionError) -> String {
 impl ProxyArgs {
     /// The two option sets: the JSON file's keys split between them, the flags over both.
     fn options(&self) -> Result<(ServerOptions, ProxyOptions), CliError> {
-        let (mut server, mut proxy) = (ServerOptions::default(), ProxyOptions::default());
-        if let Some(path) = &self.options_file {
-            let invalid = |e: OptionError| CliError::usage(format!("invalid --options {}: {e}", path.display()));
-            let text = read_document("options", path)?;
-            let doc = archlab_options::parse_document(&text).map_err(invalid)?;
-            let all = archlab_options::object(&doc).map_err(invalid)?;
-            let proxy_names = ProxyOptions::names();
-            let (mut for_proxy, mut for_server) = (serde_json::Map::new(), serde_json::Map::new());
-            for (k, v) in all {
-                let side = if proxy_names.contains(&k.as_str()) { &mut for_proxy } else { &mut for_server };
-                side.insert(k.clone(), v.clone());
+        let (server, proxy) = match &self.options_file {
+            None => (ServerOptions::default(), ProxyOptions::default()),
+            Some(path) => {
+                let invalid = |e: OptionError| CliError::usage(format!("invalid --options {}: {e}", path.display()));
+                let text = read_document("options", path)?;
+                let doc = archlab_options::parse_document(&text).map_err(invalid)?;
+                options::from_json_value(&doc).map_err(invalid)?
             }
-            proxy.update_from_json(&serde_json::Value::Object(for_proxy)).map_err(invalid)?;
-            server.update_from_json(&serde_json::Value::Object(for_server)).map_err(|e| {
-                if e.field.is_empty() || ServerOptions::names().contains(&e.field.as_str()) {
-                    invalid(e)
-                } else {
-                    let mut names = ServerOptions::names();
-                    names.extend(proxy_names.iter());
-                    invalid(archlab_options::unknown(&e.field, &names))
-                }
-            })?;
-        }
+        };
         Ok((self.server.over(server), self.proxy.over(proxy)))
     }
 }
 
 pub fn run(a: ProxyArgs) -> Result<(), CliError> {
     let (mut options, proxy_options) = a.options()?;
-    registry::check(&a.arch, &options).map_err(|e| CliError::usage(e.to_string()))?;
-    let arch = registry::lookup(&a.arch).expect("checked");
-    if !arch.proxy.can_proxy() {
-        return Err(CliError::usage(format!(
-            "--arch: expected an architecture that can proxy ({}), got {:?}",
-            registry::proxy_architectures(),
-            a.arch
-        )));
-    }
-    proxy_options.validate().map_err(|e| CliError::usage(flag_error(&e)))?;
+    options::check(&a.arch, &options, &proxy_options).map_err(|e| CliError::usage(flag_error(&e)))?;
     if a.check {
-        let mut all = options.to_json();
-        if let (Some(all), serde_json::Value::Object(p)) = (all.as_object_mut(), proxy_options.to_json()) {
-            all.extend(p);
-        }
-        println!("{all}");
+        println!("{}", options::to_json(&options, &proxy_options));
         return Ok(());
     }
     let proxy = Proxy::new(proxy_options).map_err(|e| CliError::usage(flag_error(&e)))?;

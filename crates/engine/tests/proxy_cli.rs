@@ -54,6 +54,10 @@ fn bad_input_is_refused_naming_the_flag() {
     assert!(err.contains("--backends") && err.contains(&nobody) && err.contains("unreachable"), "{err}");
     let (code, err) = refused(&["proxy", "--arch", "netty", "--backends", &b, "--loops", "0"]);
     assert!(code == 2 && err.contains("--loops"), "{err}");
+    let (code, err) = refused(&["proxy", "--arch", "blocking", "--backends", &b, "--loops", "2"]);
+    assert!(code == 2 && err.contains("--loops: expected no loops value for architecture 'blocking'"), "{err}");
+    let (code, err) = refused(&["proxy", "--arch", "netti", "--backends", &b]);
+    assert!(code == 2 && err.contains("--arch: expected one of thread-per-connection"), "{err}");
     // The architectures list says which can proxy, and how.
     let out = engine().arg("architectures").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -348,3 +348,19 @@ fn client_flush(conn: &mut ClientConn<'_>, timeout: Duration) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::exchange::ErrorStatus;
+
+    #[test]
+    fn connect_and_write_failures_are_classified() {
+        let timed_out = connect_fault(io::Error::from(ErrorKind::TimedOut));
+        assert_eq!((timed_out.failure, timed_out.status()), (Failure::ConnectTimeout, ErrorStatus::GatewayTimeout));
+        let refused = connect_fault(io::Error::from(ErrorKind::ConnectionRefused));
+        assert_eq!((refused.failure, refused.status()), (Failure::Refused, ErrorStatus::BadGateway));
+        assert_eq!(write_fault(io::Error::from(ErrorKind::BrokenPipe)).failure, Failure::ClosedBeforeResponse);
+        assert_eq!(write_fault(io::Error::from(ErrorKind::WouldBlock)).failure, Failure::Timeout);
+    }
+}

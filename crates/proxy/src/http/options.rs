@@ -17,6 +17,8 @@
 //! Cloud Pub/Sub and HAProxy's `hash-balance-factor 125` use).
 
 use archlab_options::{Choice, Int, Number, OptionError, Text};
+use archlab_server::{registry, ServerOptions};
+use serde_json::Value;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
@@ -237,6 +239,49 @@ impl ProxyOptions {
     }
 }
 
+/// The server's and the proxy's options from one JSON object holding keys of both sets (what
+/// `archlab-engine proxy --options` reads); an unknown key is refused naming both sets' keys.
+pub fn from_json_value(v: &Value) -> Result<(ServerOptions, ProxyOptions), OptionError> {
+    let all = archlab_options::object(v)?;
+    let proxy_names = ProxyOptions::names();
+    let server_names = ServerOptions::names();
+    let (mut for_proxy, mut for_server) = (serde_json::Map::new(), serde_json::Map::new());
+    for (k, v) in all {
+        if proxy_names.contains(&k.as_str()) {
+            for_proxy.insert(k.clone(), v.clone());
+        } else if server_names.contains(&k.as_str()) {
+            for_server.insert(k.clone(), v.clone());
+        } else {
+            let mut names = server_names.clone();
+            names.extend(proxy_names.iter());
+            return Err(archlab_options::unknown(k, &names));
+        }
+    }
+    let proxy = ProxyOptions::from_json_value(&Value::Object(for_proxy))?;
+    let server = ServerOptions::from_json_value(&Value::Object(for_server))?;
+    Ok((server, proxy))
+}
+
+/// Both sets as one JSON object (the inverse of [`from_json_value`]).
+pub fn to_json(server: &ServerOptions, proxy: &ProxyOptions) -> Value {
+    let mut all = server.to_json();
+    if let (Some(all), Value::Object(p)) = (all.as_object_mut(), proxy.to_json()) {
+        all.extend(p);
+    }
+    all
+}
+
+/// Check that architecture `arch` can run the proxy with these options: the server's checks
+/// (`registry::check`), an architecture that can proxy, and the proxy's own ([`ProxyOptions::validate`]).
+pub fn check(arch: &str, server: &ServerOptions, proxy: &ProxyOptions) -> Result<(), OptionError> {
+    let a = registry::check(arch, server).map_err(|e| e.option_error())?;
+    if !a.proxy.can_proxy() {
+        let allowed = format!("an architecture that can proxy ({})", registry::proxy_architectures());
+        return Err(OptionError::new("arch", allowed, format!("{arch:?}")));
+    }
+    proxy.validate()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +314,23 @@ mod tests {
         let o = ProxyOptions::from_json(r#"{"hash_key": "header:X-User", "health_path": "/health"}"#).unwrap();
         assert_eq!(o.hash_key, HashKey::Header("x-user".into()));
         assert_eq!(o.to_json()["health_path"], "/health");
+    }
+
+    #[test]
+    fn one_object_holds_both_sets() {
+        let v: Value = serde_json::from_str(r#"{"backends": "127.0.0.1:9", "policy": "p2c", "threads": 8}"#).unwrap();
+        let (server, proxy) = from_json_value(&v).unwrap();
+        assert_eq!((server.threads, proxy.policy), (Some(8), Policy::P2c));
+        assert!(check("blocking", &server, &proxy).is_ok());
+        let e = check("tokio", &ServerOptions::default(), &proxy).unwrap_err();
+        assert_eq!(e.field, "arch");
+        assert!(e.allowed.contains("blocking, blocking-ring") && !e.allowed.contains("tokio"), "{e}");
+        let e = check("blocking", &ServerOptions { loops: Some(2), ..Default::default() }, &proxy).unwrap_err();
+        assert_eq!(e.field, "loops");
+        let v: Value = serde_json::from_str(r#"{"backend": "127.0.0.1:9"}"#).unwrap();
+        let e = from_json_value(&v).unwrap_err();
+        assert!(e.allowed.contains("threads") && e.allowed.contains("backends"), "{e}");
+        let back = from_json_value(&to_json(&server, &proxy)).unwrap();
+        assert_eq!(to_json(&back.0, &back.1), to_json(&server, &proxy));
     }
 }
