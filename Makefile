@@ -72,7 +72,7 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware bench-proxy ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -93,6 +93,11 @@ bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcsl
 bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-gets per proxy core; added latency
 	@scripts/bootstrap bench
 	@$(PY) bench/middleware_peers.py
+
+.PHONY: bench-proxy
+bench-proxy: ## the HTTP proxy vs HAProxy and nginx as balancers: req/s per balancer core; added latency
+	@scripts/bootstrap bench
+	@$(PY) bench/proxy_peers.py
 
 .PHONY: bench-latency
 bench-latency: ## archlab.latency vs DuckDB + NumPy and polars + NumPy on 10^8 samples and a 1 GB JTL file

@@ -11,6 +11,7 @@ __all__ = [
     "OptionError",
     "architectures",
     "check_load",
+    "check_proxy",
     "check_server",
     "check_simulation",
     "check_workload",
@@ -20,6 +21,7 @@ __all__ = [
     "jtl_counts",
     "mser",
     "parse_duration",
+    "proxy_options_schema",
     "server_options_schema",
     "simulate",
     "think_time",
@@ -30,6 +32,7 @@ class _Architecture(TypedDict):
     name: str
     description: str
     options: list[str]
+    proxy: str
 
 class _Truncation(TypedDict):
     batch_size: int
@@ -66,6 +69,14 @@ def check_workload(target: str) -> None:
 def check_server(arch: str, options_json: str) -> str:
     """Check architecture ``arch`` with the options of ``options_json``; returns them normalised
     as JSON (what ``archlab-engine serve --options`` reads) or raises :class:`OptionError`."""
+
+def check_proxy(arch: str, options_json: str) -> str:
+    """Check architecture ``arch`` running the reverse proxy with ``options_json`` (server and
+    proxy keys in one object); returns them normalised as JSON (what ``archlab-engine proxy
+    --options`` reads) or raises :class:`OptionError`."""
+
+def proxy_options_schema() -> str:
+    """The options of the reverse proxy as JSON, listed as ``server_options_schema`` lists them."""
 
 def server_options_schema() -> str:
     """The options of a server as JSON: a list of objects with name, flag, doc, allowed, default."""

@@ -1,6 +1,7 @@
 """The data plane's option contracts, as the control plane uses them. Every option of a
-data-plane process is defined once, in Rust (a server's in ``crates/server/src/options.rs``, a
-load run's in ``crates/load/src/config/params.rs``); Python asks ``archlab._native``, built from
+data-plane process is defined once, in Rust (a server's in ``crates/server/src/options.rs``, the
+reverse proxy's in ``crates/proxy/src/http/options.rs``, a load run's in
+``crates/load/src/config/params.rs``); Python asks ``archlab._native``, built from
 that same code, what the options are (names, documentation, allowed values, defaults) and
 whether a set of them is valid, and keeps no copy of a name, range, default or syntax: durations,
 think times and CPU lists are read by the data plane too. A checked set comes back normalised, as
@@ -24,7 +25,7 @@ from archlab.errors import InvalidValue, NativeMissing
 # What this package calls in the extension; an extension without one of them is out of date.
 _REQUIRED = (
     "architectures", "check_workload", "check_server", "server_options_schema", "check_load", "load_params_schema",
-    "parse_duration", "think_time", "cpu_list", "OptionError",
+    "parse_duration", "think_time", "cpu_list", "check_proxy", "proxy_options_schema", "OptionError",
 )  # fmt: skip
 _BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
 
@@ -115,3 +116,16 @@ def think_time(value: object) -> tuple[str, float, float | None]:
 def cpu_list(text: str) -> tuple[int, ...]:
     """The CPUs of a CPU list (``"0,2-3"``), sorted and distinct."""
     return tuple(_call(native().cpu_list, text))
+
+
+def proxy_options() -> tuple[OptionInfo, ...]:
+    """Every option of the reverse proxy (``archlab-engine proxy`` takes them beside the
+    server's), in declaration order."""
+    return tuple(OptionInfo(**o) for o in json.loads(native().proxy_options_schema()))
+
+
+def check_proxy(architecture: str, options: Mapping[str, object]) -> dict[str, Any]:
+    """The options of ``architecture`` running the reverse proxy (server and proxy keys in one
+    mapping), checked and normalised, as the JSON object ``archlab-engine proxy --options``
+    reads."""
+    return json.loads(_call(native().check_proxy, architecture, _dumps(options)))

@@ -10,6 +10,8 @@
 use archlab_load::{LoadParams, DURATION_SYNTAX};
 use archlab_netio::CpuList;
 use archlab_options::{OptionError as Refusal, OptionInfo};
+use archlab_proxy::http::options as proxy_options;
+use archlab_proxy::http::ProxyOptions;
 use archlab_server::{registry, ServerOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -42,6 +44,25 @@ fn check_server(py: Python<'_>, arch: &str, options_json: &str) -> PyResult<Stri
     let options = ServerOptions::from_json(options_json).map_err(|e| refused(py, e))?;
     registry::check(arch, &options).map_err(|e| refused(py, e.option_error()))?;
     Ok(options.to_json().to_string())
+}
+
+/// Check architecture `arch` running the reverse proxy with the options of `options_json` (one
+/// JSON object with keys of [`server_options_schema`] and [`proxy_options_schema`], as
+/// `archlab-engine proxy --options` reads); returns them normalised as JSON, or raises
+/// `OptionError` (field `arch` for an architecture that cannot proxy).
+#[pyfunction]
+fn check_proxy(py: Python<'_>, arch: &str, options_json: &str) -> PyResult<String> {
+    let doc = archlab_options::parse_document(options_json).map_err(|e| refused(py, e))?;
+    let (server, proxy) = proxy_options::from_json_value(&doc).map_err(|e| refused(py, e))?;
+    proxy_options::check(arch, &server, &proxy).map_err(|e| refused(py, e))?;
+    Ok(proxy_options::to_json(&server, &proxy).to_string())
+}
+
+/// The options of the reverse proxy (backends, policy, pools, timeouts, health), listed as
+/// [`server_options_schema`] lists the server's.
+#[pyfunction]
+fn proxy_options_schema() -> String {
+    schema_json(ProxyOptions::schema())
 }
 
 /// The options of a server: a list of dicts with `name`, `flag`, `doc`, `allowed`, `default`
@@ -131,5 +152,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_params_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(think_time, m)?)?;
-    m.add_function(wrap_pyfunction!(cpu_list, m)?)
+    m.add_function(wrap_pyfunction!(cpu_list, m)?)?;
+    m.add_function(wrap_pyfunction!(check_proxy, m)?)?;
+    m.add_function(wrap_pyfunction!(proxy_options_schema, m)?)
 }

@@ -12,8 +12,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// The registered server architectures: a list of dicts with `name`, `description` and
-/// `options` (the option names the architecture accepts).
+/// The registered server architectures: a list of dicts with `name`, `description`, `options`
+/// (the option names the architecture accepts) and `proxy` (how it runs the reverse proxy:
+/// "no", "blocking call" or "same poller").
 #[pyfunction]
 fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     archlab_server::REGISTRY
@@ -24,6 +25,7 @@ fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("description", a.description)?;
             let opts: Vec<&str> = a.accepts.iter().map(|o| o.as_str()).collect();
             d.set_item("options", opts)?;
+            d.set_item("proxy", a.proxy.as_str())?;
             Ok(d)
         })
         .collect()

@@ -8,6 +8,7 @@
 
 use crate::conn::InBuf;
 use crate::options::ServerOptions;
+use crate::service::{BlockingForward, ClientConn, Service};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_work::{Context, WorkError, Workload};
 
@@ -26,19 +27,27 @@ pub enum Flow {
 
 /// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
 /// (`/call`'s downstream connection, `/db`'s shared pool): one per thread (or per connection).
+/// With a forwarding [`Service`] it also holds the thread's forwarding handler.
 #[derive(Default)]
 pub struct Scratch {
     body: Vec<u8>,
     work: Context,
     /// The request class (path and query, `/echo?size=10`) of the last request answered.
     class: String,
+    /// The handler of a forwarding service, for a thread that may block.
+    forward: Option<Box<dyn BlockingForward>>,
 }
 
 impl Scratch {
-    /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`).
+    /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`,
+    /// and its service).
     pub fn new(options: &ServerOptions) -> Scratch {
         let work = Context::new(options.downstream).with_db(options.database.clone());
-        Scratch { body: Vec::new(), work, class: String::new() }
+        let forward = match &options.service {
+            Service::Workload => None,
+            Service::Forward(f) => Some(f.blocking()),
+        };
+        Scratch { body: Vec::new(), work, class: String::new(), forward }
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -55,6 +64,15 @@ pub enum KeepAlive {
     /// Answer the next request with `Connection: close` and close: a blocking pool does this
     /// when connections wait for a worker (see `frontend::pool`).
     Refuse,
+}
+
+/// Answer the requests of a connection served by a thread that may block, with the service
+/// the scratch was made for: the workloads ([`serve_buffered`]) or a forwarding handler.
+pub fn serve_connection(conn: ClientConn<'_>, limits: &Limits, scratch: &mut Scratch, policy: KeepAlive) -> Flow {
+    match &mut scratch.forward {
+        None => serve_buffered(conn.input, conn.output.vec(), limits, scratch, policy),
+        Some(forward) => forward.serve(conn, limits, policy),
+    }
 }
 
 /// Answer every complete request in `input`, appending responses to `out`.

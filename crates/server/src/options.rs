@@ -11,6 +11,7 @@
 //! apply to every architecture. A value out of range is refused with the allowed values,
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
+use crate::service::Service;
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
@@ -97,6 +98,9 @@ archlab_options::option_set! {
         /// The `/db` pool opened from `db` (by `archlab-engine serve` before it listens), shared
         /// by every thread of the process.
         database: Option<Arc<DbPool>> = None;
+        /// What answers the requests: the workloads, or a forwarding service (a reverse proxy)
+        /// set by the program that builds the server.
+        service: Service = Service::Workload;
     }
 }
 

@@ -63,6 +63,8 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         ("blocking", 0),
         ("reactor-ring", 2),
         ("reactor-actor", 2),
+        ("reactor-pool", 2),
+        ("netty-ring", 2),
         ("nio2", 3),
         ("nio2-ring", 3),
         ("seda-queue", 4),

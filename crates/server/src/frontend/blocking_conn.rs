@@ -4,7 +4,8 @@
 //! `read` while the client is silent, which is exactly the cost those architectures pay.
 
 use crate::conn::{linger_close_blocking, InBuf, OutBuf};
-use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
+use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
+use crate::service::ClientConn;
 use archlab_wire::http::Limits;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -68,7 +69,8 @@ impl BlockingConn {
             let flow = if self.input.is_empty() {
                 Flow::KeepOpen
             } else {
-                serve_buffered(&mut self.input, self.output.vec(), limits, scratch, policy())
+                let conn = ClientConn { stream: &mut self.stream, input: &mut self.input, output: &mut self.output };
+                serve_connection(conn, limits, scratch, policy())
             };
             if self.output.pending() > 0 && self.output.flush_to(&mut self.stream).is_err() {
                 return;
