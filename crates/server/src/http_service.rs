@@ -35,9 +35,11 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`).
+    /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
+    /// `--programs`).
     pub fn new(options: &ServerOptions) -> Scratch {
-        let work = Context::new(options.downstream).with_db(options.database.clone());
+        let work =
+            Context::new(options.downstream).with_db(options.database.clone()).with_programs(options.programs.clone());
         Scratch { body: Vec::new(), work, class: String::new() }
     }
 
