@@ -12,7 +12,9 @@ __all__ = [
     "check_server",
     "check_simulation",
     "check_workload",
+    "load_programs",
     "mser",
+    "parse_programs",
     "server_options_schema",
     "simulate",
     "version",
@@ -64,3 +66,10 @@ def check_simulation(model_json: str, run_json: str) -> None:
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
+
+def load_programs(path: str) -> str:
+    """Read and check a program file (TOML); returns the programs as JSON. A refused file raises
+    ``ValueError(source, field, allowed, received)``."""
+
+def parse_programs(source: str, text: str) -> str:
+    """Check a program file's ``text`` (``source`` names it in errors); returns the programs as JSON."""

@@ -4,6 +4,7 @@
 //! that will run them.
 
 mod contract;
+mod programs;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
@@ -47,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
+    programs::register(m)?;
     contract::register(m)?;
     Ok(())
 }
