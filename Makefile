@@ -64,7 +64,7 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -81,6 +81,11 @@ bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcsl
 	@scripts/bootstrap bench
 	@$(PY) bench/load_peers.py
 
+.PHONY: bench-middleware
+bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-gets per proxy core; added latency
+	@scripts/bootstrap bench
+	@$(PY) bench/middleware_peers.py
+
 .PHONY: bench-latency
 bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
 	@scripts/bootstrap bench
@@ -90,6 +95,11 @@ bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 G
 bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
+
+.PHONY: bench-link
+bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, added latency (needs root)
+	@scripts/bootstrap bench
+	@$(PY) bench/link_overhead.py
 
 .PHONY: duplicates
 duplicates: ## Look for code written twice

@@ -12,6 +12,7 @@ __all__ = [
     "check_server",
     "check_simulation",
     "check_workload",
+    "interval_log",
     "load_programs",
     "mser",
     "parse_programs",
@@ -66,6 +67,12 @@ def check_simulation(model_json: str, run_json: str) -> None:
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
+
+def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
+                 comment: str | None = None) -> bytes:
+    """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
+    (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
+    to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""
 
 def load_programs(path: str) -> str:
     """Read and check a program file (TOML); returns the programs as JSON. A refused file raises

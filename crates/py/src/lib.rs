@@ -4,6 +4,7 @@
 //! that will run them.
 
 mod contract;
+mod metrics;
 mod programs;
 mod sim;
 
@@ -50,5 +51,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     programs::register(m)?;
     contract::register(m)?;
+    metrics::register(m)?;
     Ok(())
 }

@@ -12,7 +12,7 @@ from archlab.errors import Interrupted, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
 from archlab.cli.stores import known_run, open_store
-from archlab.store import RunHandle, Store
+from archlab.store import RunHandle, RunView, Store
 
 DEFAULT_SPEC = Path("experiments") / "quickstart.toml"
 
@@ -59,36 +59,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
-    manifest, rows = store.load_run(handle.run_id)
+    view = store.load_run(handle.run_id)
     if write_report:
-        _print_table(rows)
-        _write_report(manifest, rows, handle.directory / "report.html")
+        _print_table(view)
+        _write_report(view, handle.directory / "report.html")
     else:
-        _say(f"run {handle.run_id} {manifest['status']}; `archlab report {handle.run_id} --store {store.root}` shows it")
-    failed = [r for r in rows if r["status"] != "ok"]
+        _say(f"run {handle.run_id} {view.manifest.status}; `archlab report {handle.run_id} --store {store.root}` shows it")
+    failed, rows = view.failed_rows, view.rows
     if failed:
-        _say(f"{len(failed)} of {len(rows)} cell runs failed (first: {failed[0]['cell_id']}: {failed[0]['error'].splitlines()[0]})")
+        first = (failed[0].error or "failed").splitlines()[0]
+        _say(f"{len(failed)} of {len(rows)} cell runs failed (first: {failed[0].cell_id}: {first})")
     return 1 if rows and len(failed) == len(rows) else 0
 
 
-def _print_table(rows: list[dict]) -> None:
+def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
 
-    print(terminal_table(rows))
+    print(terminal_table(view.rows))
 
 
-def _write_report(manifest: dict, rows: list[dict], path: Path) -> None:
+def _write_report(view: RunView, path: Path) -> None:
     from archlab.report import write_html
 
-    written = write_html(manifest, rows, path)
+    written = write_html(view.manifest, view.rows, path)
     print(f"report: {written}")
 
 
 def report(args: argparse.Namespace) -> int:
     store = open_store(args.store)
-    manifest, rows = store.load_run(known_run(store, args.run_id))
-    _print_table(rows)
-    _write_report(manifest, rows, store.run_dir(args.run_id) / "report.html")
+    view = store.load_run(known_run(store, args.run_id))
+    _print_table(view)
+    _write_report(view, store.run_dir(args.run_id) / "report.html")
     return 0
 
 

@@ -122,7 +122,8 @@ def _model_run(args: argparse.Namespace) -> int:
     from archlab.cli.stores import known_run, open_store
 
     store = open_store(args.store)
-    manifest, rows = store.load_run(known_run(store, args.run, "--run"))
+    view = store.load_run(known_run(store, args.run, "--run"))
+    manifest, rows = view.manifest, view.rows
     fits = fit_run(manifest, rows, confidence=args.confidence, weighting=args.weighting)
     print(f"run {args.run}: {len(ok_rows(rows))} successful repetitions of {len(rows)}; "
           "X in req/s, R = mean latency (model: N/X - Z), errors (model - measured)/measured")
@@ -132,7 +133,7 @@ def _model_run(args: argparse.Namespace) -> int:
     checks = check_run_laws(manifest, rows)
     if checks:
         print()
-        print("operational laws (within 5%):")
+        print("operational laws (Little's law within each row's sampling tolerance, the others within 5%):")
         for line in law_summary(checks):
             print("  " + line)
     return 0

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archlab.latency.errors import LatencyError, ParameterError, check_choice
-from archlab.latency.readers.archlab import (RunCell, is_load_summary, load_summary_document, read_load_summary,
-                                             read_run_cell, run_cells)
+from archlab.latency.readers.archlab import RunCell, is_load_summary, read_load_summary, read_run_cell, run_cells
 from archlab.latency.readers.columnar import Trim, convert_to_parquet, read_column
 from archlab.latency.readers.hdr import histogram_to_samples, read_hdr_log
 from archlab.latency.readers.jtl import (FAILED, JMETER5_DEFAULT_COLUMNS, JMETER213_DEFAULT_COLUMNS, JtlRows, nonempty, read_jtl,
@@ -112,7 +111,9 @@ def read_file(path: str | Path, format: str = "auto", *, column: str | None = No
         return Reading(chosen, read_hdr_log(path, unit=unit or "ns", warmup_s=warmup_s, cooldown_s=cooldown_s))
     if chosen == "load-summary":
         samples = read_load_summary(path, warmup_s=warmup_s, cooldown_s=cooldown_s)
-        errors = (load_summary_document(path).get("errors") or {}).get("total", 0)
+        from archlab.store.summary import read_summary  # the one reader of load summaries
+
+        errors = read_summary(Path(path)).measurement.errors
         notes = (f"{errors:,} failed requests are not in the HDR log (the load generator records 2xx responses only; "
                  "the summary's errors.by_class counts them)",) if errors else ()
         return Reading(chosen, samples, notes)
