@@ -23,6 +23,7 @@ import pytest
 
 from archlab.errors import InvalidValue
 from archlab.tuning import Demands, ModelBasedTuner
+from archlab.tuning.model_based import measured_demands
 
 
 def repairman_throughput(m: int, s: float, z: float) -> float:
@@ -66,3 +67,13 @@ def test_bad_parameters_are_named():
         ModelBasedTuner(cores=0, concurrency=8)
     with pytest.raises(InvalidValue, match="demands.cpu_s"):
         ModelBasedTuner(cores=1, concurrency=8).fit(Demands(0.0, 0.0, 1.0, 0.0))
+
+
+def test_demands_measured_at_pool_size_one_split_the_io_time_as_the_features_expect():
+    expected = Demands(cpu_s=1e-3, db_s=1e-3, wait_s=3e-3, sleep_s=2e-3)
+    # Measured: 12 ms per request of which 2 ms CPU; 12 - 2 - 2 (sleep) = 8 ms of I/O, split 1:3.
+    d = measured_demands(expected, latency_s=12e-3, cpu_s=2e-3)
+    assert (d.cpu_s, d.sleep_s) == (2e-3, 2e-3)
+    assert d.db_s == pytest.approx(2e-3) and d.wait_s == pytest.approx(6e-3)
+    with pytest.raises(InvalidValue, match="cpu_s: expected at most the latency"):
+        measured_demands(expected, latency_s=1e-3, cpu_s=2e-3)

@@ -81,6 +81,22 @@ class ModelBasedTuner:
         return self.latency_s_[sizes - 1]
 
 
+def measured_demands(features: Demands, latency_s: float, cpu_s: float) -> Demands:
+    """Demands from one measurement at pool size 1 and one client, where nothing queues: a
+    request's mean latency ``latency_s`` is the time it holds its thread, and ``cpu_s`` (the
+    server's CPU seconds over the requests it completed) its CPU part. The rest is split between
+    PostgreSQL, downstream waits and sleeps in the proportions ``features`` expects
+    (:attr:`archlab.tuning.features.Features.demands`); sleeps are taken as written."""
+    latency = _float("latency_s", latency_s)
+    cpu = _float("cpu_s", cpu_s)
+    if cpu > latency:
+        raise InvalidValue("cpu_s", f"at most the latency ({latency} s)", cpu)
+    rest = max(0.0, latency - cpu - features.sleep_s)
+    io = features.db_s + features.wait_s
+    db_share = features.db_s / io if io > 0 else 0.0
+    return Demands(cpu_s=cpu, db_s=rest * db_share, wait_s=rest * (1 - db_share), sleep_s=features.sleep_s)
+
+
 def _int(name: str, v, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
         raise InvalidValue(name, f"an integer in {lo}..={hi}", v)
