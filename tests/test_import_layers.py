@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": FOUNDATION | {"spec", "store", "latency"},
     "report": FOUNDATION | {"spec", "store", "models", "latency"},
     "compare": FOUNDATION | {"store", "report"},
+    "tuning": FOUNDATION | {"models", "sim", "store"},
 }
 
 

@@ -19,8 +19,10 @@ __all__ = [
     "interval_log",
     "load_params_schema",
     "jtl_counts",
+    "load_programs",
     "mser",
     "parse_duration",
+    "parse_programs",
     "proxy_options_schema",
     "server_options_schema",
     "simulate",
@@ -122,3 +124,10 @@ def interval_log(histogram: str, start_s: float, length_s: float, value_scale: f
     """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
     (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
     to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""
+
+def load_programs(path: str) -> str:
+    """Read and check a program file (TOML); returns the programs as JSON. A refused file raises
+    ``ValueError(source, field, allowed, received)``."""
+
+def parse_programs(source: str, text: str) -> str:
+    """Check a program file's ``text`` (``source`` names it in errors); returns the programs as JSON."""

@@ -6,6 +6,7 @@
 mod contract;
 mod jtl;
 mod metrics;
+mod programs;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
@@ -52,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
     jtl::register(m)?;
+    programs::register(m)?;
     contract::register(m)?;
     metrics::register(m)?;
     Ok(())

@@ -39,10 +39,11 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Scratch for a thread of a server built from `options` (its `--downstream` and `--db`,
-    /// and its service).
+    /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
+    /// `--programs`, and its service).
     pub fn new(options: &ServerOptions) -> Scratch {
-        let work = Context::new(options.downstream).with_db(options.database.clone());
+        let work =
+            Context::new(options.downstream).with_db(options.database.clone()).with_programs(options.programs.clone());
         let forward = match &options.service {
             Service::Workload => None,
             Service::Forward(f) => Some(f.blocking()),
