@@ -197,10 +197,10 @@ def test_nginx_preset_from_the_example_spec_is_measured_and_stopped(engine_path,
     """experiments/byo-nginx.toml's system (the nginx preset: generated configuration, SIGQUIT stop), shortened."""
     import shutil
 
-    from conftest import REPO
+    from conftest import REPO, missing_dependency
 
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.fail("nginx is required by this test: install it with `scripts/bootstrap bench` (apt-get install nginx-light)", pytrace=False)
+        missing_dependency("nginx", "it is not installed", "the Debian package `nginx-light`")
     spec = (REPO / "experiments" / "byo-nginx.toml").read_text()
     section = spec[spec.index("\n[[systems]]\n") :]
     assert 'preset = "nginx"' in section

@@ -123,23 +123,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn bounded_queue_blocks_the_producer_until_a_pop() {
-        let q = Arc::new(Queue::new(Some(2)));
-        q.push(1);
-        q.push(2);
-        let q2 = q.clone();
-        let t = std::thread::spawn(move || q2.push(3));
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(q.len(), 2, "the third push must wait");
-        assert_eq!(q.pop(), 1);
-        t.join().unwrap();
-        let mut out = Vec::new();
-        q.pop_batch(10, &mut out);
-        assert_eq!(out, vec![2, 3]);
-    }
+    // That a full bounded queue blocks its producer is tested in tests/handoff.rs, which can
+    // watch the producer thread go to sleep.
 
     #[test]
     fn batches_are_at_most_max_and_fifo() {

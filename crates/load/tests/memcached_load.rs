@@ -3,7 +3,7 @@
 //! the same engine with every value verified (values containing CR LF, multi-get order,
 //! misses counted), server errors (`SERVER_ERROR object too large`) counted by class on
 //! connections that stay usable, wrong values caught by verification, and a silent server
-//! counted as timeouts without hanging the run. Skipped without memcached, except under CI.
+//! counted as timeouts without hanging the run. A missing memcached fails them, naming the package.
 
 use archlab_load::{
     run_load, ErrorClass, KeyPatterns, LoadConfig, LoadParams, LoadReport, Model, Protocol, Ratio, Retrieval, ValueSize,
@@ -42,7 +42,7 @@ fn run(p: LoadParams) -> LoadReport {
 
 #[test]
 fn closed_and_open_runs_verify_every_value() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     for model in [Model::Closed, Model::Open] {
         let mut p = params(server.addr, "1:4", 3, "S:G", "uniform:0-100", "v-");
         if model == Model::Open {
@@ -69,7 +69,7 @@ fn closed_and_open_runs_verify_every_value() {
 #[test]
 fn server_errors_are_counted_by_class_and_connections_survive() {
     // Items above 1 KiB are refused with SERVER_ERROR; values are up to 2 KiB.
-    let Some(server) = memcached_process::start(&["-I", "1024", "-o", "slab_chunk_max=1024"]) else { return };
+    let server = memcached_process::require(&["-I", "1024", "-o", "slab_chunk_max=1024"]);
     let r = run(params(server.addr, "1:1", 1, "R:R", "uniform:0-2000", "e-"));
     let e = &r.totals.errors;
     assert!(e.get(ErrorClass::McServerError) > 10, "{:?} {:?}", r.totals, r.error_examples);
@@ -81,7 +81,7 @@ fn server_errors_are_counted_by_class_and_connections_survive() {
 
 #[test]
 fn wrong_values_fail_verification() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Every key holds a value the generator would not have written.
     let mut s = TcpStream::connect(server.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -149,7 +149,7 @@ fn mc_stat(addr: SocketAddr, name: &str) -> u64 {
 
 #[test]
 fn parallel_pattern_loads_every_key_of_the_range_once_per_pass() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Sets only, P:P over keys 0..=99 on 4 connections: each connection walks its own 25 keys,
     // so as soon as every connection has made 25 sets the server holds all 100 keys and no
     // other; R:R with as many sets would leave about 100/e of them unwritten.
@@ -173,7 +173,7 @@ fn parallel_pattern_loads_every_key_of_the_range_once_per_pass() {
 
 #[test]
 fn zipf_keys_concentrate_hits_on_the_lowest_ranks() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Set only key 0 (rank 1); Zipf gets with s = 1 over 100 keys hit it with probability
     // 1/H_100 = 1/5.187 = 0.193 (H_n the harmonic number), uniform gets with 0.01.
     let mut seed = TcpStream::connect(server.addr).unwrap();

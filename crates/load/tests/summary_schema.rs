@@ -99,7 +99,7 @@ fn summaries_of_every_model_match_the_published_schema() {
 
 #[test]
 fn memcached_summaries_match_the_published_schema() {
-    let Some(server) = archlab_wire::memcached_process::start(&[]) else { return };
+    let server = archlab_wire::memcached_process::require(&[]);
     let (schemas, index) = validator();
     let mut p = LoadParams::new(server.addr);
     p.warmup = Duration::from_millis(50);

@@ -165,7 +165,14 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         let s = connect_nonblocking(addr).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(take_error(&s).unwrap().is_some());
+        // Wait for the connect to finish (the socket turns writable, with POLLERR on failure)
+        // instead of for time to pass; 60 s is far beyond loopback's refusal, only a hang fails.
+        let mut pfd = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 60_000) };
+        assert_eq!(ready, 1, "the connect did not finish within 60 s");
+        let e = take_error(&s).unwrap().expect("a pending error after a refused connect");
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
+        assert_eq!(take_error(&s).unwrap().map(|e| e.to_string()), None, "SO_ERROR is cleared once read");
     }
 }
