@@ -33,6 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "models": FOUNDATION | {"store"},
     "sim": FOUNDATION | {"spec", "store", "latency"},
     "report": FOUNDATION | {"spec", "store", "models", "latency"},
+    # Above the runner and the simulator: it gives them a cluster; only the CLI imports it.
+    "cluster": FOUNDATION | {"spec", "store", "lab", "sim", "latency"},
 }
 
 

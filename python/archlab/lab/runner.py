@@ -5,7 +5,12 @@ probes the server when the generator announces ``phase measure`` and ``phase end
 to just before the generator starts / just after it exits), stops the server, and records one
 catalog row. A pair that fails (server dies, generator cannot connect, summary missing) becomes a
 ``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
-every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130."""
+every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130.
+
+The load generator runs here, as a child of this process (the default), or through a
+:class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's load hosts,
+merged into the same summary and interval log); :func:`_run_load` is that one seam. A
+:class:`~archlab.errors.ResumableFault` of an executor stops the run with the pair unrecorded."""
 
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
-from archlab.errors import ArchlabError, Interrupted, ProcessFailed
+from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
 from archlab.lab import probes
 from archlab.lab.engine import Engine, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
@@ -88,12 +93,24 @@ class Window:
     end_source: str = "after load exit"
 
 
+class LoadExecutor(Protocol):
+    """Runs a cell's load command elsewhere than in this process (see :func:`_run_load`)."""
+
+    def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
+        """Run the load of ``argv`` within ``limit_s`` and leave in ``directory`` what a local
+        run leaves there (``summary.json``, ``hdr.log``, ``load.stderr``); raise an
+        :class:`ArchlabError` naming the cause on failure."""
+        ...
+
+
 class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
 
 
-def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None) -> str:
-    """Run the pending pairs of ``handle``; returns the run's final status (``complete``)."""
+def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None,
+            load_executor: LoadExecutor | None = None) -> str:
+    """Run the pending pairs of ``handle``, the load generator locally or through
+    ``load_executor``; returns the run's final status (``complete``)."""
     pending = handle.pending()
     planned = handle.experiment.cells_planned
     progress = Progress(total=planned, done=planned - len(pending), stream=stream)
@@ -105,7 +122,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                 try:
                     for cell, rep in pending:
                         progress.cell_started(cell, rep)
-                        record = _run_pair(group, engine, handle, cell, rep, config, database)
+                        record = _run_pair(group, engine, handle, cell, rep, config, database, load_executor)
                         with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
                             handle.record(cell, rep, record)
                         progress.cell_finished(cell, rep, record)
@@ -139,11 +156,15 @@ def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
 
 
 def _run_pair(
-    group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig, database: Postgres | None = None
+    group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig, database: Postgres | None = None,
+    load_executor: LoadExecutor | None = None,
 ) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
-        summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
+        summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
+    except ResumableFault as e:
+        files.error.write_text(str(e) + "\n")
+        raise
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
@@ -174,6 +195,7 @@ def _measure(
     files: RepFiles,
     config: RunnerConfig,
     database: Postgres | None = None,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
@@ -194,7 +216,7 @@ def _measure(
             _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
             records = files.records if exp.load.records else None
             argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
-            window = _drive_load(group, argv, server, exp, files, config)
+            window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         finally:
             server_exit = group.stop(server)
     finally:
@@ -216,6 +238,21 @@ def _measure(
         "cost": vars(cost),
     }
     return summary, cost, probe_doc
+
+
+def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig,
+              load_executor: LoadExecutor | None, label: str) -> Window:
+    """The seam: the cell's load command run here, or by ``load_executor`` (whose processes
+    this one does not see: the server is probed just before and just after)."""
+    if load_executor is None:
+        return _drive_load(group, argv, server, exp, files, config)
+    window = Window(start=_probe(server, config), start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    load_executor.run_load(argv, files.directory, limit_s, label)
+    if server.poll() is not None:
+        raise server.failure(f"{describe_exit(server.poll())} during the load run")
+    window.end = _probe(server, config)
+    return window
 
 
 def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:
