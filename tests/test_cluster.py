@@ -142,8 +142,9 @@ def test_a_sharded_closed_cell_matches_the_unsharded_one(engine_path, cluster, t
     assert sum(merged.values()) == n_sharded
     assert sharded.measurement.generator_bound == any(d["generator"]["bound"] for d in shard_docs)
     # Where each part ran is in the manifest.
-    facts = store.read_manifest(sharded_handle.run_id).document["cluster"]
+    facts = store.read_manifest(sharded_handle.run_id).document["load_hosts"]
     assert facts[0]["shards"] == 2 and {w["name"] for w in facts[0]["workers"]} == {"load-0", "load-1"}
+    assert len(facts[0]["clock_offsets"]) == 2
 
 
 def test_open_model_shards_together_achieve_the_offered_rate(engine_path, cluster, tmp_path):
@@ -197,7 +198,7 @@ def test_clocks_too_far_apart_stop_the_run_resumably(engine_path, cluster, tmp_p
     store = Store(tmp_path / "runs")
     created = []
     # No offset is within 0 s once its measuring round trip is counted: the refusal is certain.
-    with pytest.raises(ClusterFault, match=r"worker tcp://.*: its clock is .* ms from this host's, beyond the 0 ms"):
+    with pytest.raises(ClusterFault, match=r"worker tcp://.*: its clock is [-+][0-9.]+ ms \(± [0-9.]+ ms\) from this host's, beyond the 0 ms"):
         run_spec(write_spec(tmp_path, *CLOSED), store, on_created=created.append, load_executor=ShardedLoad(cluster, 2, max_offset_s=0.0))
     run_id = created[0].run_id
     view = store.load_run(run_id)

@@ -54,8 +54,6 @@ def _run(args: argparse.Namespace, store: Store, executor) -> int:
 
     def announce(handle: RunHandle) -> None:
         created.append(handle)
-        if executor is not None:
-            store.append_manifest_fact(handle.run_id, "cluster", {**executor.cluster.facts(), "shards": executor.shards})
         planned, left = handle.experiment.cells_planned, len(handle.pending())
         todo = f"{left} of {planned} cell runs left" if left < planned else f"{planned} cell runs"
         _say(f"run {handle.run_id}: {todo} -> {handle.directory}")

@@ -1,6 +1,7 @@
-"""One load shard, on the worker that runs it: wait for the cell's agreed instant on this
-host's clock (the client's instant plus this worker's measured offset; a coarse sleep, then a
-spin for the last 2 ms), start ``archlab-engine load`` with this shard's users or rate into a
+"""One load shard, on the worker that runs it: report ready on the cell's barrier (a Dask
+``Queue``), receive the agreed instant once every shard is ready (a Dask ``Variable`` the
+client sets a little ahead of its clock), wait for it on this host's clock (the client's instant
+plus this worker's measured offset; a coarse sleep, then a spin for the last 2 ms), start ``archlab-engine load`` with this shard's users or rate into a
 private temporary directory, note when it was started and when it announced ``phase measure``
 and ``phase end`` (converted back to the client's clock), wait for it within the cell's time
 limit, and hand back its summary, interval log, raw records and stderr. The engine process dies
@@ -26,8 +27,8 @@ from archlab.errors import ArchlabError
 from archlab.lab.engine import find_engine
 from archlab.lab.processes import describe_exit, die_with_parent
 
-#: How late after the agreed instant a shard may still start.
-LATE_LIMIT_S = 0.25
+#: How late after the agreed instant a shard may still start (a rescheduled shard is later).
+LATE_LIMIT_S = 1.0
 _SPIN_S = 0.002
 
 
@@ -54,15 +55,27 @@ class ShardOutcome:
     worker_pid: int = field(default_factory=os.getpid)
 
 
-def run_shard(index: int, argv: tuple[str, ...], start_at_s: float, offsets_s: dict[str, float], limit_s: float,
+def prepare_worker() -> str:
+    """Run once per worker before its first shard: this module is imported (by unpickling this
+    function) and the engine found, so a shard starts in milliseconds. Returns the engine."""
+    return str(find_engine())
+
+
+def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[str, float], limit_s: float,
               records: bool) -> ShardOutcome:
-    """Run shard ``index`` (its command ``argv``) starting at ``start_at_s`` on the client's clock."""
-    from distributed import get_worker
+    """Run shard ``index`` (its command ``argv``) at the instant the client publishes on
+    ``barrier`` once every shard is ready."""
+    from distributed import Queue, Variable, get_worker
 
     worker = get_worker().address
     if worker not in offsets_s:
         raise ShardFailed(f"shard {index}: ran on worker {worker}, which joined after the cell started (its first worker was lost)")
     offset = offsets_s[worker]
+    Queue(barrier).put(index)
+    try:
+        start_at_s = float(Variable(barrier).get(timeout=limit_s))
+    except TimeoutError:
+        raise ShardFailed(f"shard {index}: the other shards were not ready within {limit_s:g} s") from None
     target = start_at_s + offset
     late = time.time() - target
     if late > LATE_LIMIT_S:

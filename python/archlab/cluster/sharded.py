@@ -1,8 +1,8 @@
 """A cell's load run as shards on the cluster's load workers: the client splits the cell's
 ``archlab-engine load`` command (:mod:`archlab.cluster.shards`), measures every load worker's
-clock offset, agrees on a start instant a little ahead (``lead_s``, long enough for the tasks
-to reach their workers), submits one task per shard (each needs the ``load`` resource, so no
-two shards share a worker), waits for all of them within the cell's time limit, measures the
+clock offset, submits one task per shard (each needs the ``load`` resource, so no two shards
+share a worker), waits until every shard reports ready on its worker, publishes a start instant
+a little ahead (``lead_s``, the hop from client to workers), waits for all of them within the cell's time limit, measures the
 offsets again, and writes into the repetition's directory each shard's files
 (``shards/shard-K/``), the exactly merged summary and interval log (:mod:`archlab.cluster.merge`,
 read by the runner like a local run's) and ``shards.json``: per shard its worker and host,
@@ -21,9 +21,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distributed import Queue, Variable
+
 from archlab.cluster.clock import DEFAULT_MAX_OFFSET_S, ClockOffset, check_offsets, measure_offsets
 from archlab.cluster.connect import LOAD_RESOURCE, Cluster, ClusterError
-from archlab.cluster.loadshard import ShardFailed, ShardOutcome, run_shard
+from archlab.cluster.loadshard import ShardFailed, ShardOutcome, prepare_worker, run_shard
 from archlab.cluster.merge import merge_shards
 from archlab.cluster.shards import split_load
 from archlab.errors import ArchlabError, ProcessFailed, ResumableFault
@@ -39,32 +41,88 @@ class ShardedLoad:
 
     cluster: Cluster
     shards: int
-    lead_s: float = 0.25
+    #: Between publishing the start instant and the instant: the hop from client to workers.
+    lead_s: float = 0.1
     max_offset_s: float = DEFAULT_MAX_OFFSET_S
     #: Start skews (seconds between the first and the last shard's engine start) of the cells run.
     skews_s: list[float] = field(default_factory=list)
 
+    _warm: set[str] = field(default_factory=set)
+
     def __post_init__(self) -> None:
         self.cluster.require_load_workers(self.shards)
+
+    def describe(self) -> dict:
+        """The cluster, its workers and their clock offsets now, and the shards per cell."""
+        facts = self.cluster.facts()
+        load = [w["address"] for w in facts["workers"] if w["load_slots"] >= 1]
+        offsets = measure_offsets(self.cluster.client, load)
+        return {**facts, "shards": self.shards, "clock_offsets": [offsets[w].to_dict() for w in load]}
+
+    def _warm_up(self, workers: list[str]) -> None:
+        """Import the shard's code and find the engine on workers new to this run, before any
+        agreed instant: a first task otherwise spends seconds importing and starts late."""
+        cold = [w for w in workers if w not in self._warm]
+        if cold:
+            self.cluster.client.run(prepare_worker, workers=cold)
+            self._warm.update(cold)
 
     def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
         plans = split_load(argv, self.shards)
         client = self.cluster.client
         try:
             workers = [w.address for w in self.cluster.require_load_workers(self.shards)]
+            self._warm_up(workers)
             before = measure_offsets(client, workers)
             check_offsets(before, self.max_offset_s)
         except ClusterError as e:  # the cluster changed since the run started: the pair waits for --resume
             raise ClusterFault(str(e)) from None
         records = "--records" in argv
-        start_at = time.time() + self.lead_s
         offsets = {w: o.offset_s for w, o in before.items()}
-        tag = uuid.uuid4().hex[:8]
+        barrier = f"archlab-load-{label}-{uuid.uuid4().hex[:8]}"
+        ready, instant = Queue(barrier, client=client), Variable(barrier, client=client)
         futures = [
-            client.submit(run_shard, p.index, p.argv, start_at, offsets, limit_s, records, resources={LOAD_RESOURCE: 1},
-                          pure=False, key=f"archlab-load-{label}-shard{p.index}-{tag}")
+            client.submit(run_shard, p.index, p.argv, barrier, offsets, limit_s, records, resources={LOAD_RESOURCE: 1},
+                          pure=False, key=f"{barrier}-shard{p.index}")
             for p in plans
         ]  # fmt: skip
+        try:
+            start_at = self._agree_on_start(futures, ready, instant, limit_s)
+        except BaseException:
+            instant.set(0.0)  # shards already waiting give up (they would start far too late)
+            self._collect(futures, limit_s)
+            raise
+        finally:
+            ready.close()
+        outcomes, faults = self._collect(futures, limit_s)
+        instant.delete()
+        if faults:
+            raise ClusterFault("load shards lost: " + "; ".join(faults))
+        done = [o for o in outcomes if o is not None]
+        after = measure_offsets(client, [o.worker for o in done])
+        self._write(plans, done, before, after, start_at, directory, argv)
+
+    def _agree_on_start(self, futures: list, ready, instant, limit_s: float) -> float:
+        """Wait until every shard is ready on its worker, then publish the start instant."""
+        waiting = set(range(len(futures)))
+        deadline = time.monotonic() + limit_s
+        while waiting:
+            failed = [k for k, f in enumerate(futures) if f.status in ("error", "cancelled", "lost")]
+            if failed:
+                raise ClusterFault("load shards lost before the start: " + "; ".join(f"shard {k}: {_reason(futures[k])}" for k in failed))
+            if time.monotonic() > deadline:
+                raise ClusterFault(f"load shards {sorted(waiting)} were not running within {limit_s:g} s (workers busy or lost)")
+            try:
+                waiting.discard(int(ready.get(timeout=0.5)))
+            except TimeoutError:
+                continue
+        start_at = time.time() + self.lead_s
+        instant.set(start_at)
+        return start_at
+
+    def _collect(self, futures: list, limit_s: float) -> tuple[list[ShardOutcome | None], list[str]]:
+        """Every shard's outcome (waiting for all: none may still load the server after this
+        cell), and the faults of those that did not finish."""
         outcomes: list[ShardOutcome | None] = []
         faults: list[str] = []
         deadline = time.monotonic() + self.lead_s + limit_s + 10.0
@@ -82,11 +140,7 @@ class ShardedLoad:
         if faults:
             for f in futures:
                 f.cancel()
-            raise ClusterFault("load shards lost: " + "; ".join(faults))
-        done = [o for o in outcomes if o is not None]
-        after = measure_offsets(client, [o.worker for o in done])
-        self._write(plans, done, before, after, start_at, directory, argv)
-
+        return outcomes, faults
     def _write(self, plans, outcomes: list[ShardOutcome], before: dict[str, ClockOffset], after: dict[str, ClockOffset],
                start_at: float, directory: Path, argv: list[str]) -> None:
         shard_dir = directory / "shards"
@@ -146,6 +200,14 @@ def _shard_verdict(docs: list[dict], o: ShardOutcome, outcomes: list[ShardOutcom
         return {"generator_bound": None, "bound_reasons": [], "requests": None}
     gen = doc.get("generator") or {}
     return {"generator_bound": gen.get("bound"), "bound_reasons": gen.get("bound_reasons") or [], "requests": doc.get("requests")}
+
+
+def _reason(future) -> str:
+    try:
+        e = future.exception(timeout=1.0)
+    except Exception as error:  # the future itself is gone
+        return _dask_reason(error)
+    return str(e) if isinstance(e, ShardFailed) else _dask_reason(e) if e is not None else future.status
 
 
 def _dask_reason(e: BaseException) -> str:

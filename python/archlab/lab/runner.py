@@ -102,6 +102,11 @@ class LoadExecutor(Protocol):
         :class:`ArchlabError` naming the cause on failure."""
         ...
 
+    def describe(self) -> dict:
+        """Where the load runs (hosts, clocks...), recorded under ``load_hosts`` in the manifest
+        each time a run starts or resumes with this executor."""
+        ...
+
 
 class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
@@ -114,6 +119,8 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     pending = handle.pending()
     planned = handle.experiment.cells_planned
     progress = Progress(total=planned, done=planned - len(pending), stream=stream)
+    if load_executor is not None:
+        handle.store.append_manifest_fact(handle.run_id, "load_hosts", load_executor.describe())
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
