@@ -257,8 +257,8 @@ def test_a_worker_killed_mid_cell_fails_the_repetition_and_resume_completes_it(e
 
 def test_no_dask_on_the_local_path():
     # The default run path and the CLI's parser never import Dask (item 4 of the issue).
-    code = ("import sys, archlab.cli.main, archlab.lab.session, archlab.lab.runner, archlab.sim.cli\n"
-            "archlab.cli.main.build_parser(['run'])\n"
+    code = ("import importlib, sys, archlab.lab.session, archlab.lab.runner, archlab.sim.cli\n"
+            "importlib.import_module('archlab.cli.main').build_parser(['run'])\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed') or m.startswith('archlab.cluster'))\n"
             "assert not bad, bad\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=60)

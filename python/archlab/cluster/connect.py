@@ -135,7 +135,8 @@ def open_cluster(address: ClusterAddress | str, timeout_s: float = 5.0) -> Clust
         with dask.config.set(config):
             local = LocalCluster(
                 n_workers=address.workers, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                dashboard_address=None, resources={LOAD_RESOURCE: 1},
+                # Its HTTP endpoints on a free loopback port, never a fixed one (8787 may be taken).
+                dashboard_address="127.0.0.1:0", resources={LOAD_RESOURCE: 1},
             )  # fmt: skip
         try:
             client = Client(local, timeout=timeout_s)
