@@ -70,7 +70,7 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware bench-cluster ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -101,6 +101,11 @@ bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 G
 bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
+
+.PHONY: bench-cluster
+bench-cluster: ## a cell's load through a Dask LocalCluster (2 shards) vs locally: start skew, added wall time
+	@scripts/bootstrap bench
+	@$(PY) bench/cluster_overhead.py
 
 .PHONY: bench-link
 bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, added latency (needs root)
