@@ -170,6 +170,15 @@ def test_a_simulated_sweep_is_bit_identical_on_the_cluster(scheduler, tmp_path):
     assert local.stdout == remote.stdout
 
 
+def test_the_cli_runs_a_spec_on_the_cluster(engine_path, scheduler, tmp_path):
+    store = tmp_path / "runs"
+    done = run_cli("run", str(write_spec(tmp_path, *CLOSED)), "--store", str(store), "--no-report", "--cluster", scheduler)
+    assert done.returncode == 0, done.stderr
+    (summary,) = store.glob("*/cells/*/rep-1/summary.json")
+    shards = json.loads(summary.with_name("shards.json").read_text())
+    assert shards["shards"] == 2 and json.loads(summary.read_text())["connections"] == 4  # --shards defaults to the load workers
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,6 +9,7 @@ for: a local run never imports Dask."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import socket
 from dataclasses import dataclass
@@ -118,8 +119,7 @@ class Cluster:
 
 
 def _accepts_n_workers(client: Client) -> bool:
-    import inspect
-
+    """Newer clients list only the first few workers unless asked for all (``n_workers=-1``)."""
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
@@ -130,7 +130,7 @@ def open_cluster(address: ClusterAddress | str, timeout_s: float = 5.0) -> Clust
         address = ClusterAddress.parse(address)
     # A shard must never be run twice: a task whose worker dies fails at once (KilledWorker)
     # instead of being retried on another worker after the cell's agreed start.
-    config = {"distributed.scheduler.allowed-failures": 0, "distributed.worker.daemon": False}
+    config = {"distributed.scheduler.allowed-failures": 0}
     if address.kind == "local":
         with dask.config.set(config):
             local = LocalCluster(
