@@ -19,6 +19,7 @@ from archlab.cluster.merge import latency_summary_us, merge_shards, read_interva
 from archlab.cluster.shards import shard_seed, split_integer, split_load, with_outputs
 from archlab.errors import InvalidValue
 from archlab.lab.processes import ProcessGroup
+from archlab.latency.readers.hdr import read_hdr_log
 
 CLOSED = ["/e/archlab-engine", "load", "--target", "127.0.0.1:1", "--path", "/echo", "--connections", "10", "--duration", "1s",
           "--think-time", "exp:5ms", "--seed", "24301", "--json", "/r/summary.json", "--hdr-log", "/r/hdr.log"]
@@ -66,6 +67,10 @@ def test_outputs_are_replaced_by_the_shards_own():
     assert flag(argv, "--json") == "/t/s.json" and flag(argv, "--hdr-log") == "/t/h.log" and flag(argv, "--seed") == "24301"
 
 
+def s_requests(docs) -> int:
+    return sum(d["requests"] for d in docs)
+
+
 def counts(h: HdrHistogram) -> Counter:
     return Counter({i.value_iterated_to: i.count_at_value_iterated_to for i in h.get_recorded_iterator()})
 
@@ -103,7 +108,7 @@ def test_one_shard_merges_to_itself(two_generators):
         assert [e["p99_us"] for e in merged["timeline"]] == [e["p99_us"] for e in doc["timeline"]]
 
 
-def test_the_merged_histogram_is_the_sum_of_the_shards(two_generators):
+def test_the_merged_histogram_is_the_sum_of_the_shards(two_generators, tmp_path):
     docs, logs = [d for d, _ in two_generators], [log for _, log in two_generators]
     merged = merge_shards(docs, logs, seed=100)
     expected = Counter()
@@ -115,6 +120,9 @@ def test_the_merged_histogram_is_the_sum_of_the_shards(two_generators):
         got.update(counts(h))
     assert got == expected and sum(got.values()) == merged.summary["requests"] == sum(d["requests"] for d in docs)
     assert merged.summary["latency_us"] == latency_summary_us(merged.histogram)
+    # The merged log is an interval log like the engine's: archlab.latency reads it.
+    (tmp_path / "hdr.log").write_text(merged.log_text)
+    assert read_hdr_log(tmp_path / "hdr.log").n == s_requests(docs)
     s = merged.summary
     assert s["connections"] == 5 and s["seed"] == 100
     assert s["throughput_rps"] == pytest.approx(sum(d["throughput_rps"] for d in docs), rel=1e-12)

@@ -40,15 +40,20 @@ class IntervalLog:
 
     base_time_s: float | None
     intervals: list[tuple[float, float, HdrHistogram]]
+    #: The writer's own comment lines (what the log holds), without the format's.
+    comments: list[str]
 
 
 def read_interval_log(text: str, where: str = "interval log") -> IntervalLog:
     base: float | None = None
     start: float | None = None
     intervals = []
+    comments = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if line.startswith("#[BaseTime:"):
+        if line.startswith("#") and not line.startswith("#["):
+            comments.append(line)
+        elif line.startswith("#[BaseTime:"):
             base = float(line.split(":", 1)[1].split()[0])
         elif line.startswith("#[StartTime:"):
             start = float(line.split(":", 1)[1].split()[0])
@@ -63,7 +68,7 @@ def read_interval_log(text: str, where: str = "interval log") -> IntervalLog:
             except Exception as e:  # the package raises assorted low-level errors on bad input
                 raise MergeError(f"{where}:{number}: a histogram that does not decode ({e})") from None
             intervals.append((float(fields[0]), float(fields[1]), histogram))
-    return IntervalLog(base if base is not None else start, intervals)
+    return IntervalLog(base if base is not None else start, intervals, comments)
 
 
 def add_histograms(histograms: Sequence[HdrHistogram]) -> HdrHistogram | None:
@@ -268,7 +273,10 @@ def _write_log(parsed: Sequence[IntervalLog], per_second: Sequence[HdrHistogram 
     time the earliest shard's, interval i starting where the earliest shard's second i did."""
     bases = [p.base_time_s for p in parsed if p.base_time_s is not None]
     base = min(bases) if bases else 0.0
-    lines = [f"#[Merged from {len(parsed)} load shards by archlab.cluster]", _UNIT_COMMENT,
+    # The engine's description of one shard's command would mislead here; what the log holds stays.
+    held = [c for c in parsed[0].comments if not c.startswith("#archlab-engine")]
+    lines = [f"#archlab.cluster: {len(parsed)} load shards merged (histograms added); each shard's log is shards/shard-K/hdr.log",
+             *held, _UNIT_COMMENT,
              "#[Histogram log format version 1.3]", f"#[StartTime: {base:.3f} (seconds since epoch)]",
              f"#[BaseTime: {base:.3f} (seconds since epoch)]", _LEGEND]
     for i, histogram in enumerate(per_second):
@@ -277,5 +285,5 @@ def _write_log(parsed: Sequence[IntervalLog], per_second: Sequence[HdrHistogram 
         starts = [(p.base_time_s or base) + p.intervals[i][0] - base for p in parsed if i < len(p.intervals)]
         length = max(p.intervals[i][1] for p in parsed if i < len(p.intervals))
         payload = histogram.encode().decode("ascii")
-        lines.append(f"{min(starts):.3f},{length:.3f},{histogram.get_max_value() / 1e6:.3f},{payload}")
+        lines.append(f"{min(starts):.3f},{length:.3f},{float(histogram.get_max_value()):.3f},{payload}")
     return "\n".join(lines) + "\n"
