@@ -53,7 +53,7 @@ fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, 
 	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
 
 .PHONY: lint
-lint: ## fmt --check, clippy (workspace and fuzz crate), ruff; `make test` runs these first
+lint: ## fmt --check, clippy (workspace, fuzz crate), ruff, mypy, no import circle in a crate; `make test` runs these first
 	@scripts/bootstrap test
 	@$(MAKE) --no-print-directory lint-checks
 
@@ -64,6 +64,8 @@ lint-checks:
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	$(PY) -m ruff check python tests bench scripts
+	$(PY) -m mypy
+	python3 scripts/check_imports.py
 
 .PHONY: fmt
 fmt: ## Format the Rust code
@@ -93,12 +95,12 @@ bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-ge
 	@$(PY) bench/middleware_peers.py
 
 .PHONY: bench-latency
-bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
+bench-latency: ## archlab.latency vs DuckDB + NumPy and polars + NumPy on 10^8 samples and a 1 GB JTL file
 	@scripts/bootstrap bench
 	@$(PY) bench/latency_scale.py
 
 .PHONY: bench-sim
-bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
+bench-sim: ## archlab.sim vs SimPy written well, Ciw and the printed SimPy program (Table 8.1)
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
 

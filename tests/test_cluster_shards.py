@@ -16,7 +16,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from archlab.cluster.merge import latency_summary_us, merge_shards, read_interval_log
-from archlab.cluster.shards import shard_seed, split_integer, split_load, with_outputs
+from archlab.cluster.shards import shard_seed, split_integer, split_load, split_params, with_outputs
 from archlab.errors import InvalidValue
 from archlab.lab.processes import ProcessGroup
 from archlab.latency.readers.hdr import read_hdr_log
@@ -132,3 +132,21 @@ def test_the_merged_histogram_is_the_sum_of_the_shards(two_generators, tmp_path)
     for key in ("p50", "p99"):
         lo, hi = sorted(d["latency_us"][key] for d in docs)
         assert lo <= s["latency_us"][key] <= hi
+
+
+def test_a_params_file_is_divided_like_the_flags():
+    # `load --params FILE`: the same split, on the file's object.
+    argv = ["/e/archlab-engine", "load", "--params", "/r/load.params.json", "--json", "/r/s.json", "--hdr-log", "/r/h.log"]
+    closed = {"model": "closed", "connections": 10, "seed": 24301, "think_time": "exp:5ms", "records": "/r/records.bin"}
+    plans = split_params(argv, closed, 3)
+    assert [p.params["connections"] for p in plans] == [4, 3, 3] == [p.users for p in plans]
+    assert [p.params["seed"] for p in plans] == [shard_seed(24301, k) for k in range(3)]
+    assert all(p.params["think_time"] == "exp:5ms" and p.argv == tuple(argv) for p in plans)
+    open_model = {"model": "open", "connections": 4, "max_connections": 3, "rate": 1000}
+    plans = split_params(argv, open_model, 3)
+    assert abs(sum(Fraction(p.params["rate"]) for p in plans) - 1000) < Fraction(1, 10**9)
+    assert [p.params["max_connections"] for p in plans] == [1, 1, 1] and all("seed" not in p.params for p in plans)
+    with pytest.raises(InvalidValue, match=r"--shards: expected at most the cell's 10 closed-model users"):
+        split_params(argv, closed, 11)
+    command = with_outputs(argv, "/w/archlab-engine", {"--params": "/t/p.json", "--json": "/t/s.json", "--hdr-log": "/t/h.log"})
+    assert flag(command, "--params") == "/t/p.json" and flag(command, "--json") == "/t/s.json"

@@ -8,6 +8,7 @@ sanity, never against timing thresholds."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -71,8 +72,13 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
         assert law is not None and law.ratio == approx(m.throughput_rps * m.mean_us * 1e-6 / r.cell.concurrency, rel=1e-9)
         assert law.holds, law
         rep_dir = r.summary_path.parent
-        for name in ("serve.options.json", "summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
+        for name in ("serve.options.json", "load.params.json", "summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
             assert (rep_dir / name).is_file(), name
+        # The processes were started with the typed options the data plane normalised.
+        options = json.loads((rep_dir / "serve.options.json").read_text())
+        params = json.loads((rep_dir / "load.params.json").read_text())
+        assert options["cpus"] == manifest.server_cpus and params["cpus"] == manifest.client_cpus
+        assert (params["connections"], params["path"], params["model"]) == (2, "/echo?size=64", "closed")
     assert progress.getvalue().count("\n") == 2 and "[2/2] blocking__echo-size-64__c2 rep 1:" in progress.getvalue()
     assert wait_no_engine(token) == []
 
@@ -91,8 +97,9 @@ class UnreachableTargetEngine(Engine):
 
     closed_port: int = 0
 
-    def load_argv(self, target, cell, experiment, json_path, hdr_path, **options):
-        return super().load_argv(f"127.0.0.1:{self.closed_port}", cell, experiment, json_path, hdr_path, **options)
+    def load_argv(self, params_path, json_path, hdr_path):
+        # A flag beside --params overrides the file's target.
+        return [*super().load_argv(params_path, json_path, hdr_path), "--target", f"127.0.0.1:{self.closed_port}"]
 
 
 def _closed_port() -> int:

@@ -4,6 +4,7 @@
 //! that will run them.
 
 mod contract;
+mod jtl;
 mod metrics;
 mod sim;
 
@@ -48,6 +49,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
+    jtl::register(m)?;
     contract::register(m)?;
     metrics::register(m)?;
     Ok(())

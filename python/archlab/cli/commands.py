@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
@@ -99,8 +100,11 @@ def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
 
 def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
+    from archlab.report.sources import column_source_lines
 
     print(terminal_table(view.rows))
+    for line in column_source_lines(view.manifest):
+        print(line)
 
 
 def _write_report(view: RunView, path: Path) -> None:
@@ -175,7 +179,7 @@ def architectures(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())

@@ -42,6 +42,7 @@ _LAZY_VERBS = {
     "fit-usl": ("archlab.models.cli", "subparsers", "fit the Universal Scalability Law (or Amdahl) to a CSV of N,X"),
     "model": ("archlab.models.cli", "subparsers", "evaluate a queueing model, or fit the USL to a stored run (--run)"),
     "simulate": ("archlab.sim.cli", "subparsers", "run a discrete-event simulation model (TOML)"),
+    "compare": ("archlab.compare.cli", "parser", "compare two runs cell by cell: throughput and latency changes with intervals and a verdict"),
 }
 
 

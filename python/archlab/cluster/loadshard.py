@@ -11,6 +11,7 @@ start, so a repetition never mixes shards that did not run together."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shutil
@@ -62,7 +63,7 @@ def prepare_worker() -> str:
 
 
 def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[str, float], limit_s: float,
-              records: bool) -> ShardOutcome:
+              records: bool, params: dict | None = None) -> ShardOutcome:
     """Run shard ``index`` (its command ``argv``) at the instant the client publishes on
     ``barrier`` once every shard is ready."""
     from distributed import Queue, Variable, get_worker
@@ -88,7 +89,13 @@ def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[s
     directory = Path(tempfile.mkdtemp(prefix=f"archlab-shard-{index}-"))
     try:
         outputs = {"--json": str(directory / "summary.json"), "--hdr-log": str(directory / "hdr.log")}
-        if records:
+        if params is not None:  # `load --params FILE`: this shard's parameters, records kept here
+            own = {k: v for k, v in params.items() if k != "records"}
+            if records:
+                own["records"] = str(directory / "records.bin")
+            (directory / "load.params.json").write_text(json.dumps(own))
+            outputs["--params"] = str(directory / "load.params.json")
+        elif records:
             outputs["--records"] = str(directory / "records.bin")
         command = with_outputs(argv, str(find_engine()), outputs)
         with open(directory / "load.stderr", "wb") as err:

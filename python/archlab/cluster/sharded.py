@@ -27,7 +27,7 @@ from archlab.cluster.clock import DEFAULT_MAX_OFFSET_S, ClockOffset, check_offse
 from archlab.cluster.connect import LOAD_RESOURCE, Cluster, ClusterError
 from archlab.cluster.loadshard import ShardFailed, ShardOutcome, prepare_worker, run_shard
 from archlab.cluster.merge import merge_shards
-from archlab.cluster.shards import split_load
+from archlab.cluster.shards import split_load, split_params
 from archlab.errors import ArchlabError, ProcessFailed, ResumableFault
 
 
@@ -68,7 +68,8 @@ class ShardedLoad:
             self._warm.update(cold)
 
     def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
-        plans = split_load(argv, self.shards)
+        params = json.loads(Path(argv[argv.index("--params") + 1]).read_text()) if "--params" in argv else None
+        plans = split_params(argv, params, self.shards) if params is not None else split_load(argv, self.shards)
         client = self.cluster.client
         try:
             workers = [w.address for w in self.cluster.require_load_workers(self.shards)]
@@ -77,12 +78,12 @@ class ShardedLoad:
             check_offsets(before, self.max_offset_s)
         except ClusterError as e:  # the cluster changed since the run started: the pair waits for --resume
             raise ClusterFault(str(e)) from None
-        records = "--records" in argv
+        records = "records" in params if params is not None else "--records" in argv
         offsets = {w: o.offset_s for w, o in before.items()}
         barrier = f"archlab-load-{label}-{uuid.uuid4().hex[:8]}"
         ready, instant = Queue(barrier, client=client), Variable(barrier, client=client)
         futures = [
-            client.submit(run_shard, p.index, p.argv, barrier, offsets, limit_s, records, resources={LOAD_RESOURCE: 1},
+            client.submit(run_shard, p.index, p.argv, barrier, offsets, limit_s, records, p.params, resources={LOAD_RESOURCE: 1},
                           pure=False, key=f"{barrier}-shard{p.index}")
             for p in plans
         ]  # fmt: skip
@@ -100,7 +101,8 @@ class ShardedLoad:
             raise ClusterFault("load shards lost: " + "; ".join(faults))
         done = [o for o in outcomes if o is not None]
         after = measure_offsets(client, [o.worker for o in done])
-        self._write(plans, done, before, after, start_at, directory, argv)
+        seed = params.get("seed") if params is not None else (int(argv[argv.index("--seed") + 1]) if "--seed" in argv else None)
+        self._write(plans, done, before, after, start_at, directory, seed)
 
     def _agree_on_start(self, futures: list, ready, instant, limit_s: float) -> float:
         """Wait until every shard is ready on its worker, then publish the start instant."""
@@ -142,7 +144,7 @@ class ShardedLoad:
                 f.cancel()
         return outcomes, faults
     def _write(self, plans, outcomes: list[ShardOutcome], before: dict[str, ClockOffset], after: dict[str, ClockOffset],
-               start_at: float, directory: Path, argv: list[str]) -> None:
+               start_at: float, directory: Path, seed: int | None) -> None:
         shard_dir = directory / "shards"
         failures = []
         docs, logs = [], []
@@ -163,7 +165,6 @@ class ShardedLoad:
         launched = [o.launched_at_s for o in outcomes]
         windows = [o.window_at_s for o in outcomes if o.window_at_s is not None]
         self.skews_s.append(max(launched) - min(launched))
-        seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else None
         record = {
             "shards": len(outcomes),
             "agreed_start_s": start_at,

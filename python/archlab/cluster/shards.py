@@ -22,8 +22,8 @@ from archlab.errors import InvalidValue
 _INTEGER_FLAGS = ("--connections", "--max-connections")
 # Flags whose value is a rate, split evenly.
 _RATE_FLAGS = ("--rate", "--session-rate")
-# Files a shard writes on its own host (the client collects them).
-OUTPUT_FLAGS = ("--json", "--hdr-log", "--records")
+# Files a shard writes (or reads: its parameters) on its own host.
+OUTPUT_FLAGS = ("--json", "--hdr-log", "--records", "--params")
 _MASK64 = (1 << 64) - 1
 
 
@@ -57,13 +57,54 @@ def _format_rate(value: Fraction) -> str:
 @dataclass(frozen=True)
 class ShardPlan:
     """One shard of a cell: its index, its command (output paths still the cell's: the shard
-    replaces them on its host) and what it was given."""
+    replaces them on its host), its parameters when the command reads them from a file
+    (``load --params``: the shard writes them on its host) and what it was given."""
 
     index: int
     argv: tuple[str, ...]
     users: int | None
     rate_per_s: float | None
     seed: int | None
+    params: dict | None = None
+
+
+# The keys of ``load --params`` (the data plane's contract) that a split divides.
+_INTEGER_KEYS = ("connections", "max_connections")
+_RATE_KEYS = ("rate", "session_rate")
+
+
+def split_params(argv: list[str] | tuple[str, ...], params: dict, shards: int) -> list[ShardPlan]:
+    """As :func:`split_load`, for a command that reads its parameters from a JSON file
+    (``load --params FILE``): ``params`` is that file's object, divided the same way."""
+    if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+        raise InvalidValue("--shards", "an integer >= 1", shards)
+    closed = params.get("model", "closed") == "closed"
+    parts: dict[str, list] = {}
+    users: list[int] | None = None
+    for key in _INTEGER_KEYS:
+        if isinstance(params.get(key), int):
+            counts = split_integer(params[key], shards)
+            if key == "connections" and closed:
+                if params[key] < shards:
+                    raise InvalidValue("--shards", f"at most the cell's {params[key]} closed-model users (each shard needs one)", shards)
+                users = counts
+            if key == "max_connections":
+                counts = [max(1, c) for c in counts]
+            parts[key] = counts
+    rates: list[float] | None = None
+    for key in _RATE_KEYS:
+        if isinstance(params.get(key), (int, float)) and not isinstance(params.get(key), bool):
+            share = float(Fraction(params[key]) / shards)
+            parts[key] = [share] * shards
+            rates = [share] * shards
+    plans = []
+    for k in range(shards):
+        own = {**params, **{key: values[k] for key, values in parts.items()}}
+        seed = shard_seed(int(params["seed"]), k) if isinstance(params.get("seed"), int) else None
+        if seed is not None:
+            own["seed"] = seed
+        plans.append(ShardPlan(k, tuple(argv), users[k] if users else None, rates[k] if rates else None, seed, own))
+    return plans
 
 
 def _value(argv: list[str], flag: str) -> str | None:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             r = result.response
             print(f"\n[{levels}]  X {r.throughput}  R {r.mean}  p99 {r.p99}")
             row = spec.reference.row(cell.levels) if spec.reference else None
-            if row is not None:
+            if spec.reference is not None and row is not None:
                 for c in compare_cell(result, spec.reference, row):
                     mark = "inside" if c.inside else "OUTSIDE"
                     print(f"    {c.metric:<14} published {c.published:<12.6g} ours {c.simulated.mean * c.scale:<12.6g}"
