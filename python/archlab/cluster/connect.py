@@ -54,7 +54,7 @@ class ClusterAddress:
         return cls("scheduler", scheduler=text)
 
     def __str__(self) -> str:
-        return self.scheduler if self.kind == "scheduler" else f"local:{self.workers}"
+        return self.scheduler if self.scheduler is not None else f"local:{self.workers}"
 
 
 @dataclass(frozen=True)

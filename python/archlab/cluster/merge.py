@@ -197,7 +197,7 @@ def merge_shards(docs: Sequence[Mapping], logs: Sequence[str], seed: int | None 
         out["seed"] = seed
     gen = out.get("generator") or {}
     cpus = [set(d["generator"]["cpus"]) for d in docs if isinstance((d.get("generator") or {}).get("cpus"), list)]
-    threads = []
+    threads: list[dict] = []
     for d in docs:
         for t in (d.get("generator") or {}).get("thread_cpu") or []:
             threads.append({**t, "thread": len(threads)})
@@ -222,7 +222,8 @@ def merge_shards(docs: Sequence[Mapping], logs: Sequence[str], seed: int | None 
     if isinstance(out.get("flow"), dict):
         out["flow"] = {k: int(_sum(docs, "flow", k)) for k in out["flow"]}
     if isinstance(out.get("sessions"), dict):
-        sessions = {k: int(_sum(docs, "sessions", k)) for k in out["sessions"] if k != "mean_requests_per_completed_session"}
+        sessions: dict[str, float | None] = {
+            k: int(_sum(docs, "sessions", k)) for k in out["sessions"] if k != "mean_requests_per_completed_session"}
         completed = [(int(_sum([d], "sessions", "completed")), (d.get("sessions") or {}).get("mean_requests_per_completed_session")) for d in docs]
         weighted = [(c, m) for c, m in completed if c and m is not None]
         sessions["mean_requests_per_completed_session"] = (

@@ -5,7 +5,7 @@ on some worker and the results come back in the sweep's order, bit-identical to 
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Generator, Sequence
 
 from archlab.cluster.connect import Cluster
 from archlab.sim.results import SimulationResult
@@ -16,7 +16,7 @@ def _run(simulation: Simulation, model: dict) -> SimulationResult:
     return simulation.run(model)
 
 
-def simulate_cells(cluster: Cluster, simulation: Simulation, models: Sequence[dict]) -> Iterator[SimulationResult]:
+def simulate_cells(cluster: Cluster, simulation: Simulation, models: Sequence[dict]) -> Generator[SimulationResult, None, None]:
     """``simulation.run(model)`` of every model on the workers, yielded in order as each is ready
     (all are submitted at once, so the workers share the sweep)."""
     futures = [cluster.client.submit(_run, simulation, model, pure=False) for model in models]

@@ -12,9 +12,11 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Generator, Iterator
 
 from archlab.errors import SpecError
 from archlab.sim.compare import compare_cell
+from archlab.sim.results import SimulationResult
 from archlab.sim.spec import load_spec
 
 
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     cells = spec.cells()
     # The cluster before anything is written: an unreachable scheduler leaves no run behind.
     cluster = None
+    results: Iterator[SimulationResult]
     if getattr(args, "cluster", None) is not None:
         from archlab.cluster import ClusterAddress, open_cluster, simulate_cells  # lazy: Dask only when asked for
 
@@ -105,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         status = "complete"
     finally:
         if cluster is not None:
-            results.close()  # type: ignore[union-attr]
+            if isinstance(results, Generator):
+                results.close()  # cancels the cells not yet collected
             cluster.close()
         if out:
             out.close()

@@ -183,7 +183,8 @@ class Store:
         """Append ``fact`` to the list ``key`` of the run's manifest (one entry per start or
         resume, e.g. where a cluster ran its parts)."""
         document = self._manifest_document(run_id)
-        entries = document.get(key) if isinstance(document.get(key), list) else []
+        found = document.get(key)
+        entries: list = found if isinstance(found, list) else []
         document[key] = [*entries, {**fact, "recorded_at": utc_now().isoformat() + "Z"}]
         _write_json(self.run_dir(run_id) / "manifest.json", document)
 
