@@ -71,7 +71,7 @@ fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware bench-proxy ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware bench-proxy bench-cluster ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -107,6 +107,11 @@ bench-latency: ## archlab.latency vs DuckDB + NumPy and polars + NumPy on 10^8 s
 bench-sim: ## archlab.sim vs SimPy written well, Ciw and the printed SimPy program (Table 8.1)
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
+
+.PHONY: bench-cluster
+bench-cluster: ## a cell's load through a Dask LocalCluster (2 shards) vs locally: start skew, added wall time
+	@scripts/bootstrap bench
+	@$(PY) bench/cluster_overhead.py
 
 .PHONY: bench-link
 bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, added latency (needs root)

@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "report": FOUNDATION | {"spec", "store", "models", "latency"},
     "compare": FOUNDATION | {"store", "report"},
     "tuning": FOUNDATION | {"models", "sim", "store"},
+    # Above the runner and the simulator: it gives them a cluster; only the CLI imports it.
+    "cluster": FOUNDATION | {"spec", "store", "lab", "sim", "latency"},
 }
 
 

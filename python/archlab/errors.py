@@ -68,6 +68,12 @@ class ProcessFailed(ArchlabError):
         super().__init__(msg)
 
 
+class ResumableFault(ArchlabError):
+    """A fault outside the measured system (e.g. a cluster's load host lost mid-cell) that stops
+    the run before the pair it hit is recorded: that pair stays pending, so ``archlab run
+    --resume`` runs it again instead of keeping a failed row."""
+
+
 class StoreError(ArchlabError):
     """The result store is missing a run or is inconsistent."""
 

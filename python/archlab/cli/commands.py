@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from archlab.errors import Interrupted, SpecError, StoreError
+from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
 from archlab.cli.stores import known_run, open_store
@@ -34,6 +34,23 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     store = open_store(args.store)
+    if getattr(args, "cluster", None) is None:
+        if getattr(args, "shards", None) is not None:
+            raise SpecError("--shards", "--shards only with --cluster", args.shards)
+        return _run(args, store, None)
+    from archlab.cluster import ClusterAddress, ShardedLoad, open_cluster  # lazy: Dask only when asked for
+
+    address = ClusterAddress.parse(args.cluster)
+    if args.shards is not None and args.shards < 1:
+        raise SpecError("--shards", "an integer >= 1", args.shards)
+    with open_cluster(address) as cluster:
+        shards = args.shards if args.shards is not None else len(cluster.load_workers())
+        if shards < 1:
+            raise SpecError("--cluster", "a cluster with at least one load worker (a worker started with --resources load=1)", args.cluster)
+        return _run(args, store, ShardedLoad(cluster, shards))
+
+
+def _run(args: argparse.Namespace, store: Store, executor) -> int:
     created: list[RunHandle] = []
 
     def announce(handle: RunHandle) -> None:
@@ -46,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             if args.spec is not None:
                 raise SpecError("SPEC", "no spec with --resume (the run's stored spec is used)", str(args.spec))
-            handle = resume_run(known_run(store, args.resume, "--resume"), store, stream=sys.stderr, on_created=announce)
+            handle = resume_run(known_run(store, args.resume, "--resume"), store, stream=sys.stderr, on_created=announce,
+                                load_executor=executor)
         else:
-            handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce)
+            handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce, load_executor=executor)
     except Interrupted as e:
         if created:
             _say(
@@ -56,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
                 f"  archlab run --resume {created[0].run_id} --store {args.store}"
             )
         return e.exit_code
+    except ResumableFault as e:
+        if not created:
+            raise
+        cluster = f" --cluster {args.cluster}" if getattr(args, "cluster", None) else ""
+        _say(f"error: {e}; run {created[0].run_id} stopped before recording that cell. Resume it with:\n"
+             f"  archlab run --resume {created[0].run_id} --store {args.store}{cluster}")
+        return e.exit_status
     return _finish(store, handle, write_report=not args.no_report)
 
 

@@ -7,7 +7,12 @@ catalog row. A pair that fails (server dies, generator cannot connect, summary m
 ``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
 every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130. A cell whose
 architecture is a ``system:NAME`` level runs a foreign system or a remote target instead of the
-server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`)."""
+server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`).
+
+The load generator of a server cell runs here, as a child of this process (the default), or
+through a :class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's
+load hosts, merged into the same summary and interval log); :func:`_run_load` is that one seam.
+A :class:`~archlab.errors.ResumableFault` of an executor stops the run with the pair unrecorded."""
 
 from __future__ import annotations
 
@@ -16,9 +21,9 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
 
-from archlab.errors import ArchlabError, Interrupted, ProcessFailed
+from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
 from archlab.lab import probes
 from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
@@ -100,15 +105,34 @@ class Window:
     end_source: str = "after load exit"
 
 
+class LoadExecutor(Protocol):
+    """Runs a cell's load command elsewhere than in this process (see :func:`_run_load`)."""
+
+    def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
+        """Run the load of ``argv`` within ``limit_s`` and leave in ``directory`` what a local
+        run leaves there (``summary.json``, ``hdr.log``, ``load.stderr``); raise an
+        :class:`ArchlabError` naming the cause on failure."""
+        ...
+
+    def describe(self) -> dict:
+        """Where the load runs (hosts, clocks...), recorded under ``load_hosts`` in the manifest
+        each time a run starts or resumes with this executor."""
+        ...
+
+
 class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
 
 
-def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None) -> str:
-    """Run the pending pairs of ``handle``; returns the run's final status (``complete``)."""
+def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None,
+            load_executor: LoadExecutor | None = None) -> str:
+    """Run the pending pairs of ``handle``, the load generator locally or through
+    ``load_executor``; returns the run's final status (``complete``)."""
     pending = handle.pending()
     planned = handle.experiment.cells_planned
     progress = Progress(total=planned, done=planned - len(pending), stream=stream)
+    if load_executor is not None:
+        handle.store.append_manifest_fact(handle.run_id, "load_hosts", load_executor.describe())
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
@@ -119,7 +143,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                 try:
                     for cell, rep in pending:
                         progress.cell_started(cell, rep)
-                        record = _run_pair(group, engine, handle, cell, rep, config, database, systems)
+                        record = _run_pair(group, engine, handle, cell, rep, config, database, systems, load_executor)
                         with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
                             handle.record(cell, rep, record)
                         progress.cell_finished(cell, rep, record)
@@ -174,6 +198,7 @@ def _run_pair(
     config: RunnerConfig,
     database: Postgres | None = None,
     systems: "SystemPool | None" = None,
+    load_executor: LoadExecutor | None = None,
 ) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
@@ -184,7 +209,10 @@ def _run_pair(
 
             summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems)
         else:
-            summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
+            summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
+    except ResumableFault as e:
+        files.error.write_text(str(e) + "\n")
+        raise
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
@@ -215,6 +243,7 @@ def _measure(
     files: RepFiles,
     config: RunnerConfig,
     database: Postgres | None = None,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
@@ -237,7 +266,7 @@ def _measure(
             params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
             files.load_params.write_text(json.dumps(params, indent=2) + "\n")
             argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
-            window = _drive_load(group, argv, server, exp, files, config)
+            window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         finally:
             server_exit = group.stop(server)
     finally:
@@ -259,6 +288,21 @@ def _measure(
         "cost": vars(cost),
     }
     return summary, cost, probe_doc
+
+
+def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig,
+              load_executor: LoadExecutor | None, label: str) -> Window:
+    """The seam: the cell's load command run here, or by ``load_executor`` (whose processes
+    this one does not see: the server is probed just before and just after)."""
+    if load_executor is None:
+        return _drive_load(group, argv, server, exp, files, config)
+    window = Window(start=_probe(server, config), start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    load_executor.run_load(argv, files.directory, limit_s, label)
+    if server.poll() is not None:
+        raise server.failure(f"{describe_exit(server.poll())} during the load run")
+    window.end = _probe(server, config)
+    return window
 
 
 def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:
