@@ -67,6 +67,11 @@ pub struct ThreadCpu {
     pub cpu: Option<usize>,
     pub user_s: f64,
     pub sys_s: f64,
+    /// Times the thread blocked (slept in epoll, waited on a lock) during the window: about one
+    /// per batch of responses for a sleeping thread, about none for a busy-polling one. Not in
+    /// the summary (the schema's `thread_cpu` is CPU time); for tests and diagnostics.
+    #[serde(skip)]
+    pub voluntary_switches: u64,
 }
 
 /// Everything a run measured.

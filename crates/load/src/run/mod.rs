@@ -414,6 +414,7 @@ fn coordinate(
             cpu: cfg.cpu_of_thread(s.thread),
             user_s: s.cpu.user_cpu_s,
             sys_s: s.cpu.system_cpu_s,
+            voluntary_switches: s.cpu.voluntary_context_switches,
         });
         report.records_written += s.records_written;
         if report.records_error.is_none() {

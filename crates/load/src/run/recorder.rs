@@ -265,6 +265,8 @@ impl Recorder {
             let now = thread_usage();
             cpu.user_cpu_s = now.user_cpu_s - self.cpu_start.user_cpu_s;
             cpu.system_cpu_s = now.system_cpu_s - self.cpu_start.system_cpu_s;
+            cpu.voluntary_context_switches =
+                now.voluntary_context_switches.saturating_sub(self.cpu_start.voluntary_context_switches);
         }
         WorkerSummary {
             warmup: std::mem::take(&mut self.warmup),
