@@ -33,7 +33,7 @@ mod tests;
 pub use client::{parse_response_head, write_request};
 pub use request::parse_request;
 pub(crate) use response::format_usize;
-pub use response::{error_response, write_response, write_response_head};
+pub use response::{error_response, request_timeout_response, write_response, write_response_head};
 
 /// Size limits enforced while parsing a request.
 #[derive(Clone, Debug)]
