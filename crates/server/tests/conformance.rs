@@ -7,19 +7,28 @@
 //! client of `common`.
 //!
 //! Properties that count the process's open descriptors (`a_peers_close_is_always_noticed`)
-//! run alone: they take [`DESCRIPTORS`] for writing, every other test takes it for reading.
+//! or wait for a process-wide counter to move (`at_max_connections_...`) run alone: they take
+//! [`DESCRIPTORS`] for writing, every other test takes it for reading.
+//!
+//! The limits of a long run are properties too: the idle and request timeouts (with 300 ms
+//! timeouts; a timeout must never fire early, which a loaded machine cannot make happen, and
+//! must fire, within the test's bound), the cap on connections (a connection beyond it waits in
+//! the listen backlog, as the kernel's accept-queue length shows, until another closes), and
+//! the output bound (bodies over it arrive whole and in order, produced in parts, with the
+//! requests behind them waiting); each is counted by the server.
 
 mod common;
 
+use archlab_metrics::counters::limit_totals;
 use archlab_server::{ServerOptions, REGISTRY};
 use common::{
-    assert_closed, connect, get, open_descriptors, read_more, read_response, request, settle_to, start,
-    try_read_response,
+    assert_closed, connect, get, listen_queue, open_descriptors, read_more, read_response, request, settle_to, start,
+    try_read_response, wait_until, IO_TIMEOUT,
 };
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::RwLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Readers: tests whose connections may come and go at any time. Writer: a test that counts
 /// the descriptors of the process and needs no other test to open or close any meanwhile.
@@ -69,6 +78,26 @@ macro_rules! suite {
                 fn a_peers_close_is_always_noticed() {
                     let _alone = super::DESCRIPTORS.write().unwrap_or_else(|e| e.into_inner());
                     super::a_peers_close_is_always_noticed(ARCH)
+                }
+                #[test]
+                fn an_idle_connection_is_closed_after_the_idle_timeout() {
+                    let _g = shared();
+                    super::an_idle_connection_is_closed_after_the_idle_timeout(ARCH)
+                }
+                #[test]
+                fn a_request_that_does_not_arrive_in_time_is_answered_408() {
+                    let _g = shared();
+                    super::a_request_that_does_not_arrive_in_time_is_answered_408(ARCH)
+                }
+                #[test]
+                fn at_max_connections_new_connections_wait_until_one_closes() {
+                    let _alone = super::DESCRIPTORS.write().unwrap_or_else(|e| e.into_inner());
+                    super::at_max_connections_new_connections_wait_until_one_closes(ARCH)
+                }
+                #[test]
+                fn output_over_the_bound_is_streamed_and_requests_wait_behind_it() {
+                    let _g = shared();
+                    super::output_over_the_bound_is_streamed_and_requests_wait_behind_it(ARCH)
                 }
             }
         )*
@@ -312,6 +341,173 @@ fn a_peers_close_is_always_noticed(arch: &str) {
     }
     let left = settle_to(baseline);
     assert!(left <= baseline, "{arch}: {left} descriptors open, {baseline} before {} clients left", 4 * LEAVERS);
+}
+
+/// The timeouts of the properties below: short, so that the suite stays fast; the server's
+/// sweeps are at most 1/64 of it late.
+const TIMEOUT_MS: u64 = 300;
+const TIMEOUT: Duration = Duration::from_millis(TIMEOUT_MS);
+
+/// Read until the server closes `s`; the bytes that came first.
+fn read_until_closed(s: &mut TcpStream, arch: &str, what: &str) -> Vec<u8> {
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => rest,
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => rest,
+        Err(e) => panic!("{arch}: {what}: not closed by the server within {IO_TIMEOUT:?} ({e})"),
+    }
+}
+
+/// A connection that never sends a byte and a keep-alive connection after its response are
+/// both closed by the server once idle for the idle timeout, never before.
+fn an_idle_connection_is_closed_after_the_idle_timeout(arch: &str) {
+    let addr = start(arch, &ServerOptions { idle_timeout_ms: TIMEOUT_MS, ..Default::default() });
+    let closed_before = limit_totals().idle_closed;
+    // Taken before either connection exists: the server's idle clocks start later.
+    let t0 = Instant::now();
+    let mut used = connect(addr);
+    let r = get(&mut used, "/echo?size=5");
+    // (Alone, so that a blocking pool does not close it under pressure, `frontend::pool`.)
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    let mut silent = connect(addr);
+    for (what, s) in [("a silent connection", &mut silent), ("an idle keep-alive connection", &mut used)] {
+        let rest = read_until_closed(s, arch, what);
+        assert!(rest.is_empty(), "{arch}: {what}: {:?}", String::from_utf8_lossy(&rest));
+        assert!(t0.elapsed() >= TIMEOUT, "{arch}: {what} closed after {:?}, before the idle timeout", t0.elapsed());
+    }
+    assert!(limit_totals().idle_closed >= closed_before + 2, "{arch}: the closes were not counted");
+}
+
+/// A request whose head never ends, although its client keeps sending header lines
+/// (slowloris), is answered 408 and closed once the request timeout has passed since its
+/// first byte; a server with the timeout off (0) still waits for the same request; and a client
+/// that always has the next request in flight is never timed out (the clock restarts with each
+/// request answered).
+fn a_request_that_does_not_arrive_in_time_is_answered_408(arch: &str) {
+    let strict = start(arch, &ServerOptions { request_timeout_ms: TIMEOUT_MS, ..Default::default() });
+    let patient = start(arch, &ServerOptions { request_timeout_ms: 0, idle_timeout_ms: 0, ..Default::default() });
+    let timeouts_before = limit_totals().request_timeouts;
+    let head = b"GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n";
+    let t0 = Instant::now();
+    let mut loris = connect(strict);
+    let mut waiting = connect(patient);
+    loris.write_all(head).unwrap();
+    waiting.write_all(head).unwrap();
+    // One more header line whenever 20 ms pass without an answer (the client's read timeout
+    // paces the attack; nothing waits on it).
+    loris.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while buf.is_empty() {
+        assert!(t0.elapsed() < IO_TIMEOUT, "{arch}: a request that never ended was not answered");
+        match loris.read(&mut chunk) {
+            Ok(0) => panic!("{arch}: closed without a 408"),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let _ = loris.write_all(b"X-Trickle: a\r\n");
+            }
+            Err(e) => panic!("{arch}: {e}"),
+        }
+    }
+    loris.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let r = read_response(&mut loris, &mut buf);
+    assert_eq!(r.status, 408, "{arch}: {}", r.head);
+    assert!(r.head.contains("Connection: close"), "{arch}: {}", r.head);
+    assert!(t0.elapsed() >= TIMEOUT, "{arch}: 408 after {:?}, before the request timeout", t0.elapsed());
+    // What the client sent after the 408 went out is discarded; then the server closes.
+    read_until_closed(&mut loris, arch, "after the 408");
+    // The same request, begun before the other one was timed out, is still awaited here.
+    waiting.write_all(b"\r\n").unwrap();
+    let r = read_response(&mut waiting, &mut Vec::new());
+    assert_eq!((r.status, r.body.len()), (200, 1), "{arch}: with request_timeout_ms = 0");
+    // Always part of the next request in flight, for three timeouts: never a 408.
+    let mut busy = connect(strict);
+    let next = request("/echo?size=3");
+    let (first, rest) = next.as_bytes().split_at(10);
+    busy.write_all(first).unwrap();
+    let started = Instant::now();
+    let mut rounds = 0;
+    let mut buf = Vec::new();
+    while rounds < 3 || started.elapsed() < 3 * TIMEOUT {
+        assert!(rounds < 100_000 && started.elapsed() < IO_TIMEOUT, "{arch}: bounded");
+        busy.write_all(&[rest, first].concat()).unwrap();
+        let r = read_response(&mut busy, &mut buf);
+        assert_eq!((r.status, r.body.len()), (200, 3), "{arch}: round {rounds} after {:?}", started.elapsed());
+        rounds += 1;
+    }
+    assert!(limit_totals().request_timeouts > timeouts_before, "{arch}: the 408 was not counted");
+}
+
+/// With `max_connections = 2`, a third connection is not accepted while two are open: it waits
+/// in the listen backlog, unanswered, and is served once one of the two closes.
+fn at_max_connections_new_connections_wait_until_one_closes(arch: &str) {
+    let addr = start(arch, &ServerOptions { max_connections: 2, ..Default::default() });
+    let capped_before = limit_totals().accept_capped;
+    // One after the other: a blocking pool closes a connection after its response while
+    // another waits in its hand-off (`frontend::pool`), which would free a place.
+    let mut first = connect(addr);
+    let r = get(&mut first, "/echo?size=1");
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    let mut second = connect(addr);
+    let r = get(&mut second, "/echo?size=2");
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    // The acceptor stops as soon as the cap is reached (this test runs alone: the counter is
+    // this server's).
+    assert!(
+        wait_until(|| limit_totals().accept_capped > capped_before),
+        "{arch}: the acceptor never stopped at the cap"
+    );
+    let mut third = connect(addr);
+    third.write_all(request("/echo?size=7").as_bytes()).unwrap();
+    assert!(wait_until(|| listen_queue(addr.port()) == 1), "{arch}: the third connection is not in the backlog");
+    third.set_nonblocking(true).unwrap();
+    let unanswered = matches!(third.peek(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    third.set_nonblocking(false).unwrap();
+    assert!(unanswered, "{arch}: the third connection was answered over the cap");
+    drop(first);
+    let r = read_response(&mut third, &mut Vec::new());
+    assert_eq!((r.status, r.body.len()), (200, 7), "{arch}: the waiting connection once a place was free");
+    assert_eq!(listen_queue(addr.port()), 0, "{arch}");
+    assert_eq!(get(&mut second, "/echo?size=2").status, 200, "{arch}: the other connection");
+}
+
+/// The echo pattern (`archlab_work`): byte i of an `/echo` or `/file` body is `b'a' + i % 26`.
+fn is_pattern(body: &[u8]) -> bool {
+    body.iter().enumerate().all(|(i, &b)| b == b'a' + (i % 26) as u8)
+}
+
+/// With `max_output_bytes` = 64 KiB, pipelined responses larger than the bound and small ones
+/// behind them all arrive whole, byte-exact and in order: the large bodies are produced in
+/// parts (counted), and the requests behind them wait until they have gone out (counted).
+fn output_over_the_bound_is_streamed_and_requests_wait_behind_it(arch: &str) {
+    const BOUND: usize = 64 * 1024;
+    let addr = start(arch, &ServerOptions { max_output_bytes: BOUND, ..Default::default() });
+    // The reference for `/response`'s body: the same request under the default bound (1 MiB),
+    // produced at once.
+    let reference = start(arch, &ServerOptions::default());
+    let expected_response = get(&mut connect(reference), "/response?size=300000").body;
+    let before = limit_totals();
+    let targets =
+        ["/echo?size=3000000", "/echo?size=10", "/response?size=300000", "/file?size=1000000", "/echo?size=5"];
+    let streamed = targets.iter().filter(|t| t.split('=').nth(1).unwrap().parse::<usize>().unwrap() > BOUND).count();
+    let mut s = connect(addr);
+    s.write_all(targets.iter().map(|t| request(t)).collect::<String>().as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    for target in targets {
+        let r = read_response(&mut s, &mut buf);
+        let size: usize = target.split('=').nth(1).unwrap().parse().unwrap();
+        assert_eq!((r.status, r.body.len()), (200, size), "{arch}: {target}");
+        if target.starts_with("/response") {
+            assert!(r.body == expected_response, "{arch}: {target} differs from the body produced at once");
+        } else {
+            assert!(is_pattern(&r.body), "{arch}: {target} is not the pattern");
+        }
+    }
+    let after = limit_totals();
+    assert!(after.responses_streamed >= before.responses_streamed + streamed as u64, "{arch}: {after:?}");
+    assert!(after.output_waits > before.output_waits, "{arch}: no request waited behind the output: {after:?}");
+    // The connection goes on as usual.
+    assert_eq!(get(&mut s, "/echo?size=4").status, 200, "{arch}");
 }
 
 #[test]

@@ -153,6 +153,65 @@ pub fn open_descriptors() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// Wait (bounded by `IO_TIMEOUT`) until `condition` holds; false if it never did. Polls: the
+/// conditions waited for (the server's counters, the kernel's queues) have no notification.
+pub fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Connections waiting in the accept queues of this process's listening sockets on `port`
+/// (several with SO_REUSEPORT), as the kernel reports them: TCP_INFO's `tcpi_unacked` is a
+/// listener's accept-queue length.
+pub fn listen_queue(port: u16) -> usize {
+    let mut waiting = 0;
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let mut listening: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: plain system calls on a descriptor number with buffers of the stated sizes; a
+        // descriptor that is not a socket (or was closed meanwhile) fails them.
+        let is_listener = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ACCEPTCONN,
+                (&mut listening as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        } == 0
+            && listening == 1;
+        if !is_listener {
+            continue;
+        }
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: as above.
+        let named = unsafe { libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) } == 0;
+        if !named || addr.sin_family != libc::AF_INET as libc::sa_family_t || u16::from_be(addr.sin_port) != port {
+            continue;
+        }
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: as above.
+        let rc = unsafe {
+            libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len)
+        };
+        if rc == 0 {
+            waiting += info.tcpi_unacked as usize;
+        }
+    }
+    waiting
+}
+
 /// Wait (bounded by `IO_TIMEOUT`) until the process has at most `limit` descriptors open;
 /// returns the last count. Polls: descriptor counts have no notification.
 pub fn settle_to(limit: usize) -> usize {
