@@ -4,6 +4,9 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 SPEC ?= experiments/quickstart.toml
+# Seconds of fuzzing per target: in `make test` (a smoke run), and in `make fuzz`.
+FUZZ_TEST_SECONDS ?= 20
+FUZZ_SECONDS ?= 3600
 
 .DEFAULT_GOAL := help
 
@@ -28,9 +31,9 @@ report: setup ## Regenerate a run's report from the store: make report RUN=<run-
 	@.venv/bin/archlab report $(RUN)
 
 .PHONY: test
-test: ## Run every test (Rust and Python), after set-up
+test: ## Run every test (Rust, Python, a short fuzz run of each parser), after set-up
 	@scripts/bootstrap test
-	@$(MAKE) --no-print-directory test-rust test-python
+	@$(MAKE) --no-print-directory lint-checks test-rust test-python test-fuzz
 
 .PHONY: test-rust
 test-rust: ## Rust tests only (unit, property, conformance suite)
@@ -40,17 +43,34 @@ test-rust: ## Rust tests only (unit, property, conformance suite)
 test-python: ## Python tests only (spec, store, orchestration, report, statistics)
 	$(PY) -m pytest -q
 
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz each parser for FUZZ_TEST_SECONDS (default 20); fails on a finding, naming its reproducer
+	@scripts/fuzz --seconds $(FUZZ_TEST_SECONDS)
+
+.PHONY: fuzz
+fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, at nice 19
+	@scripts/bootstrap test
+	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
+
 .PHONY: lint
-lint: ## cargo fmt --check and clippy
+lint: ## fmt --check, clippy (workspace and fuzz crate), ruff; `make test` runs these first
+	@scripts/bootstrap test
+	@$(MAKE) --no-print-directory lint-checks
+
+.PHONY: lint-checks
+lint-checks:
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+	$(PY) -m ruff check python tests bench scripts
 
 .PHONY: fmt
 fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -67,6 +87,11 @@ bench-load: ## archlab-engine load vs wrk (closed, open with records), vs memcsl
 	@scripts/bootstrap bench
 	@$(PY) bench/load_peers.py
 
+.PHONY: bench-middleware
+bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-gets per proxy core; added latency
+	@scripts/bootstrap bench
+	@$(PY) bench/middleware_peers.py
+
 .PHONY: bench-latency
 bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
 	@scripts/bootstrap bench
@@ -77,9 +102,15 @@ bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
 
+.PHONY: bench-link
+bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, added latency (needs root)
+	@scripts/bootstrap bench
+	@$(PY) bench/link_overhead.py
+
 .PHONY: duplicates
-duplicates: ## Look for code written twice
-	@command -v duplicates >/dev/null && duplicates crates python || echo "the duplicates tool is not installed"
+duplicates: ## Look for code written twice (jscpd, Rust and Python, 80 tokens or more); fails if it cannot run
+	npx --yes jscpd@4 --min-tokens 80 --reporters console --format rust,python \
+	    --ignore "**/target/**,**/.venv/**,**/fuzz/corpus/**" crates python fuzz bench tests
 
 .PHONY: clean
 clean: ## Remove build outputs and the Python environment (keeps runs/)

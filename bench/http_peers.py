@@ -73,7 +73,7 @@ def wait_http(url: str, timeout: float = 10.0) -> None:
                 return
         except OSError:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no answer from {url} within {timeout} s")
+                raise RuntimeError(f"no answer from {url} within {timeout} s") from None
             time.sleep(0.05)
 
 

@@ -31,9 +31,7 @@ usage: .venv/bin/python bench/load_peers.py [--reps 5] [--duration 5] [--connect
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import socket
 import statistics
 import subprocess
@@ -98,7 +96,7 @@ def memcached(cpu: int):
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError("memcached did not start")
+                    raise RuntimeError("memcached did not start") from None
                 time.sleep(0.05)
         yield f"127.0.0.1:{port}"
     finally:

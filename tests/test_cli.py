@@ -55,7 +55,30 @@ def test_store_commands_on_an_empty_store(tmp_path):
     done = run_cli("runs", "--store", str(tmp_path / "runs"))
     assert done.returncode == 0 and "no runs" in done.stderr
     done = run_cli("report", "nope", "--store", str(tmp_path / "runs"))
-    assert done.returncode == 1 and "archlab: error: no run 'nope'" in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"archlab: error: RUN_ID: expected a run id of the store {tmp_path / 'runs'} ")
+    assert done.stderr.endswith(", got 'nope'\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["runs"], ["report", "x"], ["run", "--resume", "x"], ["model", "--run", "x"], ["records", "export", "x"],
+     ["analyze", "x"]],
+    ids=lambda argv: argv[0],
+)
+def test_a_store_that_is_not_one_is_named_as_the_option(tmp_path, argv):
+    # Before: a FileExistsError traceback (a file as --store) or exit 1 (a catalog that is not DuckDB's).
+    a_file = tmp_path / "file"
+    a_file.write_bytes(b"not a directory")
+    done = run_cli(*argv, "--store", str(a_file))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == f"archlab: error: --store: expected a result store directory (made when missing) with a DuckDB catalog archlab.duckdb, got {str(a_file)!r} (not a directory)\n"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "archlab.duckdb").write_bytes(b"\x00garbage" * 100)
+    done = run_cli(*argv, "--store", str(bad))
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"archlab: error: --store: expected a result store directory (made when missing) with a DuckDB catalog archlab.duckdb, got {str(bad)!r} (cannot open the catalog")
 
 
 def test_run_prints_table_and_writes_report(engine_path, tmp_path, token):

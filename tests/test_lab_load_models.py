@@ -19,7 +19,7 @@ from conftest import run_cli, spec_text
 
 from archlab.lab.rawrecords import RecordsFile
 from archlab.lab.session import run_spec
-from archlab.store import Store
+from archlab.store import Manifest, Store
 
 SHORT = 'name = "models"\nrepetitions = 1\nwarmup = "200ms"\nduration = "1s"'
 FACTORS = 'architecture = ["single-thread"]\nworkload = ["/echo?size=16"]\n'
@@ -29,13 +29,14 @@ FACTORS = 'architecture = ["single-thread"]\nworkload = ["/echo?size=16"]\n'
 RATE_TOLERANCE = 0.10
 
 
-def run_one(tmp_path: Path, load: str, factors: str) -> tuple[dict, dict, dict]:
+def run_one(tmp_path: Path, load: str, factors: str) -> tuple[Manifest, dict, dict]:
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(experiment=SHORT, factors=FACTORS + factors, load=load))
     store = Store(tmp_path / "runs")
     handle = run_spec(spec, store, stream=io.StringIO())
-    manifest, rows = store.load_run(handle.run_id)
-    assert manifest["status"] == "complete" and len(rows) == 1
+    view = store.load_run(handle.run_id)
+    manifest, rows = view.manifest, [r.to_json() for r in view.rows]
+    assert manifest.status == "complete" and len(rows) == 1
     (row,) = rows
     assert row["status"] == "ok", row["error"]
     summary = json.loads(Path(row["summary_path"]).read_text())
@@ -72,7 +73,7 @@ def test_closed_model_with_exponential_think_time_obeys_the_response_time_law(en
     spec.write_text(spec_text(experiment=experiment, factors=FACTORS + f"concurrency = [{users}]", load=load))
     store = Store(tmp_path / "runs")
     handle = run_spec(spec, store, stream=io.StringIO())
-    _, (row,) = store.load_run(handle.run_id)
+    (row,) = [r.to_json() for r in store.load_run(handle.run_id).rows]
     assert row["status"] == "ok", row["error"]
     summary = json.loads(Path(row["summary_path"]).read_text())
     check_row_is_the_summary(row, summary)
@@ -98,7 +99,7 @@ def test_closed_model_with_exponential_think_time_obeys_the_response_time_law(en
 def test_closed_model_run(engine_path, tmp_path):
     manifest, row, summary = run_one(tmp_path, 'model = "closed"\nthink_time = "1ms"', "concurrency = [2]")
     check_row_is_the_summary(row, summary)
-    assert manifest["load_model"] == "closed" and row["concurrency"] == 2 and row["rate_rps"] is None
+    assert manifest.load_model == "closed" and row["concurrency"] == 2 and row["rate_rps"] is None
     assert row["offered_rps"] is None and row["schedule_lag_p99_us"] is None
     # The closed model's latency is its service time.
     assert row["p50_us"] == row["service_p50_us"]
@@ -110,7 +111,7 @@ def test_open_model_run_and_records(engine_path, tmp_path):
     load = 'model = "open"\nschedule = "constant"\nconnections = 4\nmax_connections = 16\nrecords = true'
     manifest, row, summary = run_one(tmp_path, load, "rate = [500]")
     check_row_is_the_summary(row, summary)
-    assert manifest["load_model"] == "open" and row["rate_rps"] == 500 and row["concurrency"] is None
+    assert manifest.load_model == "open" and row["rate_rps"] == 500 and row["concurrency"] is None
     assert summary["pacing"]["arrivals"] == "constant" and summary["coordinated_omission_corrected"] is True
     # A constant schedule plans exactly rate x window arrivals (to one at the edges).
     assert row["offered_rps"] == pytest.approx(500, abs=2)
@@ -125,7 +126,7 @@ def test_open_model_run_and_records(engine_path, tmp_path):
     records = Path(row["summary_path"]).with_name("records.bin")
     assert RecordsFile.open(records).count == row["requests"]
     store = str(tmp_path / "runs")
-    done = run_cli("records", "export", manifest["run_id"], "--store", store)
+    done = run_cli("records", "export", manifest.run_id, "--store", store)
     assert done.returncode == 0, done.stderr
     parquet = records.with_name("records.parquet")
     assert done.stdout.strip() == f"{parquet}\t{row['requests']} rows"
@@ -143,7 +144,7 @@ def test_open_model_run_and_records(engine_path, tmp_path):
 
     # The JTL export of the same file, row by row: same order, same status, connection, bytes,
     # and JTL's elapsed (whole ms from the send) from the Parquet times.
-    done = run_cli("records", "export", manifest["run_id"], "--store", store, "--format", "jtl")
+    done = run_cli("records", "export", manifest.run_id, "--store", store, "--format", "jtl")
     assert done.returncode == 0, done.stderr
     with records.with_name("records.jtl.csv").open(newline="") as f:
         jtl = list(csv.DictReader(f))
@@ -161,7 +162,7 @@ def test_partly_open_model_run(engine_path, tmp_path):
     load = 'model = "partly-open"\nschedule = "constant"\nrequests_per_session = 3\nthink_time = "1ms"\nsession_connection = "new"\nmax_connections = 32'
     manifest, row, summary = run_one(tmp_path, load, "session_rate = [100]")
     check_row_is_the_summary(row, summary)
-    assert manifest["load_model"] == "partly-open" and row["session_rate"] == 100
+    assert manifest.load_model == "partly-open" and row["session_rate"] == 100
     sessions = summary["sessions"]
     # Fixed sessions of 3 requests: every completed session made exactly 3.
     assert sessions["mean_requests_per_completed_session"] == 3

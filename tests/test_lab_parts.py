@@ -16,9 +16,9 @@ from archlab.lab import engine as engine_module
 from archlab.lab.engine import Engine, find_engine, serve_options
 from archlab.lab.probes import ProcSample, Rusage, context_switch_source, cost_between, read_proc, syscall_source
 from archlab.lab.progress import Progress
-from archlab.lab.summary import SummaryError, parse_summary
 from archlab.spec import parse_spec
 from archlab.store.records import CellRecord, Measurement
+from archlab.store.summary import SummaryError, parse_summary
 
 # --- probes --------------------------------------------------------------------------------
 
@@ -94,8 +94,10 @@ SUMMARY = {
 
 
 def test_parse_summary():
-    m = parse_summary(SUMMARY)
-    assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2}, load_model="closed")
+    summary = parse_summary(SUMMARY)
+    m = summary.measurement
+    assert m == Measurement(3.0, 30000, 10000.0, 95, 120, 200, 400, 1500, 98.5, 3, {"connect": 1, "timeout": 2})
+    assert summary.model == "closed"
     assert m.generator_bound is None  # version 1 has no verdict
     assert m.offered_rps is None and m.service_p99_us is None  # nor the open models' fields
 
@@ -111,22 +113,33 @@ def test_parse_open_summary_reports_response_time_and_keeps_service_time():
         "schedule_lag_us": {**service, "p99": 33}, "flow": {"sent_late": 4, "never_started": 1},
         "generator": {"bound": False},
     }  # fmt: skip
-    m = parse_summary(doc)
-    assert (m.load_model, m.offered_rps, m.generator_bound) == ("open", 1000.5, False)
+    summary = parse_summary(doc)
+    m = summary.measurement
+    assert summary.littles_law is None  # not defined for the open model
+    assert (summary.model, m.offered_rps, m.generator_bound) == ("open", 1000.5, False)
     assert (m.p50_us, m.p99_us, m.p999_us, m.max_us) == (140, 400, 900, 1200)
     assert (m.service_p50_us, m.service_p99_us, m.service_p999_us) == (85, 210, 450)
     assert (m.schedule_lag_p99_us, m.sent_late, m.never_started) == (33, 4, 1)
 
 
+def test_a_summary_of_an_empty_window_says_so():
+    # Valid per the schema (its latency statistics are null without a sample), but nothing to
+    # measure: the reader says what happened instead of "garbled".
+    empty = {**SUMMARY, "requests": 0, "latency_us": dict.fromkeys(SUMMARY["latency_us"]),
+             "errors": {"total": 2, "by_class": {"connect": 0, "timeout": 2}}}
+    with pytest.raises(SummaryError, match=r"^s.json: no request completed in the measurement window \(errors: \{'timeout': 2\}\)$"):
+        parse_summary(empty, where="s.json")
+
+
 def test_parse_summary_reads_the_generator_verdict():
     v2 = {**SUMMARY, "schema_version": 2, "generator": {"bound": True, "bound_reasons": ["load thread 0 was busy 98%"]}}
-    assert parse_summary(v2).generator_bound is True
-    assert parse_summary({**v2, "generator": {"bound": False}}).generator_bound is False
+    assert parse_summary(v2).measurement.generator_bound is True
+    assert parse_summary({**v2, "generator": {"bound": False}}).measurement.generator_bound is False
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"schema_version": 3}, "version 3; expected 'archlab/load-summary' version 1 or 2"), ({"latency_us": {"p50": 1}}, "lacks or garbles field")],
+    [({"schema_version": 3}, "schema_version 3; expected 'archlab/load-summary' schema_version 1 or 2"), ({"latency_us": {"p50": 1}}, "lacks or garbles field")],
 )
 def test_bad_summaries(change, message):
     with pytest.raises(SummaryError, match=message):

@@ -26,7 +26,7 @@ from archlab.lab.engine import serve_options
 from archlab.lab.processes import ProcessGroup
 from archlab.lab.services import needs_postgres, postgres
 from archlab.lab.session import run_spec
-from archlab.lab.summary import read_summary
+from archlab.store.summary import read_summary
 from archlab.spec import load_spec
 from archlab.store import Store
 
@@ -141,7 +141,7 @@ def test_short_load_run_on_db(engine_path, database, tmp_path):
             "--warmup", "100ms", "--duration", "400ms", "--timeout", "5s", "--json", str(summary)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    m = read_summary(summary)
+    m = read_summary(summary).measurement
     assert m.requests > 0 and m.errors == 0, m.errors_by_class
     # Every backend the pool opened is one of the server's (application_name archlab).
     assert db.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'archlab'").strip() == "4"
@@ -193,10 +193,10 @@ def test_db_spec_runs_and_stops_postgres(engine_path, bindir, tmp_path, token):
     path.write_text(spec_text(experiment='name = "db"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"', factors=factors))
     store = Store(tmp_path / "runs")
     handle = run_spec(path, store)
-    manifest, rows = store.load_run(handle.run_id)
-    assert manifest["status"] == "complete"
-    assert len(rows) == 4
-    for r in rows:
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete"
+    assert len(view.rows) == 4
+    for r in (row.to_json() for row in view.rows):
         assert r["status"] == "ok", r["error"]
         assert r["requests"] > 0
     assert "ready to accept connections" in (handle.directory / "postgres.stderr").read_text()
@@ -245,7 +245,7 @@ def test_db_section_sets_the_pool_and_the_table(engine_path, bindir, tmp_path, t
     finally:
         done.set()
         watcher.join(30)
-    _, (row,) = Store(tmp_path / "runs").load_run(handle.run_id)
+    (row,) = [r.to_json() for r in Store(tmp_path / "runs").load_run(handle.run_id).rows]
     assert row["status"] == "ok", row["error"]
     assert row["requests"] > 0 and row["errors"] == 0
     assert started and started[0].rows == ROWS

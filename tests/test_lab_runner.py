@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import engine_processes, run_cli, spec_text, start_cli
+from pytest import approx
 
 from archlab.lab.engine import Engine
 from archlab.lab.runner import execute
 from archlab.lab.session import run_spec
 from archlab.spec import load_spec
-from archlab.store import Store
+from archlab.store import ResultRow, Store
 
 SHORT = 'name = "itest"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
 TWO_CELLS = 'architecture = ["single-thread", "blocking"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
@@ -45,22 +46,31 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
     store = Store(tmp_path / "runs")
     progress = io.StringIO()
     handle = run_spec(write_spec(tmp_path), store, stream=progress)
-    manifest, rows = store.load_run(handle.run_id)
+    manifest, rows = (view := store.load_run(handle.run_id)).manifest, view.rows
 
-    assert manifest["status"] == "complete"
-    assert manifest["engine_version"] and manifest["build_profile"] in ("release", "debug", "installed")
-    assert manifest["placement"]["server_cpus"] and manifest["spec_hash"] == handle.experiment.spec_hash()
-    assert [r["cell_id"] for r in rows] == ["single-thread__echo-size-64__c2", "blocking__echo-size-64__c2"]
+    assert manifest.status == "complete"
+    assert manifest.engine_version and manifest.build_profile in ("release", "debug", "installed")
+    assert manifest.server_cpus and manifest.spec_hash == handle.experiment.spec_hash()
+    assert [r.cell_id for r in rows] == ["single-thread__echo-size-64__c2", "blocking__echo-size-64__c2"]
     for r in rows:
-        assert r["status"] == "ok", r["error"]
-        assert r["requests"] > 0 and r["throughput_rps"] > 0
-        assert 0 < r["p50_us"] <= r["p90_us"] <= r["p99_us"] <= r["max_us"]
-        assert r["cpu_us_per_request"] > 0 and r["cpu_user_s"] + r["cpu_sys_s"] > 0
-        assert r["voluntary_cs_per_request"] is not None and r["voluntary_cs_per_request"] >= 0
+        assert r.status == "ok", r.error
+        m, c = r.measurement, r.cost
+        assert m.requests > 0 and m.throughput_rps > 0
+        assert 0 < m.p50_us <= m.p90_us <= m.p99_us <= m.max_us
+        assert c.cpu_us_per_request > 0 and c.cpu_user_s + c.cpu_sys_s > 0
+        assert c.voluntary_cs_per_request is not None and c.voluntary_cs_per_request >= 0
         # /proc io misses recv/send, so only presence is certain (see archlab.lab.probes).
-        assert r["read_syscalls_per_request"] >= 0 and r["write_syscalls_per_request"] >= 0
-        assert r["peak_rss_kib"] > 0 and r["server_threads"] >= 1
-        rep_dir = Path(r["summary_path"]).parent
+        assert c.read_syscalls_per_request >= 0 and c.write_syscalls_per_request >= 0
+        assert c.peak_rss_kib > 0 and c.server_threads >= 1
+        # Little's law is checked on every row: its ratio is the row's own X (R + Z) / N (no
+        # errors here, so no other completion enters it), and with no think time (nothing
+        # between a completion and the next send) and keep-alive connections it holds within
+        # its tolerance. (A slow request on a busy machine widens the tolerance past what makes
+        # the check conclusive in a 0.5 s window, so `holds`, not `ok`, is asserted.)
+        law = r.littles_law
+        assert law is not None and law.ratio == approx(m.throughput_rps * m.mean_us * 1e-6 / r.cell.concurrency, rel=1e-9)
+        assert law.holds, law
+        rep_dir = r.summary_path.parent
         for name in ("serve.options.json", "summary.json", "hdr.log", "server.stderr", "load.stderr", "probe.json"):
             assert (rep_dir / name).is_file(), name
     assert progress.getvalue().count("\n") == 2 and "[2/2] blocking__echo-size-64__c2 rep 1:" in progress.getvalue()
@@ -91,31 +101,31 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_with(engine: Engine, tmp_path: Path) -> list[dict]:
+def _run_with(engine: Engine, tmp_path: Path) -> list[ResultRow]:
     store = Store(tmp_path / "runs")
     experiment, text = load_spec(write_spec(tmp_path))
     handle = store.create_run(experiment, text)
     execute(handle, engine, stream=io.StringIO())
-    manifest, rows = store.load_run(handle.run_id)
-    assert manifest["status"] == "complete" and len(rows) == 2  # the run went on after a failure
-    return rows
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete" and len(view.rows) == 2  # the run went on after a failure
+    return view.rows
 
 
 def test_bad_server_option_fails_the_cell_with_stderr_tail(engine_path, tmp_path, token):
     rows = _run_with(BadOptionEngine(engine_path), tmp_path)
     for r in rows:
-        assert r["status"] == "failed" and r["throughput_rps"] is None
-        assert r["error"].startswith("server: exit code 2 before printing 'listening'")
-        assert "--- stderr (tail) ---" in r["error"] and "--bogus" in r["error"]
+        assert r.status == "failed" and r.measurement is None and r.littles_law is None
+        assert r.error.startswith("server: exit code 2 before printing 'listening'")
+        assert "--- stderr (tail) ---" in r.error and "--bogus" in r.error
     assert wait_no_engine(token) == []
 
 
 def test_load_generator_that_cannot_connect(engine_path, tmp_path, token):
     rows = _run_with(UnreachableTargetEngine(engine_path, _closed_port()), tmp_path)
     for r in rows:
-        assert r["status"] == "failed"
-        assert r["error"].startswith("load generator: exit code 1")
-        assert "cannot connect" in r["error"]
+        assert r.status == "failed"
+        assert r.error.startswith("load generator: exit code 1")
+        assert "cannot connect" in r.error
     assert wait_no_engine(token) == []
 
 
@@ -137,10 +147,10 @@ def test_server_killed_mid_run(engine_path, tmp_path, token):
             cli.kill()
     assert cli.returncode == 0, stderr
     (run_id,) = [info.run_id for info in Store(store_dir).runs()]
-    manifest, rows = Store(store_dir).load_run(run_id)
-    assert manifest["status"] == "complete"
-    assert [r["status"] for r in rows] == ["failed", "ok"]
-    assert rows[0]["error"].startswith("server: killed by signal 9 (SIGKILL) during the load run")
+    view = Store(store_dir).load_run(run_id)
+    assert view.manifest.status == "complete"
+    assert [r.status for r in view.rows] == ["failed", "ok"]
+    assert view.rows[0].error.startswith("server: killed by signal 9 (SIGKILL) during the load run")
     assert "1 of 2 cell runs failed" in stderr
     assert wait_no_engine(token) == []
 
@@ -168,17 +178,17 @@ def test_interrupt_then_resume(engine_path, tmp_path, token):
 
     store = Store(store_dir)
     assert store.catalog.run(run_id)["status"] == "interrupted"
-    recorded = {(r["cell_id"], r["repetition"]) for r in store.load_run(run_id)[1]}
+    recorded = {(r.cell_id, r.repetition) for r in store.load_run(run_id).rows}
     assert 1 <= len(recorded) < 4
 
     done = run_cli("run", "--resume", run_id, "--store", str(store_dir), "--no-report")
     assert done.returncode == 0, done.stderr
-    manifest, rows = store.load_run(run_id)
-    keys = [(r["cell_id"], r["repetition"]) for r in rows]
+    view = store.load_run(run_id)
+    keys = [(r.cell_id, r.repetition) for r in view.rows]
     assert len(keys) == len(set(keys)) == 4
-    assert manifest["status"] == "complete" and len(manifest["resumed_at"]) == 1
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    assert all((Path(r["summary_path"]).parent / "probe.json").is_file() for r in rows)
+    assert view.manifest.status == "complete" and len(view.manifest.document["resumed_at"]) == 1
+    assert all(r.ok for r in view.rows), [r.error for r in view.rows]
+    assert all((r.summary_path.parent / "probe.json").is_file() for r in view.rows)
     assert wait_no_engine(token) == []
 
 

@@ -47,9 +47,9 @@ def _write(tmp_path: Path, workload: str, arch: str = '["single-thread"]') -> Pa
 def test_call_cell_runs_against_a_started_downstream(engine_path, tmp_path, token):
     store = Store(tmp_path / "runs")
     handle = run_spec(_write(tmp_path, "/call?ms=20", '["single-thread", "blocking"]'), store)
-    manifest, rows = store.load_run(handle.run_id)
-    assert manifest["status"] == "complete"
-    for r in rows:
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete"
+    for r in (row.to_json() for row in view.rows):
         assert r["status"] == "ok", r["error"]
         # Every request waits 20 ms downstream: the latency says the call really happened.
         assert r["requests"] > 0 and r["p50_us"] >= 20_000
@@ -68,6 +68,6 @@ def test_downstream_is_stopped_when_the_server_fails(engine_path, tmp_path, toke
     experiment, text = load_spec(_write(tmp_path, "/call?ms=1"))
     handle = store.create_run(experiment, text)
     execute(handle, BadOptionEngine(engine_path), stream=io.StringIO())
-    _, rows = store.load_run(handle.run_id)
-    assert [r["status"] for r in rows] == ["failed"]
+    rows = store.load_run(handle.run_id).rows
+    assert [r.status for r in rows] == ["failed"]
     assert wait_no_engine(token) == []

@@ -24,7 +24,7 @@ def test_workloads_checked_by_the_data_plane(native, target, detail):
     env = SpecEnvironment(DataPlaneRegistry(), frozenset({0, 1}))
     with pytest.raises(SpecError) as e:
         parse_spec(spec_text(factors=f'architecture = ["netty"]\nworkload = ["{target}"]\nconcurrency = [1]'), "t", env)
-    assert str(e.value).startswith(f"factors.workload[0]: expected a workload target such as '/prime?n=27059'")
+    assert str(e.value).startswith("factors.workload[0]: expected a workload target such as '/prime?n=27059'")
     assert f"got {target!r} (" in str(e.value) and detail in str(e.value)
 
 

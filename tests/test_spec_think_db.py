@@ -192,19 +192,21 @@ def test_catalog_keeps_the_distribution(env, tmp_path):
     handle = store.create_run(exp, "x", None)
     for cell in exp.cells():
         handle.record(cell, 1, CellRecord.failed("not run"))
-    _, rows = store.load_run(handle.run_id)
-    assert [(r["think_time_s"], r["think_time"]) for r in rows] == [(0.005, None), (0.005, "exp:5ms")]
+    rows = store.load_run(handle.run_id).rows
+    assert [(r.cell.think_time_s, r.cell.think_time) for r in rows] == [(0.005, None), (0.005, "exp:5ms")]
 
 
 def test_report_labels_tell_the_distributions_apart(env):
     from archlab.report.aggregate import aggregate
+    from archlab.store import ResultRow
 
-    base = {"architecture": "blocking", "workload": "/echo?size=64", "concurrency": 2, "status": "ok", "throughput_rps": 100.0}
+    base = {"run_id": "r", "cell_id": "c", "repetition": 1, "architecture": "blocking", "workload": "/echo?size=64",
+            "concurrency": 2, "status": "ok", "throughput_rps": 100.0}
     rows = [
         {**base, "think_time_s": 0.005, "think_time": None, "factors": {"think_time": 0.005}},
         {**base, "think_time_s": 0.005, "think_time": "exp:5ms", "factors": {"think_time": "exp:5ms"}},
     ]
-    cells = aggregate(rows)
+    cells = aggregate(ResultRow.from_columns(row) for row in rows)
     assert sorted(c.label for c in cells) == ["blocking (think_time=5ms)", "blocking (think_time=exp:5ms)"]
 
 

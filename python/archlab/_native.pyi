@@ -10,7 +10,9 @@ __all__ = [
     "OptionError",
     "architectures",
     "check_server",
+    "check_simulation",
     "check_workload",
+    "interval_log",
     "mser",
     "server_options_schema",
     "simulate",
@@ -56,7 +58,16 @@ def version() -> str:
 
 def simulate(model_json: str, run_json: str) -> str:
     """Simulate a model (JSON, the core's model format) under a run configuration (JSON);
-    returns the outcome as JSON. Runs with the GIL released."""
+    returns the outcome as JSON. Runs with the GIL released; Ctrl-C stops it (KeyboardInterrupt)."""
+
+def check_simulation(model_json: str, run_json: str) -> None:
+    """Validate a model and a run configuration as ``simulate`` does, without running them."""
 
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
+
+def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
+                 comment: str | None = None) -> bytes:
+    """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
+    (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
+    to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""

@@ -1,16 +1,22 @@
 """The package's exception hierarchy: every error archlab raises on purpose derives from
 :class:`ArchlabError`, so callers can catch the lab's errors without catching programming bugs.
-The CLI maps :class:`SpecError` to exit code 2 and every other :class:`ArchlabError` to 1."""
+Each class says with which status the CLI exits on it (:attr:`ArchlabError.exit_status`): 2 for
+input the user can fix (:class:`InvalidValue` and its kind: a spec, an option, a file given to a
+command), 1 for everything else the lab could not do."""
 
 
 class ArchlabError(Exception):
     """Base class of archlab's errors."""
+
+    exit_status = 1
 
 
 class InvalidValue(ArchlabError):
     """A value outside what it may be. The message names the parameter (or dotted field path),
     the allowed values and the value received, so a caller can fix the input without reading
     the code. The libraries' own refusals (specs, models, latency analysis) derive from it."""
+
+    exit_status = 2
 
     def __init__(self, parameter: str, allowed: str, received: object, hint: str = ""):
         self.parameter = parameter
@@ -21,6 +27,13 @@ class InvalidValue(ArchlabError):
         if hint:
             msg += f" ({hint})"
         super().__init__(msg)
+
+    def named(self, parameter: str) -> "InvalidValue":
+        """The same refusal under the name the user wrote (a CLI flag or a file's field instead
+        of a library's parameter name)."""
+        renamed = type(self)(parameter, self.allowed, self.received, self.hint)
+        renamed.__cause__ = self.__cause__
+        return renamed
 
 
 class SpecError(InvalidValue):

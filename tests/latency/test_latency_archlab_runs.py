@@ -16,7 +16,7 @@ from hdrh.log import HistogramLogReader
 
 from archlab.latency import LatencyError, quantile
 from archlab.latency.cli import add_arguments, run
-from archlab.latency.readers import detect_format, read, read_load_summary, read_run_cell, run_cells
+from archlab.latency.readers import detect_format, read, read_file, read_load_summary, read_run_cell, run_cells
 
 SPEC = textwrap.dedent("""\
     [experiment]
@@ -38,7 +38,7 @@ SPEC = textwrap.dedent("""\
 @pytest.fixture(scope="module")
 def stored_run(engine_path, tmp_path_factory):
     from archlab.spec import ArchitectureInfo, FixedRegistry, SpecEnvironment, parse_spec
-    from archlab.store import CellRecord, Measurement, Store
+    from archlab.store import CellRecord, Store, read_summary
 
     registry = FixedRegistry((ArchitectureInfo("single-thread", "one epoll reactor thread", frozenset({"cpus"})),))
     experiment = parse_spec(SPEC, "lat", SpecEnvironment(registry=registry, cpus=frozenset({0, 1})))
@@ -56,12 +56,9 @@ def stored_run(engine_path, tmp_path_factory):
                                 "--connections", "4", "--warmup", "100ms", "--duration", "500ms",
                                 "--json", str(directory / "summary.json")], check=True, capture_output=True, timeout=30)
                 summary = json.loads((directory / "summary.json").read_text())
-                lat = summary["latency_us"]
-                measurement = Measurement(summary["duration_s"], summary["requests"], summary["throughput_rps"],
-                                          lat["p50"], lat["p90"], lat["p99"], lat["p99.9"], lat["max"], lat["mean"], 0)
-                handle.record(cell, rep, CellRecord("ok", None, measurement, None,
-                                                    handle.relative(directory / "summary.json"),
-                                                    handle.relative(directory / summary["hdr_log"])))
+                typed = read_summary(directory / "summary.json")
+                handle.record(cell, rep, CellRecord("ok", None, typed.measurement, None, directory / "summary.json",
+                                                    typed.hdr_log, typed.littles_law))
                 summaries.append((directory / "summary.json", summary))
             handle.set_status("complete")
     finally:
@@ -104,7 +101,7 @@ def test_a_summary_without_its_log_is_refused(stored_run, tmp_path):
     with pytest.raises(LatencyError, match="names no HDR log"):
         read_load_summary(tmp_path / "s.json")
     (tmp_path / "v9.json").write_text(json.dumps(dict(summaries[0][1], schema_version=9)))
-    with pytest.raises(LatencyError, match="schema_version 9"):
+    with pytest.raises(LatencyError, match="schema_version 9; expected 'archlab/load-summary'"):
         read_load_summary(tmp_path / "v9.json")
 
 
@@ -155,3 +152,19 @@ def test_cli_reports_every_cell_of_a_run(stored_run, tmp_path, capsys):
     page = out.read_text()
     assert f"latency analysis of run {run_id}" in page and f"{cell_id} (repetitions 1, 2)" in page
     assert "<details" in page and "data:image/png;base64" in page
+
+
+def test_failed_requests_of_a_summary_are_said_to_be_missing_from_its_log(stored_run, tmp_path):
+    # The engine's HDR log holds 2xx responses only: a summary with errors says so instead of
+    # analysing the successes as if they were every request.
+    _, _, _, summaries = stored_run
+    path, summary = summaries[0]
+    document = json.loads(path.read_text())
+    document["errors"]["total"] = 7
+    document["hdr_log"] = str(path.parent / summary["hdr_log"])
+    (tmp_path / "s.json").write_text(json.dumps(document))
+    reading = read_file(tmp_path / "s.json")
+    assert reading.samples.n == summary["requests"]
+    assert reading.notes == ("7 failed requests are not in the HDR log (the load generator records 2xx responses only; "
+                             "the summary's errors.by_class counts them)",)
+    assert summary["errors"]["total"] == 0 and read_file(path).notes == ()

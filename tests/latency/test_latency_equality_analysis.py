@@ -98,5 +98,5 @@ def test_library_errors_are_archlab_errors():
     assert issubclass(LatencyError, ArchlabError)
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    with pytest.raises(ArchlabError, match="no such file"):
+    with pytest.raises(ArchlabError, match="^FILE: expected a latency file, a run directory or a run id of the store"):
         cli.run(parser.parse_args(["/nonexistent.jtl", "--format", "jtl"]))

@@ -2,7 +2,6 @@
 (tests/latency/data/coles2001, see its README), parameter recovery, the observed information
 against the closed-form Fisher information, return levels, and the threshold-stability choice."""
 
-import math
 from pathlib import Path
 
 import numpy as np

@@ -132,3 +132,30 @@ def test_grid_step_scales_values_and_xmin():
     plain = DiscretePowerLaw(min_tail=2).fit(words)
     scaled = DiscretePowerLaw(step=10, min_tail=2).fit(Samples.from_values(words.expand() * 10))
     assert scaled.xmin_ == 70 and scaled.exponent_ == pytest.approx(plain.exponent_, rel=1e-12)
+
+
+def test_log_zeta_continues_where_zeta_underflows():
+    # Where both are representable (zeta(a, q) between 1e-308 and the switch at 1e-280) the
+    # Euler-Maclaurin branch must agree with ln of SciPy's value; beyond, SciPy gives 0.
+    from archlab.latency.zeta import log_zeta
+
+    for q, a in ((1e6, 48.0), (1e6, 49.0), (6e5, 50.0), (3e6, 44.0)):
+        z = hurwitz_zeta(a, q)
+        assert 1e-308 < z < 1e-280
+        assert log_zeta(a, q) == pytest.approx(math.log(z), rel=1e-13)
+    assert hurwitz_zeta(50.0, 1e7) == 0.0
+    # ln zeta(50, 1e7) = -50 ln 1e7 + ln(1e7 / 49 + ...): the leading terms by hand.
+    assert log_zeta(50.0, 1e7) == pytest.approx(-50 * math.log(1e7) + math.log(1e7 / 49 + 0.5), rel=1e-12)
+
+
+def test_integer_data_near_ten_million_fit_without_underflow():
+    # Before: zeta(a, xmin) underflowed to 0 for xmin near 10^7 and a steep tail, and the
+    # standard error took ln 0 (math domain error) -- `archlab analyze` on such a JTL crashed.
+    rng = np.random.default_rng(7)
+    values = 10_000_000 + rng.integers(0, 1000, size=2000)
+    fit = DiscretePowerLaw().fit(Samples.from_values(values))
+    assert math.isfinite(fit.exponent_) and math.isfinite(fit.exponent_se_) and fit.xmin_ >= 1e7
+    survival = fit.survival(np.array([fit.xmin_, fit.xmin_ + 10, fit.xmin_ + 100]))
+    assert survival[0] == pytest.approx(1.0) and 1.0 > survival[1] > survival[2] > 0.0
+    values, counts = fit.sample_counts(np.random.default_rng(1), 500)
+    assert counts.sum() == 500 and values.min() >= fit.xmin_

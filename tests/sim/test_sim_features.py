@@ -117,7 +117,7 @@ def test_invalid_models_name_the_field():
     m.closed("users", clients=5, route=[sim.serve("disk", 1.0)])
     with pytest.raises(SpecError, match=r"sources\[0\]\.route\[0\]\.station: expected one of the stations \[\"cpu\"\]"):
         sim.Simulation(horizon=10).run(m)
-    with pytest.raises(SpecError, match=r"run.warmup"):
+    with pytest.raises(SpecError, match=r"^simulation.warmup"):
         ok = sim.Model()
         ok.closed("users", clients=1, route=[sim.serve(ok.station("cpu"), 1.0)])
         sim.Simulation(horizon=10, warmup=20).run(ok)

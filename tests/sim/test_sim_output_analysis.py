@@ -187,7 +187,7 @@ def test_batch_means_interval_covers_the_mm1_closed_form_over_seeds():
 
 
 def test_stop_rule_settings_are_checked_by_name():
-    with pytest.raises(SpecError, match="run.replications"):
+    with pytest.raises(SpecError, match="^simulation.replications"):
         sim.Simulation(horizon=100, replications=3, stop=sim.StopRule("p99", 0.1, method="batch_means", max_horizon=1e4)).run(_mm1(0.5, 1.0))
-    with pytest.raises(SpecError, match="run.stop.max_horizon"):
+    with pytest.raises(SpecError, match="^simulation.stop.max_horizon"):
         sim.Simulation(horizon=100, replications=1, stop=sim.StopRule("p99", 0.1, method="batch_means")).run(_mm1(0.5, 1.0))

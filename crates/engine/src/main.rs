@@ -1,9 +1,12 @@
 //! `archlab-engine`: the data plane's one binary. Argument parsing and glue only: every
-//! subcommand calls a library (`archlab-server`, `archlab-load`) and prints what it returns.
+//! subcommand calls a library (`archlab-server`, `archlab-load`, `archlab-proxy`, `archlab-link`)
+//! and prints what it returns.
 //! Exit codes: 0 success, 1 runtime failure (message on stderr), 2 invalid arguments.
 
 mod args;
+mod link_cmd;
 mod load_cmd;
+mod middleware_cmd;
 mod records_cmd;
 mod search_cmd;
 mod serve_cmd;
@@ -12,7 +15,11 @@ mod signals;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "archlab-engine", version, about = "archlab data plane: servers and load generator")]
+#[command(
+    name = "archlab-engine",
+    version,
+    about = "archlab data plane: servers, load generator, memcached middleware, link emulator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,6 +44,11 @@ enum Command {
     Records(records_cmd::RecordsCommand),
     /// Find the highest open-model rate meeting a latency objective (bisection over runs).
     SearchRate(search_cmd::SearchArgs),
+    /// Emulate a network link (delay, rate, jitter, loss) between two network namespaces.
+    Link(link_cmd::LinkArgs),
+    /// Run the memcached middleware of seed 002 in front of memcached servers until SIGTERM;
+    /// the first stdout line is `listening HOST:PORT`, SIGUSR1 prints a `stats {json}` line.
+    Middleware(middleware_cmd::MiddlewareArgs),
 }
 
 fn main() {
@@ -50,6 +62,8 @@ fn main() {
         Command::Load(a) => load_cmd::run(a),
         Command::Records(c) => records_cmd::run(c),
         Command::SearchRate(a) => search_cmd::run(a),
+        Command::Link(a) => link_cmd::run(a),
+        Command::Middleware(a) => middleware_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("archlab-engine: error: {e}");

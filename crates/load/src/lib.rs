@@ -38,13 +38,14 @@ pub use dist::{parse_duration, ArrivalStream, Arrivals, Rng, SessionLength, Thin
 pub use engine::{run_load, run_load_live, run_load_with};
 pub use error::LoadError;
 pub use memcached::{
-    KeyPattern, KeyPatterns, McCounts, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
+    KeyPattern, KeyPatterns, McClient, McCounts, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
     CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
     ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
+pub use response::{Outcome, Progress, ResponseReader};
 pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
 pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};

@@ -252,8 +252,9 @@ enum Expect {
 }
 
 /// One connection's memcached client: its command cycle, key iterators and random stream,
-/// the request being sent, and the reply being read.
-pub(crate) struct McClient {
+/// the request being sent, and the reply being read. Public so that the fuzz targets
+/// (`fuzz/`) drive the generator's own reply handling.
+pub struct McClient {
     w: McWorkload,
     seed: u64,
     rng: Rng,
@@ -286,7 +287,7 @@ impl McClient {
     /// The client of connection `slot` of thread `thread`, connection `global` of `total` in
     /// the run: its own random stream and its own sequential iterators starting at the
     /// minimum (of its slice for P), like memtier's per-client iterators.
-    pub(crate) fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize, global: u64, total: u64) -> McClient {
+    pub fn new(w: &McWorkload, seed: u64, thread: usize, slot: usize, global: u64, total: u64) -> McClient {
         let (walk_min, walk_max) =
             if w.is_parallel() { parallel_slice(w.key_min, w.key_max, global, total) } else { (w.key_min, w.key_max) };
         let zipf = [w.keys.set, w.keys.get]
@@ -339,7 +340,7 @@ impl McClient {
     }
 
     /// Build the next request of the cycle; returns its bytes.
-    pub(crate) fn next_request(&mut self) -> &[u8] {
+    pub fn next_request(&mut self) -> &[u8] {
         let Ratio { sets, gets } = self.w.ratio;
         if self.cycle >= sets + gets {
             self.cycle = 0;
@@ -379,6 +380,11 @@ impl McClient {
         &self.request
     }
 
+    /// The counts of the reply that completed last.
+    pub fn last_counts(&self) -> McCounts {
+        self.last
+    }
+
     /// The request built last.
     #[inline]
     pub(crate) fn request(&self) -> &[u8] {
@@ -386,13 +392,13 @@ impl McClient {
     }
 
     /// Forget the reply being read (the connection was closed).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.pending.clear();
         self.expect = Expect::Nothing;
     }
 
     /// Take the next piece of the reply.
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+    pub fn feed(&mut self, data: &[u8]) -> Progress {
         if self.pending.is_empty() {
             let (progress, used) = self.walk(data);
             if progress == Progress::More {
@@ -438,6 +444,11 @@ impl McClient {
     /// One element of the reply: `Ok(Some(_))` when the reply is complete.
     fn element(&mut self, reply: Reply<'_>) -> Result<Option<Outcome>, &'static str> {
         let failed = |class| Ok(Some(Outcome::Failed(class)));
+        if reply.is_error() {
+            // An error ends the reply: it counts as that error, not as hits of the values
+            // before it (no retrieval reply was completed, so hits + misses = keys holds).
+            self.last = McCounts::default();
+        }
         match (self.expect, reply) {
             (_, Reply::Error) => failed(ErrorClass::McError),
             (_, Reply::ClientError(_)) => failed(ErrorClass::McClientError),
@@ -634,6 +645,17 @@ mod tests {
             c2.feed(b"SERVER_ERROR out of memory\r\n"),
             Progress::Done { outcome: Outcome::Failed(ErrorClass::McServerError), keep_alive: true }
         );
+        // Found by the memcached_reply fuzz target: values then an error line counted hits
+        // without the retrieval they belong to.
+        c2.next_request();
+        let mut values_then_error = format!("VALUE k-0 0 {}\r\n", value(0).len()).into_bytes();
+        values_then_error.extend_from_slice(&value(0));
+        values_then_error.extend_from_slice(b"\r\nCLIENT_ERROR bad\r\n");
+        assert_eq!(
+            c2.feed(&values_then_error),
+            Progress::Done { outcome: Outcome::Failed(ErrorClass::McClientError), keep_alive: true }
+        );
+        assert_eq!(c2.last_counts(), McCounts::default());
         c2.next_request();
         assert!(matches!(c2.feed(b"END\r\nEND\r\n"), Progress::Invalid(_)));
         c2.next_request();

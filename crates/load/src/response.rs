@@ -18,7 +18,7 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// What one piece of input did to the response being read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
+pub enum Progress {
     /// The response is not complete yet.
     More,
     /// The response ended exactly at the end of the piece.
@@ -29,7 +29,7 @@ pub(crate) enum Progress {
 
 /// How a complete response ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
     Status(u16),
     /// A protocol without status codes answered as asked.
@@ -62,8 +62,10 @@ impl Codec {
     }
 }
 
+/// The framing state of one HTTP connection, fed the bytes as they arrive. Public so that
+/// the fuzz targets (`fuzz/`) drive the generator's own framing, not a copy of it.
 #[derive(Debug, Default)]
-pub(crate) struct ResponseReader {
+pub struct ResponseReader {
     /// Bytes of a head split across reads; empty otherwise.
     head: Vec<u8>,
     /// The head has been parsed and this many body bytes are still expected.
@@ -83,7 +85,7 @@ fn describe(e: ResponseError) -> &'static str {
 
 impl ResponseReader {
     /// Forget any partial response (a new request, or a new connection).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.head.clear();
         self.body_left = None;
     }
@@ -96,7 +98,7 @@ impl ResponseReader {
 
     /// Take the next piece of input, which must not go past the end of the response (one
     /// request in flight).
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
+    pub fn feed(&mut self, data: &[u8]) -> Progress {
         match self.feed_prefix(data) {
             (Progress::Done { .. }, used) if used < data.len() => {
                 Progress::Invalid("bytes after the end of the response (only one request was in flight)")
@@ -107,7 +109,7 @@ impl ResponseReader {
 
     /// Take the next piece of input, which may go on with the next responses (pipelining);
     /// returns the progress and how many bytes belong to this response.
-    pub(crate) fn feed_prefix(&mut self, data: &[u8]) -> (Progress, usize) {
+    pub fn feed_prefix(&mut self, data: &[u8]) -> (Progress, usize) {
         let body_bytes = match self.body_left {
             Some(_) => data.len(),
             None => match self.parse_head(data) {

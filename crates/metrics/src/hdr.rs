@@ -39,6 +39,34 @@ pub fn merge(into: &mut LatencyHistogram, from: &LatencyHistogram) {
     into.add(from).expect("auto-resizing histograms accept any value");
 }
 
+/// `h` with every value multiplied by `factor` (a change of time unit, e.g. a simulation's
+/// model time to seconds). Each bucket moves whole, at its median-equivalent value (the value
+/// HdrHistogram itself uses for the mean), rounded to the nearest integer and at least 1:
+/// counts stay exact, values keep the histogram's 3 significant digits. `factor` must be
+/// finite and > 0 (the caller checks it; anything else is a programming error).
+pub fn rescaled(h: &LatencyHistogram, factor: f64) -> LatencyHistogram {
+    assert!(factor.is_finite() && factor > 0.0, "rescale factor must be finite and > 0, got {factor}");
+    let mut out = new_latency_histogram();
+    for bucket in h.iter_recorded() {
+        let value = (h.median_equivalent(bucket.value_iterated_to()) as f64 * factor).round().max(1.0);
+        // A value beyond u64 is clamped by the cast; an auto-resizing histogram takes the rest.
+        if out.record_n(value as u64, bucket.count_at_value()).is_err() {
+            out.saturating_record_n(value as u64, bucket.count_at_value());
+        }
+    }
+    out
+}
+
+/// The histogram in the V2 deflate encoding, base64: one interval of an interval log, and what
+/// Python's `hdrh.histogram.HdrHistogram.decode` reads.
+pub fn to_base64(h: &LatencyHistogram) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("encoding into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The value at quantile `q` (0..=1) in microseconds; `None` for an empty histogram.
 pub fn quantile_us(h: &LatencyHistogram, q: f64) -> Option<f64> {
     (!h.is_empty()).then(|| ns_to_us(h.value_at_quantile(q)))
@@ -112,6 +140,42 @@ mod tests {
         assert_eq!(a.len(), 2);
         assert_eq!(a.min(), 150);
         assert!(a.equivalent(a.max(), 3_600 * 1_000_000_000));
+    }
+
+    #[test]
+    fn rescaling_moves_buckets_whole_and_keeps_counts() {
+        let mut h = new_latency_histogram();
+        for (ns, n) in [(1_000u64, 3u64), (250_000, 5), (7_000_000_000, 2)] {
+            h.record_n(ns, n).unwrap();
+        }
+        let scaled = rescaled(&h, 1e-3);
+        assert_eq!(scaled.len(), h.len());
+        // Each bucket lands at its median-equivalent value x 1e-3, within 3 significant digits.
+        for (ns, n) in [(1_000u64, 3u64), (250_000, 5), (7_000_000_000, 2)] {
+            let want = h.median_equivalent(ns) as f64 * 1e-3;
+            assert_eq!(scaled.count_at(want.round() as u64), n, "{ns}");
+            assert!((want - (ns as f64 * 1e-3)).abs() <= ns as f64 * 1e-3 * 1e-3, "{ns}");
+        }
+        // Values below 1 after scaling become 1 (the histogram's lowest value), counts kept.
+        let tiny = rescaled(&h, 1e-9);
+        assert_eq!(tiny.count_at(1), 8);
+        assert_eq!(tiny.len(), 10);
+        assert_eq!(rescaled(&h, 1.0).mean(), h.mean());
+    }
+
+    #[test]
+    fn base64_encoding_decodes_to_the_same_counts() {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Deserializer;
+        let mut h = new_latency_histogram();
+        for ns in [1_000, 2_000, 2_000, 5_000_000] {
+            record_ns(&mut h, ns);
+        }
+        let bytes = base64::engine::general_purpose::STANDARD.decode(to_base64(&h)).unwrap();
+        let back: LatencyHistogram = Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.count_at(2_000), 2);
+        assert!(back.equivalent(back.max(), 5_000_000));
     }
 
     #[test]

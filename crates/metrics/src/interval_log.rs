@@ -84,6 +84,13 @@ impl<W: Write> IntervalLog<W> {
         Ok(())
     }
 
+    /// Push what was appended to the output (a log read while it is being written is then
+    /// complete up to the last interval).
+    pub fn flush(&mut self) -> Result<(), IntervalLogError> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     pub fn intervals(&self) -> usize {
         self.intervals
     }
@@ -122,20 +129,45 @@ pub fn read_interval_log(text: &[u8]) -> Result<ParsedLog, IntervalLogError> {
             LogEntry::StartTime(t) => log.start_time = Some(t),
             LogEntry::BaseTime(t) => log.base_time = Some(t),
             LogEntry::Interval(i) => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(i.encoded_histogram())
-                    .map_err(|e| IntervalLogError::Decode(e.to_string()))?;
-                let decoded: LatencyHistogram = deserializer
-                    .deserialize(&mut &bytes[..])
-                    .map_err(|e| IntervalLogError::Decode(format!("{e:?}")))?;
-                // Re-home into an auto-resizing histogram so callers can merge intervals freely.
-                let mut histogram = hdr::new_latency_histogram();
-                hdr::merge(&mut histogram, &decoded);
+                let histogram = decode_with(&mut deserializer, i.encoded_histogram())?;
                 log.intervals.push(LoggedInterval { start: i.start_timestamp(), length: i.duration(), histogram });
             }
         }
     }
     Ok(log)
+}
+
+/// Decode one histogram in the log's encoding (base64 of the V2 deflate format, as the
+/// simulator also emits them) into an auto-resizing latency histogram.
+pub fn decode_histogram(base64_text: &str) -> Result<LatencyHistogram, IntervalLogError> {
+    decode_with(&mut Deserializer::new(), base64_text)
+}
+
+fn decode_with(deserializer: &mut Deserializer, base64_text: &str) -> Result<LatencyHistogram, IntervalLogError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64_text.trim())
+        .map_err(|e| IntervalLogError::Decode(e.to_string()))?;
+    let decoded: LatencyHistogram =
+        deserializer.deserialize(&mut &bytes[..]).map_err(|e| IntervalLogError::Decode(format!("{e:?}")))?;
+    // Re-home into an auto-resizing histogram so callers can merge intervals freely.
+    let mut histogram = hdr::new_latency_histogram();
+    hdr::merge(&mut histogram, &decoded);
+    Ok(histogram)
+}
+
+/// A whole log of a single interval: `histogram` recorded from `offset` to `offset + length`
+/// after `start`, with `comments` in the header. What a run that has one histogram per
+/// repetition (a simulated replication) stores, so that it is read like a measured one.
+pub fn single_interval_log(
+    histogram: &LatencyHistogram,
+    start: SystemTime,
+    offset: Duration,
+    length: Duration,
+    comments: &[&str],
+) -> Result<Vec<u8>, IntervalLogError> {
+    let mut log = IntervalLog::begin(Vec::new(), start, comments)?;
+    log.append(histogram, offset, length)?;
+    log.finish()
 }
 
 #[cfg(test)]
@@ -179,6 +211,34 @@ mod tests {
         }
         assert_eq!(parsed.intervals[2].length, Duration::from_millis(500));
         assert!(parsed.intervals[3].histogram.is_empty());
+    }
+
+    #[test]
+    fn a_single_interval_log_holds_the_histogram_and_its_times() {
+        let mut h = hdr::new_latency_histogram();
+        for ns in [5_000u64, 70_000, 70_000, 9_000_000] {
+            hdr::record_ns(&mut h, ns);
+        }
+        let text = single_interval_log(
+            &h,
+            SystemTime::UNIX_EPOCH,
+            Duration::from_millis(12_500),
+            Duration::from_secs(300),
+            &["[simulated]"],
+        )
+        .unwrap();
+        let parsed = read_interval_log(&text).unwrap();
+        assert_eq!(parsed.base_time, Some(Duration::ZERO));
+        assert_eq!(parsed.intervals.len(), 1);
+        let got = &parsed.intervals[0];
+        assert_eq!((got.start, got.length), (Duration::from_millis(12_500), Duration::from_secs(300)));
+        assert_eq!((got.histogram.len(), got.histogram.max()), (4, h.max()));
+        // decode_histogram reads the encoding the log (and the simulator) writes.
+        let line = String::from_utf8(text).unwrap().lines().last().unwrap().to_string();
+        let encoded = line.rsplit(',').next().unwrap();
+        let decoded = decode_histogram(encoded).unwrap();
+        assert_eq!((decoded.len(), decoded.value_at_quantile(0.5)), (4, h.value_at_quantile(0.5)));
+        assert!(matches!(decode_histogram("not base64!"), Err(IntervalLogError::Decode(_))));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! that will run them.
 
 mod contract;
+mod metrics;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
@@ -48,5 +49,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
     contract::register(m)?;
+    metrics::register(m)?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use crate::error::{non_negative, positive, SimError};
+use crate::field_path::{check, Shape, NUMBER, NUMBERS};
 use crate::rng::Stream;
 
 /// A distribution as written in a model.
@@ -26,6 +27,20 @@ pub enum DistSpec {
     /// Resampled uniformly from measured `samples` (the empirical distribution).
     Empirical { samples: Vec<f64> },
 }
+
+/// The fields of [`DistSpec`], to name the field of a parse error ([`crate::field_path`]).
+pub static DIST: Shape = Shape::Tagged {
+    check: check::<DistSpec>,
+    tag: "dist",
+    variants: &[
+        ("deterministic", &[("value", &NUMBER)]),
+        ("exponential", &[("mean", &NUMBER)]),
+        ("lognormal", &[("mean", &NUMBER), ("cv", &NUMBER)]),
+        ("gamma", &[("mean", &NUMBER), ("cv", &NUMBER)]),
+        ("uniform", &[("low", &NUMBER), ("high", &NUMBER)]),
+        ("empirical", &[("samples", &NUMBERS)]),
+    ],
+};
 
 /// A validated distribution, ready to sample.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,11 +63,23 @@ impl DistSpec {
             DistSpec::Lognormal { mean, cv } => {
                 let (mean, cv) = (positive(&f("mean"), *mean)?, positive(&f("cv"), *cv)?);
                 let var_log = (1.0 + cv * cv).ln();
+                if !var_log.is_finite() {
+                    return Err(SimError::invalid(f("cv"), "a number > 0 whose square is finite (below 1e154)", cv));
+                }
                 Dist::LogNormal { mu: mean.ln() - var_log / 2.0, sigma: var_log.sqrt() }
             }
             DistSpec::Gamma { mean, cv } => {
                 let (mean, cv) = (positive(&f("mean"), *mean)?, positive(&f("cv"), *cv)?);
-                Dist::Gamma { shape: 1.0 / (cv * cv), scale: mean * cv * cv }
+                let (shape, scale) = (1.0 / (cv * cv), mean * cv * cv);
+                // The sampler needs both parameters finite and > 0; cv^2 can overflow or vanish.
+                if !(shape.is_finite() && shape > 0.0 && scale.is_finite() && scale > 0.0) {
+                    return Err(SimError::invalid(
+                        f("cv"),
+                        format!("a number > 0 with 1/cv^2 and mean * cv^2 finite and > 0 (mean {mean})"),
+                        cv,
+                    ));
+                }
+                Dist::Gamma { shape, scale }
             }
             DistSpec::Uniform { low, high } => {
                 let low = non_negative(&f("low"), *low)?;
@@ -75,6 +102,17 @@ impl DistSpec {
 }
 
 impl Dist {
+    /// Whether every variate is 0, however it is written (a step that takes no time);
+    /// [`Dist::is_zero`] is the narrower test the kernel uses to skip scheduling.
+    pub fn takes_no_time(&self) -> bool {
+        match self {
+            Dist::Deterministic(v) => *v == 0.0,
+            Dist::Uniform { low, width } => *low == 0.0 && *width == 0.0,
+            Dist::Empirical(samples) => samples.iter().all(|x| *x == 0.0),
+            Dist::Exponential { .. } | Dist::LogNormal { .. } | Dist::Gamma { .. } => false,
+        }
+    }
+
     /// One variate.
     #[inline]
     pub fn sample(&self, rng: &mut Stream) -> f64 {
@@ -97,7 +135,16 @@ impl Dist {
             Dist::LogNormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
             Dist::Gamma { shape, scale } => shape * scale,
             Dist::Uniform { low, width } => low + width / 2.0,
-            Dist::Empirical(s) => s.iter().sum::<f64>() / s.len() as f64,
+            Dist::Empirical(s) => {
+                let n = s.len() as f64;
+                let sum = s.iter().sum::<f64>();
+                // Samples near f64::MAX overflow the sum, not the mean.
+                if sum.is_finite() {
+                    sum / n
+                } else {
+                    s.iter().map(|x| x / n).sum()
+                }
+            }
         }
     }
 

@@ -25,6 +25,21 @@ pub enum SimError {
 }
 
 impl SimError {
+    /// A JSON error, on one line: serde quotes an unknown key or tag as written, and a key may
+    /// hold a line break or another control character, so those are escaped.
+    pub(crate) fn parse(e: &serde_json::Error) -> Self {
+        let message = e.to_string();
+        let message = if message.chars().any(char::is_control) {
+            message
+                .chars()
+                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+                .collect()
+        } else {
+            message
+        };
+        SimError::Parse { message }
+    }
+
     pub(crate) fn invalid(field: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Debug) -> Self {
         SimError::Invalid { field: field.into(), allowed: allowed.into(), received: format!("{received:?}") }
     }
@@ -70,5 +85,21 @@ pub(crate) fn probability(field: &str, value: f64, below_one: bool) -> Result<f6
             if below_one { "a probability in [0, 1)" } else { "a probability in [0, 1]" },
             value,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Model, RunConfig};
+
+    /// Found by the `sim_model` fuzz target: an unknown key holding a line break made the
+    /// message two lines.
+    #[test]
+    fn parse_errors_are_one_line_with_control_characters_escaped() {
+        let e = Model::from_json(r#"{"stations": [{"\nname": "cpu"}], "sources": []}"#).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e:?}");
+        assert!(e.contains(r"unknown field `\nname`"), "{e}");
+        let e = RunConfig::from_json("{\"horizon\": 1, \"\\t\": 2}").unwrap_err().to_string();
+        assert!(!e.contains('\t') && e.contains(r"`\t`"), "{e}");
     }
 }

@@ -1,5 +1,5 @@
 //! The validated model. [`Model::build`] checks a [`ModelSpec`] field by field and compiles every
-//! source's route into one flat program of [`Op`]s, so that the engine interprets a handful of
+//! source's route into one flat program of [`Op`]s, so that the kernel interprets a handful of
 //! instructions instead of walking a tree: a request is a program counter into that code.
 //!
 //! Compilation, by step: `serve` at an FCFS station is `Acquire; Hold; Release` (at a PS or delay
@@ -120,6 +120,10 @@ pub struct Model {
 /// `repeat times` is unrolled; beyond this the model should use `again` instead.
 const MAX_UNROLLED_REPEATS: u32 = 1000;
 
+/// Most instructions a model may compile to (about 40 MB). Nested `repeat times` multiply, so a
+/// few lines of model could otherwise ask for billions of instructions and exhaust memory.
+pub const MAX_INSTRUCTIONS: usize = 1 << 20;
+
 impl Model {
     /// Validate and compile.
     pub fn build(spec: &ModelSpec) -> Result<Model, SimError> {
@@ -142,8 +146,19 @@ impl Model {
         let mut compiler = Compiler { stations: &stations, by_name, ops: Vec::new(), dists: Vec::new(), sites: 0 };
         let mut sources = Vec::new();
         let mut names = HashMap::new();
+        let mut clients = 0u64;
         for (i, s) in spec.sources.iter().enumerate() {
             let source = compiler.source(&format!("sources[{i}]"), s)?;
+            if let SourceKind::Closed { clients: n, .. } = source.kind {
+                if clients + u64::from(n) > MAX_CLIENTS {
+                    return Err(SimError::invalid(
+                        format!("sources[{i}].clients"),
+                        format!("at most {MAX_CLIENTS} clients over all closed sources ({clients} before this one)"),
+                        n,
+                    ));
+                }
+                clients += u64::from(n);
+            }
             if names.insert(source.name.clone(), i).is_some() {
                 return Err(SimError::invalid(
                     format!("sources[{i}].name"),
@@ -159,8 +174,7 @@ impl Model {
 
     /// Parse a JSON model and build it.
     pub fn from_json(json: &str) -> Result<Model, SimError> {
-        let spec: ModelSpec = serde_json::from_str(json).map_err(|e| SimError::Parse { message: e.to_string() })?;
-        Model::build(&spec)
+        Model::build(&crate::spec::parse_model(json)?)
     }
 }
 
@@ -192,8 +206,12 @@ impl Compiler<'_> {
     fn source(&mut self, path: &str, s: &SourceSpec) -> Result<Source, SimError> {
         let (name, kind, route) = match s {
             SourceSpec::Closed { name, clients, think, route } => {
-                if *clients == 0 {
-                    return Err(SimError::invalid(format!("{path}.clients"), "an integer >= 1", clients));
+                if *clients == 0 || u64::from(*clients) > MAX_CLIENTS {
+                    return Err(SimError::invalid(
+                        format!("{path}.clients"),
+                        format!("an integer in 1..={MAX_CLIENTS}"),
+                        clients,
+                    ));
                 }
                 (name, SourceKind::Closed { clients: *clients, think: think.build(&format!("{path}.think"))? }, route)
             }
@@ -235,8 +253,20 @@ impl Compiler<'_> {
             return Err(SimError::invalid(format!("{path}.route"), "at least one step", [(); 0]));
         }
         let entry = self.pc();
+        let first_dist = self.dists.len();
         self.route(&format!("{path}.route"), route)?;
         self.ops.push(Op::Exit);
+        if let SourceKind::Closed { think, .. } = &kind {
+            // Time would never pass: each client's next request would start at the instant its
+            // last one ended, and the run would spin at time 0 for ever.
+            if think.takes_no_time() && self.dists[first_dist..].iter().all(Dist::takes_no_time) {
+                return Err(SimError::invalid(
+                    format!("{path}.think"),
+                    "a think time > 0 when every step of the route takes no time (the clients would cycle at time 0 for ever)",
+                    0.0,
+                ));
+            }
+        }
         Ok(Source { name: name.clone(), kind, entry })
     }
 
@@ -264,7 +294,11 @@ impl Compiler<'_> {
 
     fn route(&mut self, path: &str, steps: &[StepSpec]) -> Result<(), SimError> {
         for (i, step) in steps.iter().enumerate() {
-            self.step(&format!("{path}[{i}]"), step)?;
+            let path = format!("{path}[{i}]");
+            self.step(&path, step)?;
+            if self.ops.len() > MAX_INSTRUCTIONS {
+                return Err(too_large(&path, self.ops.len()));
+            }
         }
         Ok(())
     }
@@ -346,7 +380,15 @@ impl Compiler<'_> {
                             n,
                         ));
                     }
-                    for _ in 0..*n {
+                    let start = self.ops.len();
+                    self.route(&format!("{path}.route"), route)?;
+                    // Every copy is as long as the first: refuse before copying, so that nested
+                    // repeats are refused after compiling one copy of each, not a million.
+                    let total = self.ops.len() + (self.ops.len() - start) * (*n as usize - 1);
+                    if total > MAX_INSTRUCTIONS {
+                        return Err(too_large(path, total));
+                    }
+                    for _ in 1..*n {
                         self.route(&format!("{path}.route"), route)?;
                     }
                 }
@@ -417,6 +459,17 @@ impl Compiler<'_> {
     }
 }
 
+fn too_large(path: &str, instructions: usize) -> SimError {
+    SimError::invalid(
+        path,
+        format!(
+            "a model of at most {MAX_INSTRUCTIONS} instructions (repeat times copies its route; use repeat again \
+             for long loops)"
+        ),
+        format_args!("at least {instructions} instructions"),
+    )
+}
+
 fn trace(path: &str, times: &[f64]) -> Result<Vec<f64>, SimError> {
     if times.is_empty() {
         return Err(SimError::invalid(path, "at least one arrival time", [(); 0]));
@@ -459,6 +512,21 @@ pub enum StopLimit {
 /// Batches of a `batch_means` stop rule when `batches` is 0.
 pub const DEFAULT_STOP_BATCHES: u32 = 20;
 
+// Bounds of what a run may ask for, each far above any use and far below what the machine can
+// allocate: every replication keeps its result (with its histogram, a few KiB) until the
+// summary; every batch keeps counters per class and, under a p99 stop rule, a histogram (and a
+// batch-means run keeps up to twice `batches`); every thread has its own stack. Without them,
+// `batches = 4294967295` aborted the process on a failed 32 GiB allocation.
+/// Most replications of a run, also as a stop rule's `max_replications`.
+pub const MAX_REPLICATIONS: u32 = 10_000;
+/// Most batches of batch means.
+pub const MAX_BATCHES: u32 = 1_000;
+/// Most worker threads.
+pub const MAX_THREADS: u32 = 1_024;
+/// Most clients of all closed sources of a model together: each has its own random stream and
+/// job state in every replication running at once (`clients = 4294967295` asked for 128 GiB).
+pub const MAX_CLIENTS: u64 = 1_000_000;
+
 /// A validated run configuration (see [`crate::spec::RunSpec`]).
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -475,47 +543,69 @@ pub struct RunConfig {
 impl RunConfig {
     /// Validate a [`crate::spec::RunSpec`].
     pub fn build(spec: &crate::spec::RunSpec) -> Result<RunConfig, SimError> {
-        let horizon = positive("run.horizon", spec.horizon)?;
+        let horizon = positive("simulation.horizon", spec.horizon)?;
         let warmup = match &spec.warmup {
             WarmupSpec::Time(t) => {
-                let t = non_negative("run.warmup", *t)?;
+                let t = non_negative("simulation.warmup", *t)?;
                 if t >= horizon {
-                    return Err(SimError::invalid("run.warmup", format!("a time < horizon ({horizon})"), t));
+                    return Err(SimError::invalid("simulation.warmup", format!("a time < horizon ({horizon})"), t));
                 }
                 Warmup::Fixed(t)
             }
             WarmupSpec::Rule(rule) if rule == "mser" => Warmup::Mser,
             WarmupSpec::Rule(rule) => {
-                return Err(SimError::invalid("run.warmup", r#"a time >= 0 or "mser""#, rule));
+                return Err(SimError::invalid("simulation.warmup", r#"a time >= 0 or "mser""#, rule));
             }
         };
-        if spec.replications == 0 {
-            return Err(SimError::invalid("run.replications", "an integer >= 1", 0));
+        if !(1..=MAX_REPLICATIONS).contains(&spec.replications) {
+            return Err(SimError::invalid(
+                "simulation.replications",
+                format!("an integer in 1..={MAX_REPLICATIONS}"),
+                spec.replications,
+            ));
         }
-        if spec.batches == 1 {
-            return Err(SimError::invalid("run.batches", "0 (no batch means) or an integer >= 2", 1));
+        if spec.batches == 1 || spec.batches > MAX_BATCHES {
+            return Err(SimError::invalid(
+                "simulation.batches",
+                format!("0 (no batch means) or an integer in 2..={MAX_BATCHES}"),
+                spec.batches,
+            ));
+        }
+        if spec.threads > MAX_THREADS {
+            return Err(SimError::invalid(
+                "simulation.threads",
+                format!("0 (one per core) or an integer in 1..={MAX_THREADS}"),
+                spec.threads,
+            ));
         }
         if !(spec.confidence > 0.0 && spec.confidence < 1.0) {
-            return Err(SimError::invalid("run.confidence", "a level in (0, 1)", spec.confidence));
+            return Err(SimError::invalid("simulation.confidence", "a level in (0, 1)", spec.confidence));
         }
         let mut batches = spec.batches;
         let stop = match &spec.stop {
             None => None,
             Some(stop) => {
-                let relative_half_width = positive("run.stop.relative_half_width", stop.relative_half_width)?;
+                let relative_half_width = positive("simulation.stop.relative_half_width", stop.relative_half_width)?;
                 let method = match stop.method {
                     StopMethod::Replications => {
                         if stop.max_horizon.is_some() {
                             return Err(SimError::invalid(
-                                "run.stop.max_horizon",
+                                "simulation.stop.max_horizon",
                                 "no max_horizon with method = \"replications\" (it caps method = \"batch_means\")",
                                 stop.max_horizon,
                             ));
                         }
                         let max = stop.max_replications.unwrap_or(0);
+                        if max > MAX_REPLICATIONS {
+                            return Err(SimError::invalid(
+                                "simulation.stop.max_replications",
+                                format!("an integer <= {MAX_REPLICATIONS}"),
+                                max,
+                            ));
+                        }
                         if max < spec.replications.max(2) {
                             return Err(SimError::invalid(
-                                "run.stop.max_replications",
+                                "simulation.stop.max_replications",
                                 format!("an integer >= replications and >= 2 ({})", spec.replications.max(2)),
                                 stop.max_replications,
                             ));
@@ -525,14 +615,14 @@ impl RunConfig {
                     StopMethod::BatchMeans => {
                         if stop.max_replications.is_some() {
                             return Err(SimError::invalid(
-                                "run.stop.max_replications",
+                                "simulation.stop.max_replications",
                                 "no max_replications with method = \"batch_means\" (it extends one run; cap it with max_horizon)",
                                 stop.max_replications,
                             ));
                         }
                         if spec.replications != 1 {
                             return Err(SimError::invalid(
-                                "run.replications",
+                                "simulation.replications",
                                 "1 with stop.method = \"batch_means\" (one long run, extended by batches)",
                                 spec.replications,
                             ));
@@ -541,7 +631,7 @@ impl RunConfig {
                             Some(h) if h.is_finite() && h > horizon => h,
                             other => {
                                 return Err(SimError::invalid(
-                                    "run.stop.max_horizon",
+                                    "simulation.stop.max_horizon",
                                     format!("a time > horizon ({horizon})"),
                                     other,
                                 ))
@@ -574,8 +664,6 @@ impl RunConfig {
 
     /// Parse a JSON run configuration and validate it.
     pub fn from_json(json: &str) -> Result<RunConfig, SimError> {
-        let spec: crate::spec::RunSpec =
-            serde_json::from_str(json).map_err(|e| SimError::Parse { message: e.to_string() })?;
-        RunConfig::build(&spec)
+        RunConfig::build(&crate::spec::parse_run(json)?)
     }
 }

@@ -3,19 +3,19 @@
 //! so the outcome does not depend on the number of threads or on their scheduling. With a stop
 //! rule, replications are added in waves (one per thread) until the watched interval is narrow
 //! enough or the budget is spent. Under a batch-means stop rule the one replication extends
-//! itself instead (see the engine). With `warmup = "mser"` every replication first runs as a
+//! itself instead (see the kernel). With `warmup = "mser"` every replication first runs as a
 //! pilot to the horizon recording requests in system per time bin; MSER-5 chooses one
 //! truncation time from the bin-by-bin average of the pilots, and the replications run again
 //! with their window starting there. Runs are deterministic, so each second run is its pilot's
 //! trajectory with the statistics restarted at the chosen time.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
+use crate::kernel::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
 use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
 use crate::spec::{StopMethod, StopMetric};
@@ -120,8 +120,22 @@ pub struct Outcome {
 
 /// Run `config.replications` replications (more under a stop rule) and summarise them.
 pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
-    let (warmup, mser) = choose_warmup(model, config);
-    let mut runs = run_range(model, config, warmup, 0, config.replications);
+    simulate_until(model, config, &AtomicBool::new(false)).expect("nothing cancels the run")
+}
+
+/// [`simulate`], stopping early with None once `cancel` is set (by another thread: a Ctrl-C
+/// seen by the Python bindings). A model whose time advances slowly can run for hours; this is
+/// how such a run is ended without killing the process.
+pub fn simulate_until(model: &Model, config: &RunConfig, cancel: &AtomicBool) -> Option<Outcome> {
+    let cancelled = || cancel.load(Ordering::Relaxed);
+    let (warmup, mser) = choose_warmup(model, config, cancel);
+    if cancelled() {
+        return None;
+    }
+    let mut runs = run_range(model, config, warmup, 0, config.replications, cancel);
+    if cancelled() {
+        return None;
+    }
     let mut stop = None;
     if let Some(rule) = &config.stop {
         let report = |estimate: Estimate, horizon: Option<f64>, method| {
@@ -147,7 +161,10 @@ pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
                     break;
                 }
                 let wave = (config.threads as u32).max(1).min(max_replications - n);
-                runs.extend(run_range(model, config, warmup, n, n + wave));
+                runs.extend(run_range(model, config, warmup, n, n + wave, cancel));
+                if cancelled() {
+                    return None;
+                }
             },
             StopLimit::BatchMeans { .. } => {
                 let run = &runs[0].0;
@@ -162,7 +179,7 @@ pub fn simulate(model: &Model, config: &RunConfig) -> Outcome {
         }
     }
     let summary = summarise(model, config, &runs, stop, mser);
-    Outcome { summary, replications: runs.into_iter().map(|(r, _)| r).collect() }
+    Some(Outcome { summary, replications: runs.into_iter().map(|(r, _)| r).collect() })
 }
 
 fn watched(runs: &[(Replication, Histograms)], metric: StopMetric, confidence: f64) -> Estimate {
@@ -175,12 +192,26 @@ fn watched(runs: &[(Replication, Histograms)], metric: StopMetric, confidence: f
 }
 
 /// Replications `start..end` on up to `config.threads` threads, in index order.
-fn run_range(model: &Model, config: &RunConfig, warmup: f64, start: u32, end: u32) -> Vec<(Replication, Histograms)> {
-    parallel(config, start, end, |i| Simulator::new(model, config, i, warmup, false).run(i))
+fn run_range(
+    model: &Model,
+    config: &RunConfig,
+    warmup: f64,
+    start: u32,
+    end: u32,
+    cancel: &AtomicBool,
+) -> Vec<(Replication, Histograms)> {
+    parallel(config, start, end, cancel, |i| Simulator::new(model, config, i, warmup, false, cancel).run(i))
 }
 
 /// `work(i)` for i in `start..end` on up to `config.threads` threads; results in index order.
-fn parallel<T: Send>(config: &RunConfig, start: u32, end: u32, work: impl Fn(u32) -> T + Sync) -> Vec<T> {
+/// Once `cancel` is set no further index starts (those running stop at their next check).
+fn parallel<T: Send>(
+    config: &RunConfig,
+    start: u32,
+    end: u32,
+    cancel: &AtomicBool,
+    work: impl Fn(u32) -> T + Sync,
+) -> Vec<T> {
     let next = AtomicU32::new(start);
     let done = Mutex::new(Vec::with_capacity((end - start) as usize));
     let threads = config.threads.min((end - start) as usize).max(1);
@@ -188,7 +219,7 @@ fn parallel<T: Send>(config: &RunConfig, start: u32, end: u32, work: impl Fn(u32
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= end {
+                if i >= end || cancel.load(Ordering::Relaxed) {
                     break;
                 }
                 let result = work(i);
@@ -206,12 +237,16 @@ fn parallel<T: Send>(config: &RunConfig, start: u32, end: u32, work: impl Fn(u32
 /// by bin over pilot runs of every replication (one series with the noise of one run divided
 /// by sqrt(n), as Hoad, Robinson and Davies 2010, J. Oper. Res. Soc. 61(9), apply MSER-5), and
 /// cuts after the chosen batches of bins.
-fn choose_warmup(model: &Model, config: &RunConfig) -> (f64, Option<Truncation>) {
+fn choose_warmup(model: &Model, config: &RunConfig, cancel: &AtomicBool) -> (f64, Option<Truncation>) {
     match config.warmup {
         Warmup::Fixed(t) => (t, None),
         Warmup::Mser => {
-            let pilots =
-                parallel(config, 0, config.replications, |i| Simulator::new(model, config, i, 0.0, true).pilot());
+            let pilots = parallel(config, 0, config.replications, cancel, |i| {
+                Simulator::new(model, config, i, 0.0, true, cancel).pilot()
+            });
+            if pilots.len() < config.replications as usize {
+                return (0.0, None); // cancelled: the caller returns before using this
+            }
             let width = pilots[0].0;
             let n = pilots.len() as f64;
             let mean: Vec<f64> =
@@ -244,7 +279,7 @@ fn summarise(
             pooled: pooled(runs.iter().map(|(_, h)| hist(h))),
         };
     let total = responses(&|r| &r.total, &|h| {
-        let mut all = crate::engine::new_histogram();
+        let mut all = crate::kernel::new_histogram();
         for c in &h.classes {
             all.add(c).expect("auto-resizing histograms accept any value");
         }
@@ -295,7 +330,7 @@ fn summarise(
 }
 
 fn pooled(hists: impl Iterator<Item = Histogram<u64>>) -> Pooled {
-    let mut all = crate::engine::new_histogram();
+    let mut all = crate::kernel::new_histogram();
     for h in hists {
         all.add(&h).expect("auto-resizing histograms accept any value");
     }

@@ -2,11 +2,30 @@
 //! structs, nothing checked yet beyond types. [`crate::model::Model::build`] turns it into the
 //! validated, compiled model or reports the first invalid field by its path. Tags are closed
 //! sets (`kind`, `step`, `discipline`, `policy`, `dist`): an unknown tag is a parse error that
-//! lists the allowed ones.
+//! lists the allowed ones. Beside each type, its [`Shape`] (its fields and theirs) lets a parse
+//! error name the field by its path ([`crate::field_path`]); a test checks each against serde's
+//! own list of fields.
 
 use serde::{Deserialize, Serialize};
 
-use crate::dist::DistSpec;
+use crate::dist::{DistSpec, DIST};
+use crate::error::SimError;
+use crate::field_path::{check, parse, Shape, NUMBER, NUMBERS, STRING, STRINGS, U32, U64};
+
+/// Parse a JSON model; an error names the field by its path in the model file
+/// (`sources[0].route[1].service.dist`).
+pub fn parse_model(json: &str) -> Result<ModelSpec, SimError> {
+    parse(json, &MODEL, "")
+}
+
+/// Parse a JSON run configuration; an error names the field as the model file's
+/// `[simulation]` table holds it (`simulation.stop.metric`).
+pub fn parse_run(json: &str) -> Result<RunSpec, SimError> {
+    parse(json, &RUN, RUN_TABLE)
+}
+
+/// The model file's table of the run configuration: the prefix of its fields in errors.
+pub const RUN_TABLE: &str = "simulation";
 
 /// A whole model: the stations and the sources of work that visit them.
 #[derive(Clone, Debug, Deserialize)]
@@ -216,3 +235,69 @@ pub struct RunSpec {
 fn default_confidence() -> f64 {
     0.95
 }
+
+// The format's shapes, one per type above (checked against serde's field lists in the tests).
+pub static MODEL: Shape =
+    Shape::Table { check: check::<ModelSpec>, fields: &[("stations", &STATIONS), ("sources", &SOURCES)] };
+static STATIONS: Shape = Shape::List { check: check::<Vec<StationSpec>>, item: &STATION };
+static STATION: Shape = Shape::Table {
+    check: check::<StationSpec>,
+    fields: &[("name", &STRING), ("servers", &U32), ("discipline", &DISCIPLINE), ("capacity", &U32)],
+};
+static DISCIPLINE: Shape = Shape::Leaf { check: check::<Discipline>, expected: None };
+static SOURCES: Shape = Shape::List { check: check::<Vec<SourceSpec>>, item: &SOURCE };
+static SOURCE: Shape = Shape::Tagged {
+    check: check::<SourceSpec>,
+    tag: "kind",
+    variants: &[
+        ("closed", &[("name", &STRING), ("clients", &U32), ("think", &DIST), ("route", &ROUTE)]),
+        ("open", &[("name", &STRING), ("interarrival", &DIST), ("arrival_times", &NUMBERS), ("route", &ROUTE)]),
+        (
+            "sessions",
+            &[("name", &STRING), ("interarrival", &DIST), ("think", &DIST), ("again", &NUMBER), ("route", &ROUTE)],
+        ),
+    ],
+};
+static ROUTE: Shape = Shape::List { check: check::<Vec<StepSpec>>, item: &STEP };
+static ROUTES: Shape = Shape::List { check: check::<Vec<Vec<StepSpec>>>, item: &ROUTE };
+static STEP: Shape = Shape::Tagged {
+    check: check::<StepSpec>,
+    tag: "step",
+    variants: &[
+        ("serve", &[("station", &STRING), ("service", &DIST)]),
+        ("call", &[("station", &STRING), ("before", &DIST), ("callee", &ROUTE), ("after", &DIST)]),
+        ("branch", &[("options", &OPTIONS)]),
+        ("repeat", &[("route", &ROUTE), ("times", &U32), ("again", &NUMBER)]),
+        ("fork", &[("branches", &ROUTES)]),
+        ("balance", &[("stations", &STRINGS), ("policy", &POLICY), ("service", &DIST)]),
+    ],
+};
+static OPTIONS: Shape = Shape::List { check: check::<Vec<OptionSpec>>, item: &OPTION };
+static OPTION: Shape = Shape::Table { check: check::<OptionSpec>, fields: &[("p", &NUMBER), ("route", &ROUTE)] };
+static POLICY: Shape = Shape::Leaf { check: check::<Policy>, expected: None };
+pub static RUN: Shape = Shape::Table {
+    check: check::<RunSpec>,
+    fields: &[
+        ("horizon", &NUMBER),
+        ("warmup", &WARMUP),
+        ("replications", &U32),
+        ("seed", &U64),
+        ("threads", &U32),
+        ("batches", &U32),
+        ("confidence", &NUMBER),
+        ("stop", &STOP),
+    ],
+};
+static WARMUP: Shape = Shape::Leaf { check: check::<WarmupSpec>, expected: Some(r#"a time >= 0 or "mser""#) };
+static STOP: Shape = Shape::Table {
+    check: check::<StopSpec>,
+    fields: &[
+        ("metric", &STOP_METRIC),
+        ("relative_half_width", &NUMBER),
+        ("method", &STOP_METHOD),
+        ("max_replications", &U32),
+        ("max_horizon", &NUMBER),
+    ],
+};
+static STOP_METRIC: Shape = Shape::Leaf { check: check::<StopMetric>, expected: None };
+static STOP_METHOD: Shape = Shape::Leaf { check: check::<StopMethod>, expected: None };

@@ -69,7 +69,7 @@ pub fn mser(series: &[f64], batch_size: usize) -> Option<Truncation> {
     mser_of_batch_means(&y, batch_size)
 }
 
-/// [`mser`] on a series already averaged in batches of `batch_size` observations (the engine
+/// [`mser`] on a series already averaged in batches of `batch_size` observations (the kernel
 /// keeps only these, not every response time).
 pub fn mser_of_batch_means(y: &[f64], batch_size: usize) -> Option<Truncation> {
     let k = y.len();

@@ -114,7 +114,7 @@ fn stop_and_warmup_settings_are_validated() {
     let err = |run: serde_json::Value| archlab_sim::RunConfig::from_json(&run.to_string()).unwrap_err().to_string();
     assert_eq!(
         err(json!({"horizon": 10.0, "warmup": "welch"})),
-        r#"run.warmup: expected a time >= 0 or "mser", got "welch""#
+        r#"simulation.warmup: expected a time >= 0 or "mser", got "welch""#
     );
     let bm = |extra: serde_json::Value| {
         let mut stop = json!({"metric": "p99", "method": "batch_means", "relative_half_width": 0.1});
@@ -122,11 +122,11 @@ fn stop_and_warmup_settings_are_validated() {
         stop
     };
     assert!(err(json!({"horizon": 10.0, "stop": bm(json!({}))}))
-        .starts_with("run.stop.max_horizon: expected a time > horizon (10)"));
+        .starts_with("simulation.stop.max_horizon: expected a time > horizon (10)"));
     assert!(err(json!({"horizon": 10.0, "replications": 3, "stop": bm(json!({"max_horizon": 100.0}))}))
-        .starts_with("run.replications: expected 1 with stop.method"));
+        .starts_with("simulation.replications: expected 1 with stop.method"));
     assert!(err(json!({"horizon": 10.0, "stop": bm(json!({"max_horizon": 100.0, "max_replications": 4}))}))
-        .starts_with("run.stop.max_replications: expected no max_replications"));
+        .starts_with("simulation.stop.max_replications: expected no max_replications"));
     assert!(err(json!({"horizon": 10.0, "stop": {"metric": "p99", "relative_half_width": 0.1}}))
-        .starts_with("run.stop.max_replications: expected an integer >= replications"));
+        .starts_with("simulation.stop.max_replications: expected an integer >= replications"));
 }

@@ -1,9 +1,11 @@
 //! Protocol codecs of the data plane: HTTP/1.1 ([`http`]), server side (requests in,
 //! responses out) and client side (requests out, responses in) for the load generator, and
-//! the memcached text protocol ([`memcached`]), client side for now; with the `test-server` feature, a real memcached for tests
-//! ([`memcached_process`]).
+//! the memcached text protocol: client side ([`memcached`]: requests out, replies in) and
+//! server side ([`memcached_request`]: requests in, for the memcached middleware); with the
+//! `test-server` feature, a real memcached for tests ([`memcached_process`]).
 
 pub mod http;
 pub mod memcached;
 #[cfg(feature = "test-server")]
 pub mod memcached_process;
+pub mod memcached_request;

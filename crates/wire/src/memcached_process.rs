@@ -1,8 +1,8 @@
 //! A real memcached for tests (feature `test-server`): Debian's `/usr/bin/memcached`, started
 //! on 127.0.0.1 with a free port and killed when dropped. Shared by the codec's tests and the
-//! load generator's, so that both start it the same way. Without memcached, [`start`] returns
-//! `None` (the caller skips), except under CI (`CI` set), where it panics saying how to
-//! install it.
+//! load generator's and the middleware's, so that all start it the same way. Without memcached,
+//! [`start`] returns `None` (the caller skips), except under CI (`CI` set), where it panics
+//! saying how to install it; [`require`] always panics with that message.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -24,17 +24,49 @@ impl Drop for MemcachedProcess {
     }
 }
 
+impl MemcachedProcess {
+    /// The process id (for tests that stop the server with SIGSTOP or kill it mid-run).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+fn not_found() -> String {
+    format!("{MEMCACHED} not found: install the Debian package `memcached` (apt-get install memcached, or scripts/bootstrap test)")
+}
+
 /// Start memcached with `extra` arguments (e.g. `["-I", "1k"]`) and wait until it accepts
 /// connections (at most 5 s).
 pub fn start(extra: &[&str]) -> Option<MemcachedProcess> {
     if !std::path::Path::new(MEMCACHED).exists() {
-        let msg = format!("{MEMCACHED} not found: install the Debian package `memcached` (apt-get install memcached)");
+        let msg = not_found();
         assert!(std::env::var_os("CI").is_none(), "{msg}");
         eprintln!("skipped: {msg}");
         return None;
     }
+    Some(spawn(extra))
+}
+
+/// As [`start`], for tests of which memcached is a dependency, not an option: without it the
+/// test fails, saying how to install it.
+pub fn require(extra: &[&str]) -> MemcachedProcess {
+    assert!(std::path::Path::new(MEMCACHED).exists(), "{}", not_found());
+    spawn(extra)
+}
+
+/// As [`require`], on a given port (e.g. to bring back a server a test killed).
+pub fn require_at(port: u16, extra: &[&str]) -> MemcachedProcess {
+    assert!(std::path::Path::new(MEMCACHED).exists(), "{}", not_found());
+    spawn_at(port, extra)
+}
+
+fn spawn(extra: &[&str]) -> MemcachedProcess {
     // A port free a moment ago; memcached cannot report a port it picked itself.
-    let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    spawn_at(port, extra)
+}
+
+fn spawn_at(port: u16, extra: &[&str]) -> MemcachedProcess {
     let child = Command::new(MEMCACHED)
         // `-u nobody`: memcached refuses to run as root without it (ignored for other users).
         .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-m", "64", "-t", "1", "-u", "nobody"])
@@ -47,7 +79,7 @@ pub fn start(extra: &[&str]) -> Option<MemcachedProcess> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match TcpStream::connect(server.addr) {
-            Ok(_) => return Some(server),
+            Ok(_) => return server,
             Err(e) if Instant::now() > deadline => {
                 let _ = server.child.kill();
                 let mut why = String::new();

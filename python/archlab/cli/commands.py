@@ -11,7 +11,8 @@ from pathlib import Path
 from archlab.errors import Interrupted, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
-from archlab.store import RunHandle, Store
+from archlab.cli.stores import known_run, open_store
+from archlab.store import RunHandle, RunView, Store
 
 DEFAULT_SPEC = Path("experiments") / "quickstart.toml"
 
@@ -31,7 +32,7 @@ def _say(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = Store(args.store)
+    store = open_store(args.store)
     created: list[RunHandle] = []
 
     def announce(handle: RunHandle) -> None:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             if args.spec is not None:
                 raise SpecError("SPEC", "no spec with --resume (the run's stored spec is used)", str(args.spec))
-            handle = resume_run(args.resume, store, stream=sys.stderr, on_created=announce)
+            handle = resume_run(known_run(store, args.resume, "--resume"), store, stream=sys.stderr, on_created=announce)
         else:
             handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce)
     except Interrupted as e:
@@ -58,41 +59,42 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
-    manifest, rows = store.load_run(handle.run_id)
+    view = store.load_run(handle.run_id)
     if write_report:
-        _print_table(rows)
-        _write_report(manifest, rows, handle.directory / "report.html")
+        _print_table(view)
+        _write_report(view, handle.directory / "report.html")
     else:
-        _say(f"run {handle.run_id} {manifest['status']}; `archlab report {handle.run_id} --store {store.root}` shows it")
-    failed = [r for r in rows if r["status"] != "ok"]
+        _say(f"run {handle.run_id} {view.manifest.status}; `archlab report {handle.run_id} --store {store.root}` shows it")
+    failed, rows = view.failed_rows, view.rows
     if failed:
-        _say(f"{len(failed)} of {len(rows)} cell runs failed (first: {failed[0]['cell_id']}: {failed[0]['error'].splitlines()[0]})")
+        first = (failed[0].error or "failed").splitlines()[0]
+        _say(f"{len(failed)} of {len(rows)} cell runs failed (first: {failed[0].cell_id}: {first})")
     return 1 if rows and len(failed) == len(rows) else 0
 
 
-def _print_table(rows: list[dict]) -> None:
+def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
 
-    print(terminal_table(rows))
+    print(terminal_table(view.rows))
 
 
-def _write_report(manifest: dict, rows: list[dict], path: Path) -> None:
+def _write_report(view: RunView, path: Path) -> None:
     from archlab.report import write_html
 
-    written = write_html(manifest, rows, path)
+    written = write_html(view.manifest, view.rows, path)
     print(f"report: {written}")
 
 
 def report(args: argparse.Namespace) -> int:
-    store = Store(args.store)
-    manifest, rows = store.load_run(args.run_id)
-    _print_table(rows)
-    _write_report(manifest, rows, store.run_dir(args.run_id) / "report.html")
+    store = open_store(args.store)
+    view = store.load_run(known_run(store, args.run_id))
+    _print_table(view)
+    _write_report(view, store.run_dir(args.run_id) / "report.html")
     return 0
 
 
 def runs(args: argparse.Namespace) -> int:
-    infos = Store(args.store).runs()
+    infos = open_store(args.store).runs()
     if not infos:
         _say(f"no runs in {args.store} yet (`archlab run` makes one)")
         return 0
@@ -111,12 +113,16 @@ def records_export(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     if source.is_file():
-        jobs = [(source, Path(args.output) if args.output else _with_suffix(source, rawrecords.SUFFIXES[args.format]))]
+        out = Path(args.output) if args.output else _with_suffix(source, rawrecords.SUFFIXES[args.format])
+        if not out.parent.is_dir() or out.is_dir():
+            raise SpecError("--output", "a file path in an existing directory", str(out))
+        jobs = [(source, out)]
     else:
         if args.output:
             raise SpecError("--output", "no --output with a run id (each repetition's export goes beside its records)", args.output)
-        store = Store(args.store)
-        store.read_manifest(args.source)  # a clear error for an unknown run id
+        store = open_store(args.store)
+        if source.is_dir() or store.catalog.run(args.source) is None:
+            raise SpecError("RUN_OR_FILE", f"a records file, or a run id of the store {store.root}", args.source)
         found = sorted(store.run_dir(args.source).glob("cells/*/rep-*/records.bin"))
         if not found:
             raise StoreError(f"run {args.source} kept no raw records (set `records = true` in the spec's [load] section)")

@@ -1,17 +1,18 @@
 """The ``archlab`` command line: the argument parser, and the one mapping from errors to exit
-codes (invalid spec or argument: 2; any other lab error: 1; Ctrl-C: 130, SIGTERM: 143). Every
-message goes to stderr as ``archlab: error: ...``; tracebacks are kept for real bugs."""
+codes (input the user can fix -- a spec, an option, a file given to a verb -- 2; any other lab
+error: 1; Ctrl-C: 130, SIGTERM: 143; each error class carries its status). Every message goes to
+stderr as one line ``archlab: error: ...``; tracebacks are kept for real bugs."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from archlab import __version__
 from archlab.cli import commands
-from archlab.errors import ArchlabError, Interrupted, InvalidValue
+from archlab.errors import ArchlabError, Interrupted
 
 # The export formats of `archlab records export` (archlab.lab.rawrecords.FORMATS; spelled here
 # so the parser does not import NumPy).
@@ -66,8 +67,17 @@ def _add_lazy_verbs(sub: argparse._SubParsersAction, argv: Sequence[str]) -> Non
             sub.add_parser(name, help=help_text, add_help=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line answer to a bad command line, like every other refusal (argparse
+    prints the whole usage first, which buries the reason); ``--help`` still shows the usage.
+    Subparsers are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archlab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="archlab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"archlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -143,12 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
-    except InvalidValue as e:  # a spec, option or model parameter that is not allowed
+    except ArchlabError as e:  # 2: input the user can fix (InvalidValue and its kind); 1: the lab failed
         print(f"archlab: error: {e}", file=sys.stderr)
-        return 2
-    except ArchlabError as e:
-        print(f"archlab: error: {e}", file=sys.stderr)
-        return 1
+        return e.exit_status
     except Interrupted as e:
         return e.exit_code
     except KeyboardInterrupt:

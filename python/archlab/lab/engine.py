@@ -2,8 +2,8 @@
 says about itself, what each process of a cell is given (:func:`serve_options`: a server's
 options, checked and normalised by the data plane, as the JSON ``serve --options`` reads) and the
 command lines that start them (the one place in Python that spells them).
-:class:`DataPlaneRegistry` answers spec validation's questions (architectures, workload check)
-through the ``archlab._native`` extension, a required part of the package."""
+:class:`DataPlaneRegistry` (defined with the spec, re-exported here) answers spec validation's
+questions through the ``archlab._native`` extension, a required part of the package."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
 
 from archlab import contract
 from archlab.errors import EngineNotFound, ProcessFailed
 from archlab.spec.model import Cell, DbSettings, Experiment, Placement
 from archlab.spec.registry import ArchitectureInfo
+from archlab.spec.registry import DataPlaneRegistry as DataPlaneRegistry  # re-exported: its home is the spec
 from archlab.spec.units import engine_duration
 
 ENGINE_ENV = "ARCHLAB_ENGINE"
@@ -185,17 +185,3 @@ def _rate(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-class DataPlaneRegistry:
-    """:class:`archlab.spec.Registry` backed by the data plane of this checkout, through
-    ``archlab._native`` (a missing or outdated extension is a clear error, never a fallback)."""
-
-    def __init__(self) -> None:
-        self._architectures: tuple[ArchitectureInfo, ...] | None = None
-
-    def architectures(self) -> Sequence[ArchitectureInfo]:
-        if self._architectures is None:
-            self._architectures = tuple(ArchitectureInfo.from_mapping(a) for a in contract.native().architectures())
-        return self._architectures
-
-    def check_workload(self, target: str) -> None:
-        contract.native().check_workload(target)

@@ -23,7 +23,9 @@ def describe_result(record: CellRecord) -> str:
     if record.status != "ok" or m is None:
         first_line = (record.error or "failed").splitlines()[0]
         return f"FAILED: {first_line}"
-    return f"{m.throughput_rps / 1000:.1f} krps, p99 {m.p99_us / 1000:.2f} ms"
+    law = record.littles_law
+    flag = f", Little's law flagged: X(R+Z)/N = {law.ratio:.3f}" if law is not None and not law.ok else ""
+    return f"{m.throughput_rps / 1000:.1f} krps, p99 {m.p99_us / 1000:.2f} ms{flag}"
 
 
 class Progress:

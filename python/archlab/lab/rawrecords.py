@@ -56,7 +56,10 @@ SUFFIXES = {"parquet": ".parquet", "jtl": ".jtl.csv"}
 
 
 class RecordsError(ArchlabError):
-    """A records file that is not one, is of another version, or is cut short."""
+    """A records file that is not one, is of another version, or is cut short: the file a user
+    gave, so the CLI exits 2 on it."""
+
+    exit_status = 2
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,7 @@ def export_jtl(engine: Path, source: RecordsFile, out: Path) -> int:
     """JMeter's JTL CSV, written by the engine (the one implementation of that mapping)."""
     done = subprocess.run([str(engine), "records", "export", str(source.path), "--jtl", str(out)], capture_output=True, text=True)
     if done.returncode != 0:
-        raise RecordsError(f"archlab-engine records export {source.path}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+        raise ArchlabError(f"archlab-engine records export {source.path}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
     return source.count
 
 

@@ -22,10 +22,10 @@ from archlab.lab.engine import Engine, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
 from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
-from archlab.lab.summary import read_summary
 from archlab.spec.model import Cell, Experiment
-from archlab.store.records import CellRecord, Measurement, ServerCost
+from archlab.store.records import CellRecord, ServerCost
 from archlab.store.runs import RunHandle
+from archlab.store.summary import LoadSummary, read_summary
 
 
 @dataclass(frozen=True)
@@ -143,22 +143,25 @@ def _run_pair(
 ) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
-        measurement, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
+        summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
             status="failed",
             error=str(e),
-            summary_path=handle.relative(files.summary) if files.summary.exists() else None,
-            hdr_log_path=handle.relative(files.hdr_log) if files.hdr_log.exists() else None,
+            summary_path=files.summary if files.summary.exists() else None,
+            hdr_log_path=files.hdr_log if files.hdr_log.exists() else None,
         )
     files.probe.write_text(json.dumps(probe_doc, indent=2) + "\n")
+    # Little's law on the window (closed model): the row says whether X (R + Z) = N holds
+    # within its sampling error (archlab.littles_law), so an inconsistent row is flagged.
     return CellRecord(
         status="ok",
-        measurement=measurement,
+        measurement=summary.measurement,
         cost=cost,
-        summary_path=handle.relative(files.summary),
-        hdr_log_path=handle.relative(files.hdr_log) if files.hdr_log.exists() else None,
+        summary_path=files.summary,
+        hdr_log_path=files.hdr_log if files.hdr_log.exists() else None,
+        littles_law=summary.littles_law,
     )
 
 
@@ -171,7 +174,7 @@ def _measure(
     files: RepFiles,
     config: RunnerConfig,
     database: Postgres | None = None,
-) -> tuple[Measurement, ServerCost, dict]:
+) -> tuple[LoadSummary, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
@@ -197,7 +200,8 @@ def _measure(
     finally:
         if downstream is not None:
             downstream.stop(group)
-    measurement = read_summary(files.summary)
+    summary = read_summary(files.summary)
+    measurement = summary.measurement
     if measurement.requests == 0:
         raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")
     start, end = window.start, window.end
@@ -211,7 +215,7 @@ def _measure(
         "server_exit": describe_exit(server_exit),
         "cost": vars(cost),
     }
-    return measurement, cost, probe_doc
+    return summary, cost, probe_doc
 
 
 def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:

@@ -36,7 +36,7 @@ def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(),
     """Re-validate the run's stored spec and execute the (cell, repetition) pairs it lacks."""
     manifest = store.read_manifest(run_id)
     engine = Engine.locate()
-    experiment = parse_spec(manifest["spec_text"], f"{run_id}/spec.toml", SpecEnvironment.local(DataPlaneRegistry()))
+    experiment = parse_spec(manifest.spec_text or "", f"{run_id}/spec.toml", SpecEnvironment.local(DataPlaneRegistry()))
     with store.open_run(run_id, experiment) as handle:
         if on_created is not None:
             on_created(handle)

@@ -15,10 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from archlab.latency.analysis import analyze
+from archlab.errors import SpecError
+from archlab.latency.analysis import analyze, format_duration
+from archlab.latency.errors import LatencyError, ParameterError
 from archlab.latency.quantiles import QuantileMethod
-from archlab.latency.errors import LatencyError
-from archlab.latency.readers import FORMATS, detect_format, read, read_run_cell, run_cells
+from archlab.latency.readers import FAILED, FORMATS, PercentileReport, Reading, read_file, read_run_cell, run_cells
 from archlab.latency.report import write_report
 from archlab.latency.summary import CI_METHODS, DEFAULT_PERCENTILES
 
@@ -28,17 +29,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="latency files, merged exactly; or one archlab run directory or run id")
     parser.add_argument("--store", metavar="DIR", default="runs", help="result store for a run id (default: ./runs)")
     parser.add_argument("--cell", action="append", metavar="CELL_ID", help="cell of a run to analyse (repeatable; default: every cell)")
-    parser.add_argument("--repetitions", type=lambda text: [int(r) for r in text.split(",")], metavar="R1,R2",
+    parser.add_argument("--repetitions", type=_comma_list(int, "integers"), metavar="R1,R2",
                         help="repetitions of a run to merge (default: every successful one)")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect)")
     parser.add_argument("--column", help="value column of a plain CSV/Parquet file")
     parser.add_argument("--unit", choices=("ns", "us", "ms", "s"),
-                        help="unit of --column values, or of an HDR log's values (default ns)")
+                        help="unit of the values in the file: of --column, of an HDR log (default ns), of a .hgrm "
+                             "percentile distribution (HdrHistogram prints values divided by its "
+                             "outputValueUnitScalingRatio; wrk2's are ms), or the unit to print wrk's percentiles in")
     parser.add_argument("--measure", choices=("elapsed", "Latency", "Connect"), default="elapsed",
                         help="JMeter column to analyse (default elapsed: the full response time)")
+    parser.add_argument("--failed", choices=FAILED, default="exclude",
+                        help="JMeter samples with success=false: left out (default; the output says how many), "
+                             "included, or the only ones analysed")
+    parser.add_argument("--label", action="append", metavar="LABEL",
+                        help="JMeter sampler label to analyse (repeatable; default: every label)")
+    parser.add_argument("--jtl-columns", type=_comma_list(str.strip, "column names"), metavar="NAME,NAME",
+                        help="columns of a JMeter CSV without a header line, when not one of JMeter's default layouts")
     parser.add_argument("--warmup", type=float, default=0.0, metavar="SECONDS", help="drop the first SECONDS of each file")
     parser.add_argument("--cooldown", type=float, default=0.0, metavar="SECONDS", help="drop the last SECONDS of each file")
-    parser.add_argument("--percentiles", type=lambda text: [float(p) for p in text.split(",")],
+    parser.add_argument("--percentiles", type=_comma_list(float, "numbers"),
                         default=list(DEFAULT_PERCENTILES), help="comma-separated, in percent (default 50,90,95,99,99.9)")
     parser.add_argument("--quantile-method", choices=[m.value for m in QuantileMethod] + ["nearest_rank"],
                         default="linear", help="percentile definition (default linear = NumPy/H&F 7)")
@@ -69,11 +79,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "with a summary table and one collapsible section per cell)")
 
 
+def _comma_list(convert, what: str):
+    """An argparse type: comma-separated values, each converted (a bad one is named)."""
+    def parse(text: str) -> list:
+        try:
+            values = [convert(part) for part in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+        if any(v == "" for v in values):
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+        return values
+    return parse
+
+
 def _is_run(path: str, store: str) -> bool:
+    """A run directory, or a run id of ``--store`` (checked only for a FILE that does not exist)."""
     given = Path(path)
     if given.is_dir():
         return (given / "manifest.json").exists()
-    return not given.exists() and (Path(store) / path / "manifest.json").exists()
+    if given.exists():
+        return False
+    from archlab.cli.stores import open_store
+    from archlab.store import CATALOG_FILE
+
+    if Path(store).exists():  # (a missing store is not made for a lookup)
+        opened = open_store(store)
+        if (Path(store) / CATALOG_FILE).exists() and opened.catalog.run(path) is not None:
+            return True
+    raise SpecError("FILE", f"a latency file, a run directory or a run id of the store {store}", path)
 
 
 def _resolution(text: str | None, default: str):
@@ -132,24 +165,80 @@ def _run_of_store(args: argparse.Namespace) -> int:
     return 0
 
 
+# Library parameters -> the flags that set them, so that a refusal names the flag.
+_FLAGS = {"warmup_s": "--warmup", "cooldown_s": "--cooldown", "percentiles": "--percentiles", "n_boot": "--boot",
+          "gof_boot": "--gof-boot", "tail_gof_boot": "--tail-gof-boot", "tail_boot": "--tail-boot",
+          "tail_fraction": "--tail-fraction", "jitter_max": "--jitter-max", "seed": "--seed", "unit": "--unit",
+          "column/unit": "--column/--unit", "failed/labels/jtl_columns": "--failed/--label/--jtl-columns",
+          "measure": "--measure", "format": "--format", "resolution": "--resolution", "pot_threshold": "--pot-threshold"}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Library errors (:class:`LatencyError`, an ArchlabError) propagate to archlab's main."""
-    if any(_is_run(path, args.store) for path in args.files):
-        return _run_of_store(args)
-    if args.cell or args.repetitions:
-        raise LatencyError("--cell/--repetitions: only for a run directory or run id")
-    return _run_of_files(args)
+    """Library errors (:class:`LatencyError`, exit status 2) propagate to archlab's main, a
+    refused parameter renamed to its flag."""
+    try:
+        if args.report:
+            _check_output(args.report, "--report")
+        if any(_is_run(path, args.store) for path in args.files):
+            return _run_of_store(args)
+        if args.cell or args.repetitions:
+            raise LatencyError("--cell/--repetitions: expected a run directory or run id as FILE, got files")
+        return _run_of_files(args)
+    except ParameterError as e:
+        if e.parameter in _FLAGS:
+            raise e.named(_FLAGS[e.parameter]) from None
+        raise
+
+
+def _check_output(path: str, flag: str) -> None:
+    target = Path(path)
+    if target.is_dir() or not target.parent.is_dir():
+        raise SpecError(flag, "a file path in an existing directory", path)
 
 
 def _run_of_files(args: argparse.Namespace) -> int:
-    samples, hdr = None, True
+    readings: list[Reading] = []
     for path in args.files:
-        hdr = hdr and (args.format if args.format != "auto" else detect_format(path)) in ("hdr-log", "load-summary")
-        part = read(path, args.format, column=args.column, unit=args.unit, measure=args.measure,
-                    warmup_s=args.warmup, cooldown_s=args.cooldown)
-        samples = part if samples is None else samples.merge(part)
+        readings.append(read_file(path, args.format, column=args.column, unit=args.unit, measure=args.measure,
+                                  warmup_s=args.warmup, cooldown_s=args.cooldown, failed=args.failed,
+                                  labels=args.label, jtl_columns=args.jtl_columns))
+    printed_only = [(path, r.report) for path, r in zip(args.files, readings) if r.samples is None]
+    if printed_only:
+        if len(args.files) > 1:
+            raise LatencyError(f"{printed_only[0][0]}: holds only printed percentiles, which cannot be merged with "
+                               "other files: analyse it alone")
+        return _print_percentiles(args.files[0], printed_only[0][1], args)
+    samples = readings[0].samples
+    for reading in readings[1:]:
+        samples = samples.merge(reading.samples)
+    hdr = all(r.format in ("hdr-log", "load-summary") for r in readings)
     result = _analyze(samples, args, "hdr" if hdr else "auto")
+    inputs = [f"input {path}: {note}" for path, r in zip(args.files, readings) for note in r.notes]
+    result.notes[:0] = inputs
     print(result.to_json() if args.json else result.to_table(), file=sys.stdout)
     if args.report:
         result.to_html(args.report)
+    return 0
+
+
+def _print_percentiles(path: str, report: PercentileReport, args: argparse.Namespace) -> int:
+    """A file of a few printed percentiles (wrk --latency, memtier without its histogram): shown
+    as printed; no distribution can be rebuilt from them, so nothing else is computed."""
+    if args.report:
+        raise LatencyError(f"{path}: --report needs a distribution, and the file holds only printed percentiles")
+    if args.json:
+        print(json.dumps({"file": path, "unit": report.unit, "count": report.count, "mean": report.mean,
+                          "stdev": report.stdev, "max": report.max,
+                          "percentiles": [{"p": p, "value": v} for p, v in report.percentiles.items()],
+                          "notes": ["printed percentiles only: no distribution to analyse"]}, indent=2))
+        return 0
+    u = report.unit
+    lines = [f"{path}: percentiles as the tool printed them (no distribution: nothing else can be computed)"]
+    if report.count is not None:
+        lines.append(f"  requests  {report.count:,}")
+    for name, value in (("mean", report.mean), ("stdev", report.stdev), ("max", report.max)):
+        if value is not None:
+            lines.append(f"  {name:<8}  {format_duration(value, u)}")
+    lines.extend(f"  p{p:<7g}  {format_duration(v, u)}" for p, v in report.percentiles.items())
+    print("\n".join(lines))
     return 0

@@ -15,7 +15,12 @@ from archlab.errors import ArchlabError, InvalidValue
 
 
 class LatencyError(ArchlabError):
-    """A latency analysis could not be done as asked (bad argument, unreadable file, too little data)."""
+    """A latency analysis could not be done as asked (bad argument, unreadable file, too little data).
+
+    The library analyses files and arguments a user gave and starts no process, so each of its
+    refusals is input the user can fix: the CLI exits 2 on it, as on any InvalidValue."""
+
+    exit_status = 2
 
 
 class ParameterError(LatencyError, InvalidValue):

@@ -46,9 +46,30 @@ def integer_values(samples: Samples) -> np.ndarray:
     return values.astype(np.int64)
 
 
+# Below this, zeta(a, q) is computed from its expansion in log space (log_zeta).
+_TINY = 1e-280
+
+
+def log_zeta(a, q):
+    """ln zeta(a, q), also where zeta(a, q) itself underflows: integer data near 10^7 ms make
+    q^(1 - a) / (a - 1) smaller than the smallest double for a > 45, and ln 0 ended the fit with a
+    math domain error. There the Euler-Maclaurin expansion is used, ln zeta(a, q) = -a ln q +
+    ln(q / (a - 1) + 1/2 + a / (12 q) - a (a + 1) (a + 2) / (720 q^3)) (DLMF 25.11.43 with
+    B2 = 1/6, B4 = -1/30): zeta < 1e-280 needs (a - 1) ln q > 644 with a <= 50, so q > 5 x 10^5,
+    where the first omitted term is below 1e-25 of the bracket."""
+    a_arr, q_arr = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(q, dtype=float))
+    z = np.asarray(hurwitz_zeta(a_arr, q_arr), dtype=float)
+    small = ~(z > _TINY)
+    out = np.atleast_1d(np.log(np.where(small, 1.0, z))).reshape(z.shape).copy()
+    if np.any(small):
+        s, x = a_arr[small], q_arr[small]
+        out[small] = -s * np.log(x) + np.log(x / (s - 1) + 0.5 + s / (12 * x) - s * (s + 1) * (s + 2) / (720 * x**3))
+    return out if out.ndim else float(out[()])
+
+
 def _neg_loglik(a: np.ndarray, xmin: np.ndarray, n_tail: np.ndarray, sum_log: np.ndarray) -> np.ndarray:
     """Negative log-likelihood of the tails, per candidate (CSN eq. B.4)."""
-    return n_tail * np.log(hurwitz_zeta(a, xmin)) + a * sum_log
+    return n_tail * log_zeta(a, xmin) + a * sum_log
 
 
 def fit_exponent(xmin: np.ndarray, n_tail: np.ndarray, sum_log: np.ndarray, iterations: int = 80) -> np.ndarray:
@@ -75,13 +96,15 @@ def survival_at(values: np.ndarray, xmin: int, a: float) -> np.ndarray:
     """P(X >= v) = zeta(a, v) / zeta(a, xmin) at integers v >= xmin: a cumulative sum of k^-a over
     the first ``DENSE_INTEGERS`` integers, Hurwitz zeta calls beyond."""
     values = np.asarray(values, dtype=np.int64)
-    total = hurwitz_zeta(a, xmin)
+    log_total = log_zeta(a, xmin)
+    # Terms and total scaled by xmin^a, which keeps them finite however large xmin is.
+    total = math.exp(log_total + a * math.log(xmin))
     last_dense = min(int(values.max()), xmin + DENSE_INTEGERS)
-    below = np.concatenate([[0.0], np.cumsum(np.arange(xmin, last_dense + 1, dtype=float) ** -a)])
+    below = np.concatenate([[0.0], np.cumsum((np.arange(xmin, last_dense + 1, dtype=float) / xmin) ** -a)])
     dense = values <= last_dense + 1
     out = np.empty(values.size)
     out[dense] = (total - below[values[dense] - xmin]) / total
-    out[~dense] = hurwitz_zeta(a, values[~dense].astype(float)) / total
+    out[~dense] = np.exp(log_zeta(a, values[~dense].astype(float)) - log_total)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -102,8 +125,7 @@ def exponent_se(a: float, xmin: int, n_tail: int) -> float:
     """Asymptotic standard error of a: 1 / sqrt(n_t d^2 ln zeta(a, xmin) / da^2) (CSN eq. 3.6,
     whose bracket is the second derivative of ln zeta), by a central difference."""
     h = 1e-4 * max(1.0, a)
-    second = (math.log(hurwitz_zeta(a + h, xmin)) - 2 * math.log(hurwitz_zeta(a, xmin))
-              + math.log(hurwitz_zeta(a - h, xmin))) / (h * h)
+    second = (log_zeta(a + h, xmin) - 2 * log_zeta(a, xmin) + log_zeta(a - h, xmin)) / (h * h)
     return 1.0 / math.sqrt(n_tail * second) if second > 0 else math.inf
 
 
@@ -209,15 +231,15 @@ def draw_zeta_counts(rng: np.random.Generator, size: int, xmin: int, a: float) -
     """``size`` independent draws of P(X = x) = x^-a / zeta(a, xmin), x >= xmin, as counts."""
     if size == 0:
         return np.array([], dtype=float), np.array([], dtype=np.int64)
-    total = hurwitz_zeta(a, xmin)
+    log_total = log_zeta(a, xmin)
     dense = np.arange(xmin, xmin + DENSE_INTEGERS, dtype=float)
-    pmf = dense ** -a / total
+    pmf = np.exp(-a * np.log(dense) - log_total)
     beyond = max(0.0, 1.0 - pmf.sum())  # P(X >= xmin + DENSE_INTEGERS)
     counts = rng.multinomial(size, np.append(pmf, beyond))
     far = int(counts[-1])
     values, counts = dense, counts[:-1]
     if far:
-        extra = _inverse_survival(rng.random(far) * beyond, xmin, a, total, xmin + DENSE_INTEGERS)
+        extra = _inverse_survival(rng.random(far) * beyond, xmin, a, log_total, xmin + DENSE_INTEGERS)
         distinct, extra_counts = np.unique(extra, return_counts=True)
         values = np.concatenate([values, distinct.astype(float)])
         counts = np.concatenate([counts, extra_counts])
@@ -225,19 +247,19 @@ def draw_zeta_counts(rng: np.random.Generator, size: int, xmin: int, a: float) -
     return values[keep], counts[keep]
 
 
-def _inverse_survival(u: np.ndarray, xmin: int, a: float, total: float, start: int) -> np.ndarray:
+def _inverse_survival(u: np.ndarray, xmin: int, a: float, log_total: float, start: int) -> np.ndarray:
     """Smallest integer x >= start with P(X > x) <= u < P(X >= x): integer bisection on the Hurwitz
     zeta survival, vectorised (CSN appendix D's exact discrete generator)."""
     low = np.full(u.size, start, dtype=np.int64)  # P(X >= low) >= u holds
     high = np.full(u.size, start, dtype=np.int64)
     while True:  # bracket: double until P(X >= high + 1) <= u; draws are capped at 2^52 (exact floats)
-        short = (hurwitz_zeta(a, (high + 1).astype(float)) / total > u) & (high < 2 ** 52)
+        short = (np.exp(log_zeta(a, (high + 1).astype(float)) - log_total) > u) & (high < 2 ** 52)
         if not np.any(short):
             break
         high = np.where(short, np.minimum(high * 2, 2 ** 52), high)
     while np.any(high > low):
         middle = (low + high) // 2
-        enough = hurwitz_zeta(a, (middle + 1).astype(float)) / total <= u
+        enough = np.exp(log_zeta(a, (middle + 1).astype(float)) - log_total) <= u
         high = np.where(enough, middle, high)
         low = np.where(enough, low, middle + 1)
     return low

@@ -29,16 +29,17 @@ def non_negative(name: str, value: float) -> float:
     return v
 
 
-def count(name: str, value: int, minimum: int = 1) -> int:
-    """An integer >= minimum (bools refused: True is not a server count)."""
+def count(name: str, value: int, minimum: int = 1, maximum: int | None = None, why: str = "") -> int:
+    """An integer >= minimum (and <= maximum, for ``why``; bools refused: True is not a server count)."""
+    allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in {minimum}..={maximum:_}"
     if isinstance(value, bool):
-        raise ModelError(name, f"an integer >= {minimum}", value)
+        raise ModelError(name, allowed, value)
     try:
         v = operator.index(value)
     except TypeError:
-        raise ModelError(name, f"an integer >= {minimum}", value) from None
-    if v < minimum:
-        raise ModelError(name, f"an integer >= {minimum}", value)
+        raise ModelError(name, allowed, value) from None
+    if v < minimum or (maximum is not None and v > maximum):
+        raise ModelError(name, allowed, value, why if maximum is not None and v > maximum else "")
     return v
 
 

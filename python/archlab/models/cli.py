@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from pathlib import Path
 
@@ -50,11 +51,26 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     model.set_defaults(models_verb="model")
 
 
+# The library's parameter names -> the flags a user wrote, so that a refusal names the flag.
+_MODEL_FLAGS = {"arrival_rate": "--arrival-rate", "service_rate": "--service-rate", "servers": "--servers",
+                "capacity": "--capacity", "population": "--population", "think_time": "--think-time",
+                "confidence": "--confidence", "time_scale": "--time-scale"}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Execute the verb; ModelError propagates to the CLI's single error mapping."""
+    """Execute the verb; a ModelError propagates to the CLI's single error mapping, renamed to
+    the flag or the CSV column the user wrote."""
+    flags = dict(_MODEL_FLAGS)
     if args.models_verb == "fit-usl":
-        return _fit_usl(args)
-    return _model(args)
+        flags.update({"n": f"{args.csv}: column {args.n_column}", "x": f"{args.csv}: column {args.x_column}"})
+    try:
+        if args.models_verb == "fit-usl":
+            return _fit_usl(args)
+        return _model(args)
+    except ModelError as e:
+        if e.parameter in flags:
+            raise e.named(flags[e.parameter]) from None
+        raise
 
 
 def _fit_usl(args: argparse.Namespace) -> int:
@@ -69,6 +85,9 @@ def _fit_usl(args: argparse.Namespace) -> int:
         else:
             print(ScalabilityComparison.from_fits(estimator, amdahl).summary())
     if args.predict:
+        for level in args.predict:
+            if not (math.isfinite(level) and level >= 1):
+                raise ModelError("--predict", "concurrency levels >= 1", level)
         band = estimator.predict(args.predict, "prediction")
         print(f"\n{'N':>10}{'X(N)':>14}{'prediction band':>34}")
         for level, mean, lo, hi in zip(band.n, band.throughput, band.lower, band.upper):
@@ -80,6 +99,8 @@ def _model(args: argparse.Namespace) -> int:
     if args.run is not None:
         return _model_run(args)
     kind = args.kind
+    if not (math.isfinite(args.time_scale) and args.time_scale > 0):
+        raise ModelError("--time-scale", "a finite number > 0", args.time_scale)
     if kind is None:
         raise ModelError("kind", "mm1, mmm, mmmb, mminf or repairman (or --run RUN_ID for a stored run)", None)
     _required(args.service_rate, "--service-rate")
@@ -98,9 +119,11 @@ def _model(args: argparse.Namespace) -> int:
 
 
 def _model_run(args: argparse.Namespace) -> int:
-    from archlab.store import Store
+    from archlab.cli.stores import known_run, open_store
 
-    manifest, rows = Store(args.store).load_run(args.run)
+    store = open_store(args.store)
+    view = store.load_run(known_run(store, args.run, "--run"))
+    manifest, rows = view.manifest, view.rows
     fits = fit_run(manifest, rows, confidence=args.confidence, weighting=args.weighting)
     print(f"run {args.run}: {len(ok_rows(rows))} successful repetitions of {len(rows)}; "
           "X in req/s, R = mean latency (model: N/X - Z), errors (model - measured)/measured")
@@ -110,7 +133,7 @@ def _model_run(args: argparse.Namespace) -> int:
     checks = check_run_laws(manifest, rows)
     if checks:
         print()
-        print("operational laws (within 5%):")
+        print("operational laws (Little's law within each row's sampling tolerance, the others within 5%):")
         for line in law_summary(checks):
             print("  " + line)
     return 0
@@ -123,18 +146,49 @@ def _required(value, flag: str):
 
 
 def _read_columns(path: Path, n_column: str, x_column: str) -> tuple[list[float], list[float]]:
+    """The two columns of a CSV file with a header line, as finite numbers; a row that is not
+    one is refused naming the file, the line and the column."""
+    line = 0
     try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            line = 1
+            header = next(reader, None)
+            if header is None or n_column not in header or x_column not in header:
+                raise ModelError(str(path), f"a header line naming the columns {n_column!r} and {x_column!r}", header or [])
+            at = (header.index(n_column), header.index(x_column))
+            n, x = [], []
+            for row in reader:
+                line = reader.line_num
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise ModelError(f"{path}:{reader.line_num}", f"a row of {len(header)} fields (as the header line)",
+                                     len(row))
+                for values, column, i in ((n, n_column, at[0]), (x, x_column, at[1])):
+                    values.append(_number(row[i], f"{path}:{reader.line_num}", column))
+            return n, x
+    except UnicodeDecodeError as exc:
+        raise ModelError(str(path), "a UTF-8 text CSV file", f"byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
+    except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+        raise ModelError(f"{path}:{line + 1}", "a CSV row", _short(str(exc))) from None
     except OSError as exc:
-        raise ModelError("csv", "a readable CSV file", str(path), exc.strerror or str(exc)) from None
-    if not rows or n_column not in rows[0] or x_column not in rows[0]:
-        found = list(rows[0]) if rows else []
-        raise ModelError("csv", f"columns {n_column!r} and {x_column!r}", found)
+        raise ModelError(str(path), "a readable CSV file", str(path), exc.strerror or str(exc)) from None
+
+
+def _number(text: str, where: str, column: str) -> float:
     try:
-        return [float(r[n_column]) for r in rows], [float(r[x_column]) for r in rows]
-    except ValueError as exc:
-        raise ModelError("csv", "numbers in the N and X columns", str(exc)) from None
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ModelError(where, f"a finite number in column {column!r}", _short(text))
+    return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """The beginning of a long value: an error line quotes what it received, not 200 kB of it."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry point

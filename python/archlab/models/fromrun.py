@@ -1,12 +1,11 @@
-"""Models built from a stored archlab run (``Store(root).load_run(run_id) -> (manifest, rows)``):
+"""Models built from a stored archlab run (``Store(root).load_run(run_id)``: its manifest and rows):
 the (N, X) points of each architecture and workload for a scalability fit, a 2^k r design from a
 run whose factors have two levels each, the operational laws checked on every measured row, and
 the USL fitted per group with its predictions set beside the measured throughput and mean
 latency.
 
-Rows are the catalog's ``results`` rows (one per cell and repetition, see
-``archlab.store.catalog.RESULT_COLUMNS``). Only rows with ``status == "ok"`` and a positive
-throughput are used; repetitions stay separate points, so the residual variance of a fit
+Rows are the store's :class:`~archlab.store.ResultRow` s (one per cell and repetition). Only
+successful rows with a positive throughput are used; repetitions stay separate points, so the residual variance of a fit
 includes the run-to-run spread."""
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,35 +23,57 @@ from archlab.models.factorial import FactorialDesign, design_from_records
 from archlab.models.oplaws import LawCheck, check_interactive_law, check_utilisation_law
 from archlab.models.usl import USL, Amdahl, ScalabilityComparison
 
+if TYPE_CHECKING:
+    from archlab.store import Manifest, ResultRow
+
 # Factors every group is labelled by, even when a run holds a single level of them.
 BASE_FACTORS = ("architecture", "workload")
 GroupKey = tuple[tuple[str, object], ...]
 
 
-def ok_rows(rows: Iterable[Mapping[str, object]]) -> list[Mapping[str, object]]:
+def ok_rows(rows: Iterable[ResultRow]) -> list[ResultRow]:
     """Rows of successful repetitions with a usable throughput and concurrency."""
     out = []
     for r in rows:
-        x, n = r.get("throughput_rps"), r.get("concurrency")
-        if r.get("status") == "ok" and _finite(x) and float(x) > 0 and _finite(n) and float(n) >= 1:
+        x, n = _throughput(r), r.cell.concurrency
+        if r.ok and _finite(x) and float(x) > 0 and _finite(n) and float(n) >= 1:  # type: ignore[arg-type]
             out.append(r)
     return out
 
 
-def factor_levels(row: Mapping[str, object]) -> dict[str, object]:
-    """The factor levels of one row: its ``factors`` JSON (a dict, or the catalog's string),
-    completed by the architecture and workload columns."""
-    factors = row.get("factors") or {}
-    if isinstance(factors, str):
-        import json
-
-        factors = json.loads(factors)
-    levels = {name: row.get(name) for name in BASE_FACTORS}
-    levels.update(factors)
+def factor_levels(row: ResultRow) -> dict[str, object]:
+    """The factor levels of one row: its factors, completed by its architecture and workload."""
+    levels: dict[str, object] = {"architecture": row.cell.architecture, "workload": row.cell.workload}
+    levels.update(row.cell.factors)
     return levels
 
 
-def group_key(row: Mapping[str, object], exclude: Sequence[str] = ("concurrency",)) -> GroupKey:
+def response_value(row: ResultRow, name: str) -> float | None:
+    """A measured quantity of the row by its catalog name (``throughput_rps``,
+    ``cpu_us_per_request``...), from its measurement or its server cost; None if it has none."""
+    for part in (row.measurement, row.cost):
+        value = getattr(part, name, None) if part is not None else None
+        if value is not None:
+            return float(value)
+    return None
+
+
+def _throughput(row: ResultRow) -> float | None:
+    return row.measurement.throughput_rps if row.measurement is not None else None
+
+
+def _n_x(row: ResultRow) -> tuple[float, float]:
+    """(N, X) of a row :func:`ok_rows` kept."""
+    assert row.measurement is not None and row.cell.concurrency is not None
+    return float(row.cell.concurrency), float(row.measurement.throughput_rps)
+
+
+def _mean_latency_s(row: ResultRow) -> float | None:
+    m = row.measurement
+    return m.mean_us * 1e-6 if m is not None and _finite(m.mean_us) else None
+
+
+def group_key(row: ResultRow, exclude: Sequence[str] = ("concurrency",)) -> GroupKey:
     """Every factor level of the row except those in ``exclude``: architecture and workload
     first, then the others in the order the row lists them."""
     levels = factor_levels(row)
@@ -63,12 +85,12 @@ def group_label(key: GroupKey) -> str:
     return ", ".join(str(v) if k in BASE_FACTORS else f"{k}={v}" for k, v in key)
 
 
-def scalability_points(rows: Iterable[Mapping[str, object]]) -> dict[GroupKey, tuple[np.ndarray, np.ndarray]]:
+def scalability_points(rows: Iterable[ResultRow]) -> dict[GroupKey, tuple[np.ndarray, np.ndarray]]:
     """(N = concurrency, X = throughput in requests/s) per group of the other factor levels,
     one point per repetition, in the rows' order."""
     groups: dict[GroupKey, list[tuple[float, float]]] = {}
     for r in ok_rows(rows):
-        groups.setdefault(group_key(r), []).append((float(r["concurrency"]), float(r["throughput_rps"])))
+        groups.setdefault(group_key(r), []).append(_n_x(r))
     return {k: (np.array([p[0] for p in v]), np.array([p[1] for p in v])) for k, v in groups.items()}
 
 
@@ -88,7 +110,7 @@ class RunDesign:
 
 
 def design_from_run(
-    rows: Iterable[Mapping[str, object]],
+    rows: Iterable[ResultRow],
     response: str = "throughput_rps",
     factors: Mapping[str, tuple[object, object]] | None = None,
 ) -> RunDesign:
@@ -96,7 +118,7 @@ def design_from_run(
     is a design factor (low = the smaller number, or the first level met for names) and a
     factor with more than two levels is refused; with ``factors`` (name -> (low, high)), the
     rows at other levels are left out. Factors with one level are constants of the design."""
-    rows = [r for r in ok_rows(rows) if _finite(r.get(response))]
+    rows = [r for r in ok_rows(rows) if _finite(response_value(r, response))]
     if not rows:
         raise ModelError("rows", f"successful repetitions with a {response!r}", 0)
     seen: dict[str, list[object]] = {}
@@ -121,7 +143,7 @@ def design_from_run(
             raise ModelError("factors", "every factor that varies in the selected rows", f"{sorted(varying)} not included")
     if not factors:
         raise ModelError("rows", "a run with at least one factor at two levels", {k: v for k, v in seen.items()})
-    records = [factor_levels(r) | {response: float(r[response])} for r in rows]
+    records = [factor_levels(r) | {response: response_value(r, response)} for r in rows]
     y = design_from_records(records, factors, response)
     return RunDesign(tuple(factors), dict(factors), response, y)
 
@@ -144,9 +166,9 @@ class RowLawCheck:
     check: LawCheck
 
 
-def server_cpu_count(manifest: Mapping[str, object]) -> int | None:
+def server_cpu_count(manifest: Manifest) -> int | None:
     """Number of CPUs the server was pinned to (``placement.server_cpus``, e.g. ``"2-3,5"``)."""
-    text = (manifest.get("placement") or {}).get("server_cpus") if isinstance(manifest.get("placement"), Mapping) else None
+    text = manifest.server_cpus
     if not isinstance(text, str) or not text.strip():
         return None
     cpus: set[int] = set()
@@ -159,28 +181,31 @@ def server_cpu_count(manifest: Mapping[str, object]) -> int | None:
     return len(cpus) or None
 
 
-def check_run_laws(
-    manifest: Mapping[str, object], rows: Iterable[Mapping[str, object]], rtol: float = 0.05
-) -> list[RowLawCheck]:
+def check_run_laws(manifest: Manifest, rows: Iterable[ResultRow], rtol: float = 0.05) -> list[RowLawCheck]:
     """Little's law N = X (R + Z) on each row of a closed-model run (N = concurrency, X the
-    throughput, R the mean latency, Z the think time), and the utilisation law on each row with
+    throughput, R the mean latency, Z the think time) and the utilisation law on each row with
     CPU figures: the measured CPU utilisation of the server's m CPUs, (user + sys) / duration /
-    m, against X D / m with D = cpu_us_per_request. A law that fails flags a measurement taken
-    over inconsistent windows, lost requests, or (utilisation > 1) CPU time counted outside the
-    measured window."""
-    closed = manifest.get("load_model", "closed") == "closed"
+    m, against X D / m with D = cpu_us_per_request. Little's law is the row's own stored check
+    (:mod:`archlab.littles_law`, within its sampling tolerance) where it has one, else checked
+    within ``rtol``; the utilisation laws within ``rtol``. A law that fails flags a measurement
+    taken over inconsistent windows, time the latency does not show, lost requests, or
+    (utilisation > 1) CPU time counted outside the measured window."""
+    closed = manifest.load_model in (None, "closed")
     servers = server_cpu_count(manifest) or 1
     out: list[RowLawCheck] = []
     for r in ok_rows(rows):
-        n, x = int(r["concurrency"]), float(r["throughput_rps"])
-        ident = (str(r.get("cell_id")), int(r.get("repetition") or 0), group_key(r), n)
-        if closed and _finite(r.get("mean_us")):
-            z = float(r.get("think_time_s") or 0.0)
-            out.append(RowLawCheck(*ident, check_interactive_law(n, x, float(r["mean_us"]) * 1e-6, z, rtol=rtol)))
-        cpu = [r.get("cpu_user_s"), r.get("cpu_sys_s"), r.get("duration_s"), r.get("cpu_us_per_request")]
-        if all(_finite(v) for v in cpu) and float(r["duration_s"]) > 0:
-            measured = (float(r["cpu_user_s"]) + float(r["cpu_sys_s"])) / float(r["duration_s"]) / servers
-            out.append(RowLawCheck(*ident, check_utilisation_law(measured, x, float(r["cpu_us_per_request"]) * 1e-6,
+        n, x = _n_x(r)
+        ident = (r.cell_id, r.repetition, group_key(r), int(n))
+        stored, latency = r.littles_law, _mean_latency_s(r)
+        if stored is not None:
+            check = LawCheck("N = X (R + Z)", n, stored.ratio * n, abs(stored.ratio - 1.0), stored.ok)
+            out.append(RowLawCheck(*ident, check))
+        elif closed and latency is not None:
+            out.append(RowLawCheck(*ident, check_interactive_law(n, x, latency, r.cell.think_time_s or 0.0, rtol=rtol)))
+        m, cost = r.measurement, r.cost
+        if m is not None and cost is not None and m.duration_s > 0:
+            measured = (cost.cpu_user_s + cost.cpu_sys_s) / m.duration_s / servers
+            out.append(RowLawCheck(*ident, check_utilisation_law(measured, x, cost.cpu_us_per_request * 1e-6,
                                                                  servers, rtol=rtol)))
             # A CPU cannot be busier than the window is long.
             out.append(RowLawCheck(*ident, LawCheck("U <= 1", measured, 1.0, max(measured - 1.0, 0.0), measured <= 1.0 + rtol)))
@@ -241,15 +266,15 @@ class GroupFit:
 
 
 def fit_group(
-    key: GroupKey, rows: Sequence[Mapping[str, object]], confidence: float = 0.95, weighting: str = "relative"
+    key: GroupKey, rows: Sequence[ResultRow], confidence: float = 0.95, weighting: str = "relative"
 ) -> GroupFit:
     """Fit the USL (Amdahl when the USL is unidentifiable) to one group's rows and compare.
     Relative weighting by default: run-to-run spread is a percentage of the throughput, and
     throughputs of one sweep span orders of magnitude."""
     rows = ok_rows(rows)
-    n = np.array([float(r["concurrency"]) for r in rows])
-    x = np.array([float(r["throughput_rps"]) for r in rows])
-    thinks = [float(r.get("think_time_s") or 0.0) for r in rows]
+    n = np.array([_n_x(r)[0] for r in rows])
+    x = np.array([_n_x(r)[1] for r in rows])
+    thinks = [float(r.cell.think_time_s or 0.0) for r in rows]
     z = float(np.mean(thinks)) if thinks else 0.0
     model: USL | None = None
     comparison = None
@@ -267,9 +292,9 @@ def fit_group(
             comparison = None
     levels = []
     for level in sorted(set(n.tolist())):
-        at = [r for r in rows if float(r["concurrency"]) == level]
-        xm = float(np.mean([float(r["throughput_rps"]) for r in at]))
-        lat = [float(r["mean_us"]) * 1e-6 for r in at if _finite(r.get("mean_us"))]
+        at = [r for r in rows if _n_x(r)[0] == level]
+        xm = float(np.mean([_n_x(r)[1] for r in at]))
+        lat = [v for v in map(_mean_latency_s, at) if v is not None]
         rm = float(np.mean(lat)) if lat else math.nan
         if model is not None:
             band = model.predict([level], interval="confidence")
@@ -300,16 +325,15 @@ def _superlinear(levels: Sequence[LevelComparison], tolerance: float = 0.05) -> 
 
 
 def fit_run(
-    manifest: Mapping[str, object], rows: Iterable[Mapping[str, object]], confidence: float = 0.95,
-    weighting: str = "relative",
+    manifest: Manifest, rows: Iterable[ResultRow], confidence: float = 0.95, weighting: str = "relative",
 ) -> list[GroupFit]:
     """One :class:`GroupFit` per group of a closed-model run, in the rows' order. An open or
     partly-open run is refused: there the concurrency does not set the population N."""
-    model = manifest.get("load_model", "closed")
+    model = manifest.load_model or "closed"
     if model != "closed":
         raise ModelError("load_model", "'closed' (N = concurrency clients)", model,
                          "the USL relates throughput to a population; an open load sets the arrival rate instead")
-    groups: dict[GroupKey, list[Mapping[str, object]]] = {}
+    groups: dict[GroupKey, list[ResultRow]] = {}
     for r in ok_rows(rows):
         groups.setdefault(group_key(r), []).append(r)
     if not groups:

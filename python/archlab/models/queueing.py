@@ -19,6 +19,13 @@ from archlab.models.station import FiniteJobs, GeometricTailJobs, PoissonJobs, S
 from archlab.models.waiting import ErlangMixtureWait, ExponentialWait, WaitingTime
 
 
+# The exact models below hold one probability per state (jobs present 0..servers, 0..capacity or
+# 0..population), so their cost grows with it: a million states take about 15 s (M/M/m//N), a
+# hundred million servers took 6 GB of memory, and no measured system is that big.
+MAX_STATES = 1_000_000
+_STATES_WHY = "the model holds one probability per state, and its cost grows with them"
+
+
 def erlang_b(servers: int, offered_load: float) -> float:
     """Blocking probability of M/M/m/m with offered load a = lambda/mu (Erlang B).
 
@@ -56,7 +63,7 @@ def mmm(arrival_rate: float, service_rate: float, servers: int) -> StationMetric
     """
     lam = _check.positive("arrival_rate", arrival_rate)
     mu = _check.positive("service_rate", service_rate)
-    m = _check.count("servers", servers)
+    m = _check.count("servers", servers, maximum=MAX_STATES, why=_STATES_WHY)
     a = lam / mu
     rho = a / m
     _require_stable(rho, f"arrival_rate / (servers * service_rate) = {lam:g} / ({m} * {mu:g})")
@@ -99,8 +106,8 @@ def mmmb(arrival_rate: float, service_rate: float, servers: int, capacity: int) 
     accepted jobs, which by PASTA see the time-average distribution truncated below B."""
     lam = _check.positive("arrival_rate", arrival_rate)
     mu = _check.positive("service_rate", service_rate)
-    m = _check.count("servers", servers)
-    b = _check.count("capacity", capacity)
+    m = _check.count("servers", servers, maximum=MAX_STATES, why=_STATES_WHY)
+    b = _check.count("capacity", capacity, maximum=MAX_STATES, why=_STATES_WHY)
     if b < m:
         raise ModelError("capacity", f"an integer >= servers ({m})", capacity, "capacity counts the jobs in service too")
     n = np.arange(b + 1)
@@ -144,10 +151,10 @@ def machine_repairman(population: int, think_time: float, service_rate: float, s
     ``throughput`` of the result are the station's throughput X; the interactive response-time
     law R = N/X - Z holds. Arrivals see the distribution of the same system with N-1 clients
     (arrival theorem), which gives the waiting-time distribution."""
-    big_n = _check.count("population", population)
+    big_n = _check.count("population", population, maximum=MAX_STATES, why=_STATES_WHY)
     z = _check.non_negative("think_time", think_time)
     mu = _check.positive("service_rate", service_rate)
-    m = _check.count("servers", servers)
+    m = _check.count("servers", servers, maximum=MAX_STATES, why=_STATES_WHY)
     p = _repairman_distribution(big_n, z, mu, m)
     seen = _repairman_distribution(big_n - 1, z, mu, m)
     x = float(np.dot(np.minimum(np.arange(big_n + 1), m), p)) * mu

@@ -9,7 +9,8 @@ import html
 import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,11 +18,14 @@ from archlab.models.errors import ModelError
 from archlab.plotstyle import style
 from archlab.models.fromrun import GroupFit, check_run_laws, fit_run, law_summary
 
+if TYPE_CHECKING:
+    from archlab.store import Manifest, ResultRow
+
 _STYLE = style({"font.size": 9}, salt="archlab-models")
 
 
 def report_section(
-    manifest: Mapping[str, object], rows: Sequence[Mapping[str, object]], confidence: float = 0.95,
+    manifest: Manifest, rows: Sequence[ResultRow], confidence: float = 0.95,
     weighting: str = "relative",
 ) -> str:
     """HTML fragment: per architecture and workload, the USL fitted to the measured
@@ -97,13 +101,14 @@ def _comparison_table(fits: Sequence[GroupFit]) -> str:
             '<th scope="col">R model</th><th scope="col">R error</th></tr></thead><tbody>' + "".join(body) + "</tbody></table>")
 
 
-def _laws(manifest: Mapping[str, object], rows: Sequence[Mapping[str, object]]) -> str:
+def _laws(manifest: Manifest, rows: Sequence[ResultRow]) -> str:
     checks = check_run_laws(manifest, rows)
     if not checks:
         return "<p>Operational laws: no row carries the figures to check them.</p>"
     items = "".join(f"<li>{_e(line)}</li>" for line in law_summary(checks))
     return ("<p>Operational laws checked on each measured row (a disagreement means the quantities were not "
-            "measured over the same window, or requests were lost; tolerance 5%):</p><ul>" + items + "</ul>")
+            "measured over the same window, time the latency does not show, or lost requests; Little's law within "
+            "each row's sampling tolerance, the utilisation laws within 5%):</p><ul>" + items + "</ul>")
 
 
 def _figure(fits: Sequence[GroupFit]) -> str:

@@ -150,9 +150,9 @@ class USL:
         if n_arr.size != x_arr.size:
             raise ModelError("x", f"one throughput per concurrency level ({n_arr.size})", f"{x_arr.size} values")
         if np.any(n_arr < 1):
-            raise ModelError("n", "concurrency levels >= 1", n_arr.min())
+            raise ModelError("n", "concurrency levels >= 1", float(n_arr.min()))
         if np.any(x_arr <= 0):
-            raise ModelError("x", "throughputs > 0", x_arr.min())
+            raise ModelError("x", "throughputs > 0", float(x_arr.min()))
         needed = len(PARAMETERS) - len(self.fixed) + 1
         distinct = np.unique(n_arr).size
         if distinct < needed:

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+from archlab.littles_law import LittlesLaw
 from archlab.spec.units import short_duration
 from archlab.stats import Interval, mean_confidence_interval
+from archlab.store.records import Measurement, ServerCost
+from archlab.store.rows import ResultRow
 
 __all__ = [
     "METRICS",
@@ -33,20 +36,15 @@ __all__ = [
     "group_by_load",
 ]
 
-Row = Mapping[str, object]
+Row = ResultRow
 
 
-def _column(name: str) -> Callable[[Row], float | None]:
-    return lambda row: _number(row.get(name))
+def _measured(value: Callable[[Measurement], object]) -> Callable[[Row], float | None]:
+    return lambda row: _number(value(row.measurement)) if row.measurement is not None else None
 
 
-def _sum_of(*names: str) -> Callable[[Row], float | None]:
-    def value(row: Row) -> float | None:
-        parts = [_number(row.get(name)) for name in names]
-        # A sum with a missing part would silently undercount; treat it as missing instead.
-        return None if any(p is None for p in parts) else float(sum(parts))
-
-    return value
+def _cost(value: Callable[[ServerCost], object]) -> Callable[[Row], float | None]:
+    return lambda row: _number(value(row.cost)) if row.cost is not None else None
 
 
 def _number(value: object) -> float | None:
@@ -71,28 +69,20 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("throughput_rps", "throughput", "req/s", _column("throughput_rps")),
-        Metric("p50_us", "p50", "µs", _column("p50_us"), is_latency=True),
-        Metric("p99_us", "p99", "µs", _column("p99_us"), is_latency=True),
-        Metric("p999_us", "p99.9", "µs", _column("p999_us"), is_latency=True),
-        Metric("cpu_us_per_request", "CPU", "µs/req", _column("cpu_us_per_request")),
-        Metric(
-            "cs_per_request",
-            "context switches",
-            "per req",
-            _sum_of("voluntary_cs_per_request", "involuntary_cs_per_request"),
-        ),
-        Metric(
-            "syscalls_per_request",
-            "read+write syscalls",
-            "per req",
-            _sum_of("read_syscalls_per_request", "write_syscalls_per_request"),
-        ),
-        Metric("handoffs_per_request", "hand-offs", "per req", _column("handoffs_per_request")),
+        Metric("throughput_rps", "throughput", "req/s", _measured(lambda m: m.throughput_rps)),
+        Metric("p50_us", "p50", "µs", _measured(lambda m: m.p50_us), is_latency=True),
+        Metric("p99_us", "p99", "µs", _measured(lambda m: m.p99_us), is_latency=True),
+        Metric("p999_us", "p99.9", "µs", _measured(lambda m: m.p999_us), is_latency=True),
+        Metric("cpu_us_per_request", "CPU", "µs/req", _cost(lambda c: c.cpu_us_per_request)),
+        Metric("cs_per_request", "context switches", "per req", _cost(lambda c: c.context_switches_per_request)),
+        Metric("syscalls_per_request", "read+write syscalls", "per req", _cost(lambda c: c.syscalls_per_request)),
+        Metric("handoffs_per_request", "hand-offs", "per req", _cost(lambda c: c.handoffs_per_request)),
         # The open models only: the rate the generator offered, and the service time (from the
         # actual send) beside the response time (from the planned send) the p-columns show.
-        Metric("offered_rps", "offered", "req/s", _column("offered_rps")),
-        Metric("service_p99_us", "service p99", "µs", _column("service_p99_us"), is_latency=True),
+        Metric("offered_rps", "offered", "req/s", _measured(lambda m: m.offered_rps)),
+        Metric("service_p99_us", "service p99", "µs", _measured(lambda m: m.service_p99_us), is_latency=True),
+        # Little's law, X (R + Z) / N: 1 when the latency accounts for the users' whole cycle.
+        Metric("littles_law_ratio", "X(R+Z)/N", "", lambda row: row.littles_law.ratio if row.littles_law else None),
     )
 }
 
@@ -192,19 +182,33 @@ class Cell:
     def generator_bound_repetitions(self) -> int:
         """Successful repetitions in which the load generator said it was the bottleneck: their
         throughput is the generator's limit, a lower bound of what the server can do."""
-        return sum(1 for row in self.ok_rows if row.get("generator_bound"))
+        return sum(1 for row in self.ok_rows if row.measurement is not None and row.measurement.generator_bound)
+
+    @property
+    def littles_law_checked(self) -> int:
+        """Successful repetitions that carry a Little's-law check (0: the law is n/a here)."""
+        return sum(1 for row in self.ok_rows if row.littles_law is not None)
+
+    @property
+    def littles_law_violations(self) -> tuple[tuple[int, LittlesLaw], ...]:
+        """(repetition, check) of every successful repetition whose numbers break Little's law
+        beyond their sampling tolerance."""
+        return tuple(
+            (row.repetition, row.littles_law)
+            for row in self.ok_rows
+            if row.littles_law is not None and not row.littles_law.ok
+        )
 
 
 def _settings(row: Row) -> dict[str, object]:
     """Every factor of the row but the repetition: the identity of its cell."""
-    settings = {name: row.get(name) for name in _IDENTITY}
+    settings: dict[str, object] = {name: getattr(row.cell, name) for name in _IDENTITY}
     # The think time as a label reads it: its distribution ('exp:5ms') when random, else its
     # constant value ('10ms'); a think_time factor's raw level (seconds) would read worse.
-    think_s = _number(row.get("think_time_s"))
+    think_s = _number(row.cell.think_time_s)
     if settings["think_time"] is None and think_s is not None:
         settings["think_time"] = short_duration(think_s)
-    factors = row.get("factors")
-    for name, value in (factors.items() if isinstance(factors, Mapping) else ()):
+    for name, value in row.cell.factors.items():
         settings.setdefault(name, value)
     return settings
 
@@ -215,7 +219,7 @@ def _cell_key(settings: Mapping[str, object]) -> str:
 
 
 def _summarise(rows: list[Row]) -> tuple[dict[str, Interval], tuple[Row, ...]]:
-    ok_rows = tuple(r for r in rows if r.get("status") == "ok")
+    ok_rows = tuple(r for r in rows if r.ok)
     stats: dict[str, Interval] = {}
     for metric in METRICS.values():
         values = [v for v in (metric.value(r) for r in ok_rows) if v is not None]
@@ -225,16 +229,8 @@ def _summarise(rows: list[Row]) -> tuple[dict[str, Interval], tuple[Row, ...]]:
 
 
 def _failures(rows: list[Row]) -> tuple[Failure, ...]:
-    failed = [r for r in rows if r.get("status") != "ok"]
-    failed.sort(key=lambda r: _repetition(r) if _repetition(r) is not None else -1)
-    return tuple(
-        Failure(_repetition(r), str(r.get("error") or "no error recorded")) for r in failed
-    )
-
-
-def _repetition(row: Row) -> int | None:
-    value = row.get("repetition")
-    return value if isinstance(value, int) else None
+    failed = sorted((r for r in rows if not r.ok), key=lambda r: r.repetition)
+    return tuple(Failure(r.repetition, r.error or "no error recorded") for r in failed)
 
 
 def _distinguishing_settings(groups: Mapping[str, list[Row]]) -> list[str]:
@@ -282,7 +278,7 @@ def aggregate(rows: Iterable[Row]) -> list[Cell]:
                 settings=settings,
                 repetitions=len(group),
                 failures=_failures(group),
-                errors=int(sum(_number(r.get("errors")) or 0 for r in ok_rows)),
+                errors=sum(r.measurement.errors for r in ok_rows if r.measurement is not None),
                 stats=stats,
                 ok_rows=ok_rows,
             )

@@ -20,7 +20,6 @@ without any, so is the figure.
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,8 @@ from archlab.report.aggregate import Cell, LoadLevel
 from archlab.report.formatting import latency_unit
 from archlab.stats import Interval, median
 from archlab.plotstyle import style
+from archlab.store.rows import ResultRow
+from archlab.store.summary import SummaryError, read_summary
 
 __all__ = ["Figure", "render_figures"]
 
@@ -311,37 +312,25 @@ def _share_y(row: Sequence[Axes]) -> None:
 # -- timeline ------------------------------------------------------------------------------
 
 
-def _representative(cell: Cell) -> Mapping[str, object] | None:
-    throughputs = {id(r): r.get("throughput_rps") for r in cell.ok_rows}
-    rows = [r for r in cell.ok_rows if isinstance(throughputs[id(r)], (int, float))]
+def _representative(cell: Cell) -> ResultRow | None:
+    """The repetition closest to the cell's median throughput."""
+    rows = [r for r in cell.ok_rows if r.measurement is not None]
     if not rows:
         return None
-    middle = median(throughputs[id(r)] for r in rows)
-    return min(rows, key=lambda r: abs(throughputs[id(r)] - middle))
+    middle = median(r.measurement.throughput_rps for r in rows if r.measurement is not None)
+    return min(rows, key=lambda r: abs(r.measurement.throughput_rps - middle) if r.measurement else 0.0)
 
 
-def _timeline_point(entry: object) -> tuple[float, float] | None:
-    """(middle of the interval in seconds since the window opened, req/s) of one entry."""
-    if not isinstance(entry, Mapping):
-        return None
-    second, length, rate = (entry.get(k) for k in ("second", "length_s", "throughput_rps"))
-    if not all(isinstance(v, (int, float)) for v in (second, length, rate)):
-        return None
-    return float(second) + float(length) / 2, float(rate)
-
-
-def _read_timeline(run_dir: Path, row: Mapping[str, object]) -> list[tuple[float, float]] | None:
-    relative = row.get("summary_path")
-    if not relative:
+def _read_timeline(run_dir: Path, row: ResultRow) -> list[tuple[float, float]] | None:
+    """(middle of the interval in seconds since the window opened, req/s) of each interval of
+    the row's load summary."""
+    if row.summary_path is None:
         return None
     try:
-        summary = json.loads((run_dir / str(relative)).read_text())
-    except (OSError, ValueError):
+        summary = read_summary(run_dir / row.summary_path)
+    except SummaryError:
         return None  # a missing or unreadable summary only costs this cell its timeline
-    entries = summary.get("timeline") if isinstance(summary, Mapping) else None
-    if not isinstance(entries, list):
-        return None
-    points = [p for p in map(_timeline_point, entries) if p]
+    points = [(p.second + p.length_s / 2, p.throughput_rps) for p in summary.timeline]
     return points or None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archlab.report.aggregate import Metric
+from archlab.report.aggregate import METRICS, Cell, Metric
 from archlab.stats import Interval
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "format_mean",
     "interval_text",
     "latency_unit",
+    "littles_law_text",
 ]
 
 #: Shown where a cell has no successful repetition to summarise.
@@ -91,3 +92,15 @@ def format_interval(interval: Interval | None, metric: Metric) -> str:
 def format_failed(failed: int, repetitions: int) -> str:
     """Failed repetitions as ``1/2``; a plain ``0`` when none failed, so failures stand out."""
     return f"{failed}/{repetitions}" if failed else "0"
+
+
+def littles_law_text(cell: Cell, flag: str) -> str:
+    """A cell's Little's law: the mean X(R+Z)/N over its repetitions, ``flag`` appended when a
+    repetition breaks the law beyond its sampling tolerance; ``n/a`` where the law is not
+    checked (open models, simulations), the missing mark when nothing succeeded."""
+    if not cell.ok_rows:
+        return MISSING
+    if not cell.littles_law_checked:
+        return "n/a"
+    text = format_mean(cell.metric("littles_law_ratio"), METRICS["littles_law_ratio"])
+    return text + flag if cell.littles_law_violations else text

@@ -18,9 +18,10 @@ from pathlib import Path
 import archlab
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, aggregate, group_by_load
 from archlab.report.figures import Figure, render_figures
-from archlab.report.formatting import MISSING, format_interval, interval_text
+from archlab.report.formatting import MISSING, format_interval, interval_text, littles_law_text
 from archlab.report.provenance import Provenance, provenance
 from archlab.stats import Interval
+from archlab.store import Manifest, ResultRow
 
 __all__ = ["write_html"]
 
@@ -197,7 +198,23 @@ def _interval_td(interval: Interval | None, key: str) -> str:
     return f'<td class="num">{_e(mean)}{half}</td>'
 
 
-def _result_row(cell: Cell, mark: Win | None, first_of_group: bool, columns: Sequence[tuple[str, str]]) -> str:
+def _note_ref(note: int | None) -> str:
+    """The footnote mark of a cell whose rows break Little's law (beside its name too, so a
+    reader sees it before scrolling a wide table to the column)."""
+    return "" if note is None else f'<sup class="note-ref"><a href="#littles-law-{note}">{note}</a></sup>'
+
+
+def _littles_law_td(cell: Cell, note: int | None) -> str:
+    """The cell's X(R+Z)/N; marked, with its footnote, when a repetition breaks the law."""
+    text = _e(littles_law_text(cell, flag=""))
+    if note is None:
+        return f'<td class="num">{text}</td>'
+    return f'<td class="num bad" title="Little\'s law not confirmed: see the footnote">{text}{_note_ref(note)}</td>'
+
+
+def _result_row(
+    cell: Cell, mark: Win | None, first_of_group: bool, columns: Sequence[tuple[str, str]], note: int | None = None
+) -> str:
     classes = " ".join(
         name
         for name, applies in (("group-start", first_of_group), ("failed", not cell.stats))
@@ -213,16 +230,17 @@ def _result_row(cell: Cell, mark: Win | None, first_of_group: bool, columns: Seq
     return (
         f'<tr class="{classes}">'
         f'<td class="num">{_e(cell.level.text) if first_of_group else ""}</td>'
-        f'<th scope="row">{mark_html}{_e(cell.label)}</th>'
+        f'<th scope="row">{mark_html}{_e(cell.label)}{_note_ref(note)}</th>'
         + "".join(_interval_td(cell.metric(key), key) for key, _ in columns)
         + f'<td class="num">{cell.errors}</td>'
         f'<td class="num{" bad" if failed else ""}">{cell.ok_repetitions}/{cell.repetitions}</td>'
         f'<td class="num{" bad" if bound else ""}">{bound}/{cell.ok_repetitions}</td>'
-        "</tr>"
+        + _littles_law_td(cell, note)
+        + "</tr>"
     )
 
 
-def _results_table(workload: str, groups: Sequence[LoadGroup]) -> str:
+def _results_table(workload: str, groups: Sequence[LoadGroup], notes: Mapping[int, int]) -> str:
     columns = _columns_for(groups)
     head = "".join(f'<th scope="col" class="num">{h}</th>' for _, h in columns)
     level_head = {"concurrency": "conc", "rate": "rate<br><small>req/s</small>", "session_rate": "sessions<br><small>per s</small>"}
@@ -233,20 +251,46 @@ def _results_table(workload: str, groups: Sequence[LoadGroup]) -> str:
         winner = group.winner
         for index, cell in enumerate(group.cells):
             mark = winner.win if winner and winner.cell is cell else None
-            rows.append(_result_row(cell, mark, index == 0, columns))
+            rows.append(_result_row(cell, mark, index == 0, columns, notes.get(id(cell))))
     return (
         f"<h3><code>{_e(workload)}</code></h3>"
         '<div class="table-wrap"><table class="results"><thead><tr>'
         f'<th scope="col" class="num">{level_th}</th><th scope="col">architecture</th>'
         f'{head}<th scope="col" class="num">errors</th><th scope="col" class="num">reps ok</th>'
         '<th scope="col" class="num">generator-<br>bound</th>'
+        '<th scope="col" class="num">X(R+Z)/N<br><small>Little</small></th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _littles_law_notes(flagged: Sequence[Cell]) -> str:
+    """The footnotes of the cells whose repetitions break Little's law, numbered as marked."""
+    if not flagged:
+        return ""
+    items = "".join(
+        f'<li id="littles-law-{number}">{_e(cell.label)} · <code>{_e(cell.workload)}</code> · '
+        f"{_e(cell.level.short)}: "
+        + "; ".join(
+            f"repetition {repetition}: X(R+Z)/N = {law.ratio:.3f} (tolerance ± {law.tolerance:.3f}"
+            + (f", {law.planned_ratio:.3f} with R from the planned send" if law.planned_ratio is not None else "")
+            + f"): {_e(law.explanation())}"
+            for repetition, law in cell.littles_law_violations
+        )
+        + "</li>"
+        for number, cell in enumerate(flagged, 1)
+    )
+    return (
+        '<p class="littles-law-notes">Little\'s law not confirmed (off by more than sampling explains, or a '
+        f'window too short to tell):</p><ol class="littles-law-notes">{items}</ol>'
     )
 
 
 def _results(groups: Sequence[LoadGroup]) -> str:
     workloads = sorted({g.workload for g in groups})
-    tables = "".join(_results_table(w, [g for g in groups if g.workload == w]) for w in workloads)
+    # Footnotes are numbered in reading order: workload by workload, as the tables list cells.
+    flagged = [c for w in workloads for g in groups if g.workload == w for c in g.cells if c.littles_law_violations]
+    notes = {id(cell): number for number, cell in enumerate(flagged, 1)}
+    tables = "".join(_results_table(w, [g for g in groups if g.workload == w], notes) for w in workloads)
     return (
         '<section id="results"><h2>Results</h2>'
         "<p>Mean over successful repetitions ± half-width of the 95% Student-t confidence "
@@ -259,7 +303,14 @@ def _results(groups: Sequence[LoadGroup]) -> str:
         "send time (coordinated omission corrected), <em>offered</em> is the arrivals (sessions "
         "for partly-open) the generator planned per second, and <em>service p99</em> is measured "
         "from the actual send.</p>"
-        f"{tables}</section>"
+        "<p><em>X(R+Z)/N</em> is Little's law for the closed model's N users (Little 1961; the "
+        "interactive response time law, Lazowska et al. 1984 ch. 3): throughput times mean latency "
+        "plus think time over the users, 1 when the latency accounts for the users' whole time. "
+        "A marked cell has a repetition whose ratio is off by more than its sampling error explains "
+        "(the window's edges, the think times drawn, HDR resolution), or whose window is too short "
+        "for its slowest requests to tell (see the footnote); n/a where "
+        "the law is not defined (the open models do not measure their population; simulations).</p>"
+        f"{tables}{_littles_law_notes(flagged)}</section>"
     )
 
 
@@ -292,7 +343,7 @@ def _failures(cells: Sequence[Cell]) -> str:
     return f'<section id="failures"><h2>Failed repetitions</h2>{body}</section>'
 
 
-def _models(manifest: Mapping[str, object], rows: Sequence[Mapping[str, object]]) -> str:
+def _models(manifest: Manifest, rows: Sequence[ResultRow]) -> str:
     """The scalability model beside the measurements (USL per architecture and workload).
 
     Imported here: the models pull in SciPy, which `archlab report`'s table alone does not
@@ -313,8 +364,8 @@ def _nav(figures: Sequence[Figure]) -> str:
 
 
 def render_html(
-    manifest: Mapping[str, object],
-    rows: Iterable[Mapping[str, object]],
+    manifest: Manifest,
+    rows: Iterable[ResultRow],
     run_dir: Path | None = None,
 ) -> str:
     """The report page as a string (see :func:`write_html`)."""
@@ -345,16 +396,18 @@ def render_html(
 
 
 def write_html(
-    manifest: Mapping[str, object],
-    rows: Iterable[Mapping[str, object]],
+    manifest: Manifest,
+    rows: Iterable[ResultRow],
     path: str | os.PathLike[str],
     run_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write the report of one run to ``path`` and return it.
 
-    ``rows`` are the store's rows of the run (one per cell and repetition). ``run_dir`` is the
-    directory their ``summary_path`` is relative to; it defaults to ``path``'s directory, which
-    is the run directory when the report is written as ``runs/<run-id>/report.html``.
+    ``manifest`` and ``rows`` are what :meth:`archlab.store.Store.load_run` returns for the
+    run (one row per cell and repetition). ``run_dir`` is the directory a relative
+    ``summary_path`` is relative to (a stored run's are absolute); it defaults to ``path``'s
+    directory, which is the run directory when the report is written as
+    ``runs/<run-id>/report.html``.
     """
     target = Path(path)
     base = Path(run_dir) if run_dir is not None else target.parent

@@ -10,11 +10,12 @@ output is a terminal, so piping the table into a file or a bug report stays clea
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
-from archlab.report.formatting import format_failed, format_interval, format_mean
+from archlab.report.formatting import format_failed, format_interval, format_mean, littles_law_text
+from archlab.store.rows import ResultRow
 
 __all__ = ["terminal_table"]
 
@@ -25,7 +26,12 @@ _LEGEND = (
     "* best mean throughput for its workload and load level, interval clear of the runner-up; "
     "(*) best mean, lead not established (intervals overlap, or a single repetition).\n"
     "gen-bound: repetitions whose load generator was saturated; their throughput is the "
-    "generator's limit, a lower bound of the server's."
+    "generator's limit, a lower bound of the server's.\n"
+    "X(R+Z)/N: Little's law for the closed model's N users (Little 1961; the interactive response "
+    "time law, Lazowska et al. 1984 ch. 3), mean over repetitions; 1 when the latency accounts "
+    "for the users' whole time. ! = a repetition off by more than its sampling error explains, or "
+    "whose window is too short to tell (listed below); "
+    "n/a = not defined (open models: their population is not measured; simulations)."
 )
 _ERROR_PREVIEW_CHARS = 120
 _PLUS_MINUS = " ± "
@@ -63,6 +69,7 @@ _COLUMNS = (
     _Column("hand-offs/req", True, _mean_of("handoffs_per_request")),
     _Column("errors", True, lambda c: str(c.errors)),
     _Column("gen-bound", True, lambda c: format_failed(c.generator_bound_repetitions, c.ok_repetitions)),
+    _Column("X(R+Z)/N", True, lambda c: littles_law_text(c, flag=" !")),
     _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
 )
 # Shown only when a cell was driven by an open model: what the generator offered, and the
@@ -148,6 +155,16 @@ def _failure_lines(cells: Sequence[Cell]) -> list[str]:
     return ["failed repetitions:", *lines] if lines else []
 
 
+def _littles_law_lines(cells: Sequence[Cell]) -> list[str]:
+    lines = [
+        f"  {cell.label} {cell.workload} {cell.level.short.replace('c=', 'conc=')} rep {repetition}: "
+        f"X(R+Z)/N = {law.ratio:.3f}, tolerance ± {law.tolerance:.3f}; {law.explanation()}"
+        for cell in cells
+        for repetition, law in cell.littles_law_violations
+    ]
+    return ["Little's law not confirmed (off beyond sampling error, or a window too short to tell):", *lines] if lines else []
+
+
 @dataclass
 class _Line:
     """One cell's line before padding; ``None`` in a list of lines stands for a blank line."""
@@ -180,7 +197,7 @@ def _column_widths(lines: Sequence[_Line], columns: Sequence[_Column]) -> list[i
     ]
 
 
-def terminal_table(rows: Iterable[Mapping[str, object]], color: bool | None = None) -> str:
+def terminal_table(rows: Iterable[ResultRow], color: bool | None = None) -> str:
     """The results table of ``rows`` (store rows, one per cell and repetition) as text.
 
     ``color`` defaults to whether standard output is a terminal.
@@ -202,7 +219,8 @@ def terminal_table(rows: Iterable[Mapping[str, object]], color: bool | None = No
     out = [_paint(render("", [column.header for column in columns]), _BOLD if color else None)]
     out += [_paint(render(line.mark, line.texts), line.colour) if line else "" for line in lines]
     out += ["", _LEGEND + (_OPEN_LEGEND if _OFFERED in columns else "")]
-    failures = _failure_lines([cell for group in groups for cell in group.cells])
-    if failures:
-        out += ["", *failures]
+    cells = [cell for group in groups for cell in group.cells]
+    for notes in (_littles_law_lines(cells), _failure_lines(cells)):
+        if notes:
+            out += ["", *notes]
     return "\n".join(out)

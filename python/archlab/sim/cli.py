@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 
+from archlab.errors import SpecError
 from archlab.sim.compare import compare_cell
 from archlab.sim.spec import load_spec
 
@@ -32,25 +34,41 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(sim_verb="simulate")
 
 
+# Flags that override a field of the file's [simulation] table.
+_OVERRIDES = ("replications", "seed", "horizon", "threads", "warmup")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Execute the verb; SpecError propagates to the CLI's single error mapping."""
+    """Execute the verb; SpecError propagates to the CLI's single error mapping. Everything is
+    checked (every sweep cell, the flags, the output paths) before the first line of output."""
     spec = load_spec(args.model)
-    keys = ("replications", "seed", "horizon", "threads", "warmup")
-    overrides = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    overrides = {k: getattr(args, k) for k in _OVERRIDES if getattr(args, k, None) is not None}
     simulation = dataclasses.replace(spec.simulation, **overrides)
-    print(f"{spec.name}: {spec.description}".rstrip(": "))
-    warmup = "MSER-5" if simulation.warmup == "mser" else f"{simulation.warmup:g}"
-    print(f"horizon {simulation.horizon:g}, warm-up {warmup}, {simulation.replications} replications, "
-          f"seed {simulation.seed}; times in model units, {simulation.confidence:.0%} confidence intervals")
-    out = args.json.open("w") if args.json else None
+    try:
+        spec.check(simulation)
+    except SpecError as e:
+        flag = e.parameter.removeprefix("simulation.")
+        raise (e.named(f"--{flag}") if flag in overrides else e) from None
+    if not (math.isfinite(args.time_unit_s) and args.time_unit_s > 0):
+        raise SpecError("--time-unit-s", "seconds per model time unit, a finite number > 0", args.time_unit_s)
+    if args.json and (args.json.is_dir() or not args.json.parent.is_dir()):
+        raise SpecError("--json", "a file path in an existing directory", str(args.json))
     cells = spec.cells()
     recorder = None
     if getattr(args, "store", None) is not None:
+        from archlab.cli.stores import open_store
         from archlab.sim.record import SimulatedRun
-        from archlab.store import Store
 
-        recorder = SimulatedRun(Store(args.store), spec.name, spec.model, simulation, args.model.read_text(encoding="utf-8"),
+        recorder = SimulatedRun(open_store(args.store), spec.name, spec.model, simulation, spec.text,
                                 [c.levels for c in cells], args.time_unit_s, spec.description)
+    try:
+        out = args.json.open("w") if args.json else None
+    except OSError as e:
+        raise SpecError("--json", "a writable file", str(args.json), e.strerror or str(e)) from None
+    print(f"{spec.name}: {spec.description}".rstrip(": "))
+    warmup = "MSER-5" if simulation.warmup == "mser" else f"{simulation.warmup:g}"
+    print(f"horizon {simulation.horizon:g}, warm-up {warmup}, {simulation.replications} replications, "
+          f"seed {simulation.seed}; times in model units, {simulation.confidence:.0%} confidence intervals", flush=True)
     status = "interrupted"
     try:
         for cell in cells:

@@ -10,28 +10,23 @@ the run configuration and the code state.
 
 Histogram values are model time x 1e9; with ``time_unit_s`` = 1 they are nanoseconds already and
 are stored as they are. Any other unit rescales each bucket's value (counts are exact; values
-keep the histogram's 3 significant digits)."""
+keep the histogram's 3 significant digits). The log is written by ``crates/metrics`` through
+``archlab._native.interval_log``, the writer of the load generator's logs, so both read alike."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
-import platform
 from pathlib import Path
 
-from hdrh.histogram import HdrHistogram
-
-import archlab
 from archlab.errors import SpecError
-from archlab.latency.readers.hdr import decode_histogram
 from archlab.sim.results import Replication, SimulationResult
 from archlab.sim.simulation import Simulation
-from archlab.store import Store
-from archlab.store.manifest import MANIFEST_SCHEMA, MANIFEST_VERSION, cpu_model, git_state, tool_versions
+from archlab.store import CellKey, CellRecord, Measurement, RunPlan, Store
+from archlab.store.records import Source
 
-SOURCE = "simulated"
+SOURCE: Source = "simulated"
 
 
 def cell_id(levels: dict[str, object]) -> str:
@@ -48,7 +43,9 @@ def cell_id(levels: dict[str, object]) -> str:
 
 
 class SimulatedRun:
-    """A simulation being recorded: create it, :meth:`record` each cell's result, :meth:`finish`."""
+    """A simulation being recorded: create it, :meth:`record` each cell's result, :meth:`finish`.
+    Written through the store's one writer API, like a measured run (:meth:`Store.begin_run`,
+    :meth:`RunWriter.record`), and holding the run's lock until it finishes."""
 
     def __init__(self, store: Store, name: str, model_spec: dict, simulation: Simulation, spec_text: str,
                  cells: list[dict[str, object]], time_unit_s: float = 1.0, description: str = ""):
@@ -57,90 +54,57 @@ class SimulatedRun:
         self.store, self.name, self.time_unit_s = store, name, float(time_unit_s)
         spec = {"name": name, "description": description, "simulation": simulation.to_spec(), "model": model_spec,
                 "time_unit_s": self.time_unit_s}
-        spec_hash = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
         self.cell_ids = [cell_id(levels) for levels in cells]
-        manifest = {
-            "schema": MANIFEST_SCHEMA,
-            "schema_version": MANIFEST_VERSION,
-            "kind": "simulation",
-            "experiment": name,
-            "git": git_state(Path(archlab.__file__).parent),
-            "build_profile": None,
-            "engine_version": _native_version(),
-            "kernel": platform.release(),
-            "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "load_model": _load_model(model_spec),
-            "spec": spec,
-            "spec_hash": spec_hash,
-            "spec_text": spec_text,
-            "cells": self.cell_ids,
-            "cell_levels": dict(zip(self.cell_ids, cells)),
-            "repetitions": simulation.replications,
-            "tools": tool_versions(),
-        }
-        self.run_id = store.create_run_directory(name, spec_hash, spec_text, manifest, len(cells))
-        self.directory = store.run_dir(self.run_id)
+        plan = RunPlan(
+            name=name,
+            kind="simulation",
+            spec_hash=hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest(),
+            spec_text=spec_text,
+            cells=tuple(self.cell_ids),
+            repetitions=simulation.replications,
+            load_model=_load_model(model_spec),
+            source=SOURCE,
+            facts={"build_profile": None, "engine_version": _native_version(), "spec": spec,
+                   "cell_levels": dict(zip(self.cell_ids, cells))},
+        )
+        self.handle = store.begin_run(plan)
+        self.run_id = self.handle.run_id
+        self.directory = self.handle.directory
         self._population = _closed_population(model_spec)
 
     def record(self, levels: dict[str, object], result: SimulationResult, model_spec: dict | None = None) -> None:
         """Store one cell's result: one row and one directory per replication."""
-        cid = cell_id(levels)
         population = _closed_population(model_spec) if model_spec is not None else self._population
+        key = CellKey(cell_id(levels), f"sim:{self.name}", "simulation", concurrency=population,
+                      factors={k.split(".")[-1]: v for k, v in levels.items()})
         for rep in result.replications:
             repetition = rep.index + 1
-            d = self.directory / "cells" / cid / f"rep-{repetition}"
-            d.mkdir(parents=True, exist_ok=True)
+            d = self.handle.prepare_rep_dir(key, repetition)
             (d / "replication.json").write_text(json.dumps(dataclasses.asdict(rep), default=str, allow_nan=True),
                                                 encoding="utf-8")
-            (d / "hdr.log").write_text(self._hdr_log(rep), encoding="utf-8")
-            m = self.measurement(rep)
-            row = {
-                "run_id": self.run_id, "cell_id": cid, "repetition": repetition,
-                "architecture": f"sim:{self.name}", "workload": "simulation", "concurrency": population,
-                "factors": {k.split(".")[-1]: v for k, v in levels.items()},
-                "status": "ok", "source": SOURCE,
-                "summary_path": os.path.relpath(d / "replication.json", self.store.root),
-                "hdr_log_path": os.path.relpath(d / "hdr.log", self.store.root),
-                **dataclasses.asdict(m),
-            }
-            row.pop("generator_bound", None)
-            self.store.catalog.insert_result(row)
+            (d / "hdr.log").write_bytes(self._hdr_log(rep))
+            self.handle.record(key, repetition, CellRecord("ok", measurement=self.measurement(rep),
+                                                           summary_path=d / "replication.json",
+                                                           hdr_log_path=d / "hdr.log"))
 
     def finish(self, status: str = "complete") -> None:
-        self.store.set_status(self.run_id, status)
+        self.handle.set_status(status)
+        self.handle.close()
 
     def measurement(self, rep: Replication):
         """A replication as the lab's stored summary of a measurement window."""
-        from archlab.store.records import Measurement
-
         unit, us = self.time_unit_s, self.time_unit_s * 1e6
         t = rep.total
         return Measurement(duration_s=rep.window * unit, requests=t.completed, throughput_rps=t.throughput / unit,
                            p50_us=t.p50 * us, p90_us=t.p90 * us, p99_us=t.p99 * us, p999_us=t.p999 * us,
                            max_us=t.max * us, mean_us=t.mean * us, errors=t.dropped)
 
-    def _hdr_log(self, rep: Replication) -> str:
-        histogram = decode_histogram(rep.histogram)
-        if self.time_unit_s != 1.0:
-            histogram = _rescaled(histogram, self.time_unit_s)
-        encoded = histogram.encode()
-        encoded = encoded.decode() if isinstance(encoded, bytes) else encoded
-        start, length = rep.warmup * self.time_unit_s, rep.window * self.time_unit_s
-        top = histogram.get_max_value() / 1e9
-        return (f"#[simulated by archlab.sim: replication {rep.index}, values in ns]\n"
-                '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
-                f"{start:.3f},{length:.3f},{top:.6f},{encoded}\n")
+    def _hdr_log(self, rep: Replication) -> bytes:
+        from archlab import _native
 
-
-def _rescaled(histogram: HdrHistogram, factor: float) -> HdrHistogram:
-    top = max(2, int(histogram.get_max_value() * factor) * 2 + 2)
-    out = HdrHistogram(1, top, histogram.significant_figures)
-    for item in histogram.get_recorded_iterator():
-        v = histogram.get_lowest_equivalent_value(item.value_iterated_to)
-        mid = v + ((histogram.get_highest_equivalent_value(v) - v + 1) >> 1)
-        out.record_value(max(1, round(mid * factor)), item.count_at_value_iterated_to)
-    return out
+        unit = self.time_unit_s
+        return _native.interval_log(rep.histogram, rep.warmup * unit, rep.window * unit, value_scale=unit,
+                                    comment=f"[simulated by archlab.sim: replication {rep.index}]")
 
 
 def _closed_population(model_spec: dict) -> int:

@@ -300,7 +300,7 @@ def _decode(hint, data):
     """Build a value of type ``hint`` from the core's JSON (null floats are NaN; lists of named
     objects become dicts keyed by name)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, __import__("types").UnionType):
         inner = [a for a in args if a is not type(None)][0]
         return None if data is None else _decode(inner, data)
     if origin is dict:

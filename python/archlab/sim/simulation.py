@@ -6,6 +6,7 @@ The same seed gives bit-identical results on any machine and any number of threa
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,8 +68,14 @@ class Simulation:
         return spec
 
     def run(self, model: Model | dict) -> SimulationResult:
-        """Simulate ``model`` (a :class:`Model` or a model-format dict, e.g. read from TOML)."""
+        """Simulate ``model`` (a :class:`Model` or a model-format dict, e.g. read from TOML).
+        Ctrl-C stops the run and raises KeyboardInterrupt."""
         return simulate(model.to_spec() if isinstance(model, Model) else model, self.to_spec())
+
+    def check(self, model: Model | dict) -> None:
+        """Validate ``model`` and this configuration as :meth:`run` would, without running:
+        invalid input raises :class:`SpecError` naming the field."""
+        _call(_native.check_simulation, model.to_spec() if isinstance(model, Model) else model, self.to_spec())
 
 
 def mser(series, batch_size: int = 5) -> Truncation | None:
@@ -88,14 +95,41 @@ def mser(series, batch_size: int = 5) -> Truncation | None:
 
 def simulate(model_spec: dict, run_spec: dict) -> SimulationResult:
     """Run model-format dicts through the core; invalid input raises :class:`SpecError`."""
+    return SimulationResult.from_json(json.loads(_call(_native.simulate, model_spec, run_spec)))
+
+
+# The run configuration's fields are those of a model file's [simulation] table.
+_RUN_TABLE = "simulation"
+
+
+def _call(function, model_spec: dict, run_spec: dict):
+    """``function(model_json, run_json)`` of the bindings, with the core's refusals (and numbers
+    JSON cannot carry) as :class:`SpecError` naming the field."""
+    for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE)):
+        if (where := _non_finite(spec, root)) is not None:
+            raise SpecError(where[0], "a finite number", where[1])
     try:
-        out = _native.simulate(json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False))
+        return function(json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False))
     except ValueError as e:
         if len(e.args) == 3:  # the bindings' mapping of SimError: (field, allowed, received)
             field, allowed, received = e.args
             raise SpecError(field, allowed, _Verbatim(received)) from None
-        raise SpecError("model", "numbers that are finite (JSON has no NaN or infinity)", str(e)) from None
-    return SimulationResult.from_json(json.loads(out))
+        raise SpecError("model", "a model the simulator reads", str(e)) from None
+    except (TypeError, OverflowError) as e:  # a value JSON cannot carry (an object, a huge int)
+        raise SpecError("model", "numbers, strings, lists and tables", str(e)) from None
+
+
+def _non_finite(value: object, path: str) -> tuple[str, float] | None:
+    """The path (in the model file's spelling) and value of the first NaN or infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for p, v in items if (found := _non_finite(v, p)) is not None), None)
 
 
 class _Verbatim(str):

@@ -30,12 +30,13 @@ from pathlib import Path
 from archlab.errors import SpecError
 from archlab.spec.model import FACTOR_NAMES, Cell, Experiment, Factor, LoadSettings, Placement, ServerOptions
 from archlab.spec.raw import RawSpec, parse_toml
-from archlab.spec.registry import ArchitectureInfo, FixedRegistry, Registry
+from archlab.spec.registry import ArchitectureInfo, DataPlaneRegistry, FixedRegistry, Registry
 from archlab.spec.validate import SpecEnvironment, validate
 
 __all__ = [
     "FACTOR_NAMES",
     "ArchitectureInfo",
+    "DataPlaneRegistry",
     "Cell",
     "Experiment",
     "Factor",
@@ -57,8 +58,6 @@ def parse_spec(text: str, source: str = "<spec>", env: SpecEnvironment | None = 
     (``archlab._native``) and the CPUs this process may use."""
     raw = parse_toml(text, source)
     if env is None:
-        from archlab.lab.engine import DataPlaneRegistry  # lazy: shape errors need no data plane
-
         env = SpecEnvironment.local(DataPlaneRegistry())
     return validate(raw, env)
 

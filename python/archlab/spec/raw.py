@@ -53,7 +53,7 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(source, "valid TOML", _offending_line(text, str(e)), hint=str(e)) from None
+        raise toml_error(text, source, e) from None
     known = sections()
     for section, table in doc.items():
         if section not in known:
@@ -68,6 +68,14 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
             raise SpecError(section, f"a [{section}] section", "nothing")
     tables = {name: MappingProxyType(dict(table)) for name, table in doc.items()}
     return RawSpec(source=source, tables=MappingProxyType(tables))
+
+
+def toml_error(text: str, source: str, error: tomllib.TOMLDecodeError) -> SpecError:
+    """A TOML syntax error as a :class:`SpecError` quoting the line it points at."""
+    line = _offending_line(text, str(error))
+    if len(line) > 80:  # a one-line answer quotes the start of a long line, not all of it
+        line = line[:80] + "..."
+    return SpecError(source, "valid TOML", line, hint=str(error))
 
 
 _LINE_RE = re.compile(r"at line (\d+)")

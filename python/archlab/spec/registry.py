@@ -1,13 +1,15 @@
 """What spec validation needs to know about the data plane, as a small protocol: the registered
 architectures (name, description, the options each accepts) and a check of workload targets.
 The data plane is the one place that names architectures and parses workloads, so the spec asks
-it instead of keeping a copy; :mod:`archlab.lab.engine` provides the real implementation and
-tests can pass a fixed one."""
+it instead of keeping a copy; :class:`DataPlaneRegistry` asks the real one through
+``archlab._native`` and tests can pass a fixed one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
+
+from archlab import contract
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,19 @@ class FixedRegistry:
     def check_workload(self, target: str) -> None:
         if not target.startswith("/"):
             raise ValueError(f"workload target must start with '/', got {target!r}")
+
+
+class DataPlaneRegistry:
+    """:class:`archlab.spec.Registry` backed by the data plane of this checkout, through
+    ``archlab._native`` (a missing or outdated extension is a clear error, never a fallback)."""
+
+    def __init__(self) -> None:
+        self._architectures: tuple[ArchitectureInfo, ...] | None = None
+
+    def architectures(self) -> Sequence[ArchitectureInfo]:
+        if self._architectures is None:
+            self._architectures = tuple(ArchitectureInfo.from_mapping(a) for a in contract.native().architectures())
+        return self._architectures
+
+    def check_workload(self, target: str) -> None:
+        contract.native().check_workload(target)

@@ -16,6 +16,9 @@ DURATION_SYNTAX = "a duration such as '3s', '500ms', '1m' or a number of seconds
 
 _CPU_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 CPU_LIST_SYNTAX = "a CPU list such as '1', '0-1' or '0,2-3'"
+# Linux numbers at most 8192 CPUs (NR_CPUS with MAXSMP); a bound far above it keeps a typo such
+# as "0-99999999" from building a set of 10^8 numbers before the check against this machine.
+MAX_CPU = (1 << 16) - 1
 
 
 def parse_duration(value: object, field: str, *, minimum_s: float = 0.0, strict: bool = False) -> float:
@@ -73,6 +76,8 @@ def parse_cpu_list(value: object, field: str) -> tuple[int, ...]:
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise SpecError(field, CPU_LIST_SYNTAX, value, hint=f"range {part} runs backwards")
+        if hi > MAX_CPU:
+            raise SpecError(field, f"CPU numbers up to {MAX_CPU}", value)
         cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
 

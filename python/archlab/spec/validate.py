@@ -323,8 +323,15 @@ def _workload_level(value: object, field: str, registry: Registry) -> str:
     return target
 
 
+# The catalog stores concurrency, threads and loops as 32-bit integers (store/catalog.py).
+_MAX_LEVEL = 2**31 - 1
+
+
 def _positive_level(value: object, field: str, _registry: Registry) -> int:
-    return _int(value, field, 1)
+    level = _int(value, field, 1)
+    if level > _MAX_LEVEL:
+        raise SpecError(field, f"an integer in 1..={_MAX_LEVEL}", value)
+    return level
 
 
 def _server_option_level(value: object, field: str, _registry: Registry) -> int:

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import duckdb
 
@@ -76,6 +76,15 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     # The think time's distribution ('exp:5ms', 'uniform:2ms-8ms'); NULL for a constant one
     # (and in older catalogs): think_time_s, its mean, says it all then.
     ("think_time", "VARCHAR"),
+    # Little's law on the window (archlab.littles_law): X (R + Z) / N with R the row's mean
+    # latency, the same with R from the planned send, the tolerance sampling explains, and
+    # whether the row passes (the ratio within the tolerance, and the tolerance at most 10 %,
+    # the window long enough to tell). NULL where the law is not checked (open models,
+    # simulations, failed repetitions, rows written before the check existed).
+    ("littles_law_ratio", "DOUBLE"),
+    ("littles_law_planned_ratio", "DOUBLE"),
+    ("littles_law_tolerance", "DOUBLE"),
+    ("littles_law_ok", "BOOLEAN"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
@@ -165,7 +174,8 @@ class Catalog:
 
     # --- results -------------------------------------------------------------------------
 
-    def insert_result(self, row: dict) -> None:
+    def insert_result(self, row: Mapping[str, object]) -> None:
+        """Insert one ``results`` row given as column values (``ResultRow.to_columns``)."""
         names = [name for name, _ in RESULT_COLUMNS]
         unknown = set(row) - set(names)
         assert not unknown, f"not catalog columns: {unknown}"

@@ -1,14 +1,63 @@
-"""The shape of one catalog row, as typed values: what the load generator measured
-(:class:`Measurement`), what the server spent (:class:`ServerCost`), and the outcome of one cell
-and repetition (:class:`CellRecord`). The runner builds these, the store writes them; neither
-passes loose dicts to the other."""
+"""The typed pieces of one catalog row: which cell it belongs to (:class:`CellKey`), what the
+load generator measured (:class:`Measurement`), what the server spent (:class:`ServerCost`) and
+the outcome of one cell and repetition (:class:`CellRecord`, which also carries the row's
+Little's-law check, :class:`~archlab.littles_law.LittlesLaw`). Writers (the runner, the
+simulator) build these and hand them to :meth:`archlab.store.RunWriter.record`; readers get them
+back inside :class:`~archlab.store.rows.ResultRow`. Nobody passes loose dicts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Mapping
+
+from archlab.littles_law import LittlesLaw
+
+if TYPE_CHECKING:
+    from archlab.spec.model import Cell
 
 CellStatus = Literal["ok", "failed"]
+#: Where a row's numbers come from: a measurement of real processes, or ``archlab simulate``.
+Source = Literal["measured", "simulated"]
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """What names a cell in the catalog: its id, the settings a report groups it by, and the
+    levels of every factor its run varies (``factors``, the catalog's JSON column)."""
+
+    cell_id: str
+    architecture: str | None
+    workload: str | None
+    #: Users of the closed model; None for the open models (they set a rate).
+    concurrency: int | None = None
+    threads: int | None = None
+    loops: int | None = None
+    #: The mean think time Z (seconds).
+    think_time_s: float | None = None
+    #: The think time's distribution ('exp:5ms', 'uniform:2ms-8ms'); None for a constant.
+    think_time: str | None = None
+    #: Planned arrivals per second (open model) / sessions per second (partly-open).
+    rate_rps: float | None = None
+    session_rate: float | None = None
+    factors: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cell: "Cell") -> "CellKey":
+        """The key of a cell of a validated experiment."""
+        return cls(
+            cell_id=cell.cell_id,
+            architecture=cell.architecture,
+            workload=cell.workload,
+            concurrency=cell.concurrency,
+            threads=cell.threads,
+            loops=cell.loops,
+            think_time_s=cell.think_time_s,
+            think_time=cell.think_time.stored,
+            rate_rps=cell.rate_rps,
+            session_rate=cell.session_rate,
+            factors=cell.factor_levels(),
+        )
 
 
 @dataclass(frozen=True)
@@ -28,12 +77,10 @@ class Measurement:
     max_us: float
     mean_us: float
     errors: int
-    errors_by_class: dict[str, int] = field(default_factory=dict)
+    errors_by_class: Mapping[str, int] = field(default_factory=dict)
     # The load generator's own verdict that it, not the server, limited the run (its threads
     # were saturated); None when the summary predates the verdict (schema version 1).
     generator_bound: bool | None = None
-    # Which model drove the run; None for a summary of schema version 1 (closed only).
-    load_model: str | None = None
     # Open models: arrivals planned per second of the window (requests for open, sessions for
     # partly-open), as the engine counted them; None for the closed model.
     offered_rps: float | None = None
@@ -63,15 +110,35 @@ class ServerCost:
     # Hand-offs between threads per request, as counted by the server (None: not reported).
     handoffs_per_request: float | None = None
 
+    @property
+    def context_switches_per_request(self) -> float | None:
+        """Voluntary plus involuntary; None when either is unknown (a partial sum would undercount)."""
+        if self.voluntary_cs_per_request is None or self.involuntary_cs_per_request is None:
+            return None
+        return self.voluntary_cs_per_request + self.involuntary_cs_per_request
+
+    @property
+    def syscalls_per_request(self) -> float | None:
+        """Socket reads plus writes; None when either is unknown."""
+        if self.read_syscalls_per_request is None or self.write_syscalls_per_request is None:
+            return None
+        return self.read_syscalls_per_request + self.write_syscalls_per_request
+
 
 @dataclass(frozen=True)
 class CellRecord:
+    """The outcome of one cell and repetition, as its writer hands it to the store. Paths are
+    where the files are (absolute, or relative to the store's root); the catalog keeps them
+    relative to the root, so a store can move."""
+
     status: CellStatus
     error: str | None = None
     measurement: Measurement | None = None
     cost: ServerCost | None = None
-    summary_path: str | None = None  # relative to the run directory
-    hdr_log_path: str | None = None
+    summary_path: Path | str | None = None
+    hdr_log_path: Path | str | None = None
+    #: Little's law on the window; None where it is not defined (open models, simulations).
+    littles_law: LittlesLaw | None = None
 
     @classmethod
     def failed(cls, error: str, measurement: Measurement | None = None) -> "CellRecord":

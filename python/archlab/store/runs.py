@@ -5,6 +5,14 @@
     <run-id>/spec.toml                  the spec exactly as given
     <run-id>/cells/<cell_id>/rep-<r>/   summary.json, hdr.log, server.stderr, load.stderr, probe.json
 
+Every kind of run is written through the same API: :meth:`Store.begin_run` with a
+:class:`RunPlan` gives a :class:`RunWriter` (``archlab.sim.record`` writes simulations so;
+:meth:`Store.create_run` makes the plan of an experiment and gives a :class:`RunHandle`, the
+writer that also knows the experiment's pending pairs), then :meth:`RunWriter.record` once per
+(cell, repetition) and :meth:`RunWriter.set_status`. Readers get a :class:`RunView` from
+:meth:`Store.load_run`: the typed :class:`~archlab.store.manifest.Manifest` and
+:class:`~archlab.store.rows.ResultRow` s.
+
 A (cell, repetition) is done when, and only when, its catalog row exists; its directory is
 written first. Resuming therefore clears the directory of every pair without a row and runs it
 again, whatever state an interruption left it in. A run being executed holds an advisory lock on
@@ -18,15 +26,18 @@ import json
 import os
 import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Mapping
 
 from archlab.errors import StoreError
 from archlab.spec.model import Cell, Experiment
 from archlab.store.catalog import Catalog
-from archlab.store.manifest import EngineFacts, build_manifest
-from archlab.store.records import CellRecord
+from archlab.store.manifest import MANIFEST_SCHEMA, MANIFEST_VERSION, EngineFacts, Manifest, RunKind, experiment_facts, machine_facts
+from archlab.store.records import CellKey, CellRecord, Source
+from archlab.store.rows import ResultRow
+from archlab.store.summary import SummaryError, read_summary
 
 CATALOG_FILE = "archlab.duckdb"
 
@@ -55,6 +66,62 @@ class RunInfo:
     cells_failed: int
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """A run about to be written, whatever produces it. ``facts`` are what its kind adds to the
+    manifest (the spec, placement, engine...); the store adds the run id, the start time, the
+    cells, the load model and the machine and code facts."""
+
+    name: str
+    kind: RunKind
+    spec_hash: str
+    spec_text: str
+    cells: tuple[str, ...]
+    repetitions: int
+    load_model: str | None
+    source: Source = "measured"
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def cells_planned(self) -> int:
+        return len(self.cells) * self.repetitions
+
+    @classmethod
+    def of_experiment(cls, experiment: Experiment, spec_text: str, engine: EngineFacts | None = None) -> "RunPlan":
+        return cls(
+            name=experiment.name,
+            kind="experiment",
+            spec_hash=experiment.spec_hash(),
+            spec_text=spec_text,
+            cells=tuple(c.cell_id for c in experiment.cells()),
+            repetitions=experiment.repetitions,
+            load_model=experiment.load.model,
+            facts=experiment_facts(experiment, engine),
+        )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored run as its readers see it: the manifest and the rows in the experiment's cell
+    order (then repetition), file paths absolute."""
+
+    manifest: Manifest
+    rows: list[ResultRow]
+
+    @property
+    def cells(self) -> list[str]:
+        """Cell ids: the planned ones in order, then any others the rows name."""
+        return list(dict.fromkeys([*self.manifest.cells, *(r.cell_id for r in self.rows)]))
+
+    @property
+    def ok_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.ok]
+
+    @property
+    def failed_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if not r.ok]
+
+
 class Store:
     def __init__(self, root: str | Path, catalog_path: str | Path | None = None):
         self.root = Path(root)
@@ -66,46 +133,51 @@ class Store:
     # --- writing -------------------------------------------------------------------------
 
     def create_run(self, experiment: Experiment, spec_text: str, engine: EngineFacts | None = None) -> "RunHandle":
+        """A new run of ``experiment`` (see :meth:`begin_run`)."""
+        writer = self.begin_run(RunPlan.of_experiment(experiment, spec_text, engine))
+        return RunHandle(self, writer.run_id, experiment, writer.detach_lock())
+
+    def begin_run(self, plan: RunPlan) -> "RunWriter":
+        """A new run: its directory, ``spec.toml``, ``manifest.json`` and catalog row, locked
+        for this process until the writer is closed."""
         started = utc_now()
-        run_id = new_run_id(experiment.name)
+        run_id = new_run_id(plan.name)
         directory = self.run_dir(run_id)
         directory.mkdir(parents=True, exist_ok=False)
         lock = _lock_run(directory, run_id)
-        (directory / "spec.toml").write_text(spec_text, encoding="utf-8")
-        _write_json(directory / "manifest.json", build_manifest(run_id, experiment, spec_text, started, engine))
-        self.catalog.add_run(run_id, experiment.name, experiment.spec_hash(), started, experiment.cells_planned)
-        return RunHandle(self, run_id, experiment, lock)
-
-    def create_run_directory(self, name: str, spec_hash: str, spec_text: str, manifest: dict, cells_planned: int) -> str:
-        """A run that is not an experiment of real processes (e.g. a simulation): its directory,
-        spec and ``manifest`` (run_id and started_at are filled in here) and its catalog row.
-        The caller records its rows with :meth:`Catalog.insert_result` and sets the status."""
-        started = utc_now()
-        run_id = new_run_id(name)
-        directory = self.run_dir(run_id)
-        directory.mkdir(parents=True, exist_ok=False)
-        (directory / "spec.toml").write_text(spec_text, encoding="utf-8")
-        _write_json(directory / "manifest.json", {**manifest, "run_id": run_id, "started_at": started.isoformat() + "Z"})
-        self.catalog.add_run(run_id, name, spec_hash, started, cells_planned)
-        return run_id
+        (directory / "spec.toml").write_text(plan.spec_text, encoding="utf-8")
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "schema_version": MANIFEST_VERSION,
+            "kind": plan.kind,
+            "run_id": run_id,
+            "experiment": plan.name,
+            "started_at": started.isoformat() + "Z",
+            **machine_facts(),
+            "load_model": plan.load_model,
+            **plan.facts,
+            "spec_hash": plan.spec_hash,
+            "spec_text": plan.spec_text,
+            "cells": list(plan.cells),
+            "repetitions": plan.repetitions,
+        }
+        _write_json(directory / "manifest.json", manifest)
+        self.catalog.add_run(run_id, plan.name, plan.spec_hash, started, plan.cells_planned)
+        return RunWriter(self, run_id, lock, plan.source, plan.load_model)
 
     def open_run(self, run_id: str, experiment: Experiment) -> "RunHandle":
         """Reopen a stored run to resume it; ``experiment`` must be its spec, validated again."""
-        manifest = self.read_manifest(run_id)
-        if experiment.spec_hash() != manifest["spec_hash"]:
+        document = self._manifest_document(run_id)
+        if experiment.spec_hash() != document["spec_hash"]:
             raise StoreError(
                 f"run {run_id}: its spec validates differently now (hash {experiment.spec_hash()[:12]} instead of "
-                f"{manifest['spec_hash'][:12]}), e.g. because the CPUs or the registry changed; start a new run instead"
+                f"{str(document['spec_hash'])[:12]}), e.g. because the CPUs or the registry changed; start a new run instead"
             )
         lock = _lock_run(self.run_dir(run_id), run_id)
-        manifest.setdefault("resumed_at", []).append(utc_now().isoformat() + "Z")
-        _write_json(self.run_dir(run_id) / "manifest.json", manifest)
+        document.setdefault("resumed_at", []).append(utc_now().isoformat() + "Z")
+        _write_json(self.run_dir(run_id) / "manifest.json", document)
         self.catalog.set_status(run_id, "running", None)
         return RunHandle(self, run_id, experiment, lock)
-
-    def record(self, run_id: str, cell: Cell, repetition: int, record: CellRecord, load_model: str | None = None) -> None:
-        """Insert the catalog row of one cell and repetition (its files must be complete)."""
-        self.catalog.insert_result(_result_row(run_id, cell, repetition, record, load_model))
 
     def set_status(self, run_id: str, status: str) -> None:
         finished = None if status == "running" else utc_now()
@@ -113,45 +185,51 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
-    def read_manifest(self, run_id: str) -> dict:
+    def read_manifest(self, run_id: str) -> Manifest:
+        """The run's manifest, with the catalog's status and finish time."""
+        document = self._manifest_document(run_id)
+        run = self.catalog.run(run_id) or {}
+        finished = run["finished_at"].isoformat() + "Z" if run.get("finished_at") else None
+        return Manifest.from_document(document, status=run.get("status"), finished_at=finished)
+
+    def _manifest_document(self, run_id: str) -> dict:
         path = self.run_dir(run_id) / "manifest.json"
         if self.catalog.run(run_id) is None:
             raise StoreError(f"no run {run_id!r} in {self.catalog.path} (`archlab runs` lists the runs)")
         try:
-            return json.loads(path.read_text())
+            document = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise StoreError(f"run {run_id}: cannot read {path}: {e}") from None
+        if not isinstance(document, dict):
+            raise StoreError(f"run {run_id}: {path} holds {type(document).__name__}, expected a JSON object")
+        return document
 
-    def load_run(self, run_id: str) -> tuple[dict, list[dict]]:
-        """The manifest (with the catalog's status and finish time added) and the rows in the
-        experiment's cell order, file paths made absolute: everything a report needs."""
+    def load_run(self, run_id: str) -> RunView:
+        """The manifest and the rows in the experiment's cell order, file paths made absolute:
+        everything a report needs. A measured closed-model row of a run recorded before rows
+        carried Little's law gets the check computed from its stored summary (nothing is
+        written back)."""
         manifest = self.read_manifest(run_id)
-        run = self.catalog.run(run_id) or {}
-        manifest["status"] = run.get("status")
-        manifest["finished_at"] = run["finished_at"].isoformat() + "Z" if run.get("finished_at") else None
-        order = {cell_id: i for i, cell_id in enumerate(manifest.get("cells", []))}
-        rows = self.catalog.results(run_id)
-        rows.sort(key=lambda r: (order.get(r["cell_id"], len(order)), r["cell_id"], r["repetition"]))
-        for row in rows:
-            for key in ("summary_path", "hdr_log_path"):
-                if row.get(key):
-                    row[key] = str((self.root / row[key]).resolve())
-            if row.get("recorded_at") is not None:
-                row["recorded_at"] = row["recorded_at"].isoformat() + "Z"
-        return manifest, rows
+        order = {cell_id: i for i, cell_id in enumerate(manifest.cells)}
+        rows = [_with_littles_law(ResultRow.from_columns(c, self.root)) for c in self.catalog.results(run_id)]
+        rows.sort(key=lambda r: (order.get(r.cell_id, len(order)), r.cell_id, r.repetition))
+        return RunView(manifest, rows)
 
     def runs(self) -> list[RunInfo]:
         return [RunInfo(**row) for row in self.catalog.runs()]
 
 
-class RunHandle:
-    """One run being written: where its cells go, which are done, how each is recorded."""
+class RunWriter:
+    """One run being written, whatever produces it: where its cells go and how each is
+    recorded. Holds the run's lock until closed."""
 
-    def __init__(self, store: Store, run_id: str, experiment: Experiment, lock: int | None = None):
+    def __init__(self, store: Store, run_id: str, lock: int | None = None, source: Source = "measured",
+                 load_model: str | None = None):
         self.store = store
         self.run_id = run_id
-        self.experiment = experiment
         self.directory = store.run_dir(run_id)
+        self.source = source
+        self.load_model = load_model
         self._lock = lock
 
     def close(self) -> None:
@@ -160,14 +238,51 @@ class RunHandle:
             os.close(self._lock)
             self._lock = None
 
-    def __enter__(self) -> "RunHandle":
+    def detach_lock(self) -> int | None:
+        """Hand the run's lock over (to the handle that goes on writing the run)."""
+        lock, self._lock = self._lock, None
+        return lock
+
+    def __enter__(self) -> "RunWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def rep_dir(self, cell: Cell, repetition: int) -> Path:
-        return self.directory / "cells" / cell.cell_id / f"rep-{repetition}"
+    def rep_dir(self, cell: Cell | CellKey | str, repetition: int) -> Path:
+        cell_id = cell if isinstance(cell, str) else cell.cell_id
+        return self.directory / "cells" / cell_id / f"rep-{repetition}"
+
+    def prepare_rep_dir(self, cell: Cell | CellKey | str, repetition: int) -> Path:
+        """An empty directory for the pair: leftovers of an interrupted attempt are removed."""
+        d = self.rep_dir(cell, repetition)
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        return d
+
+    def record(self, cell: Cell | CellKey, repetition: int, record: CellRecord) -> ResultRow:
+        """Insert the catalog row of one cell and repetition (its files must be complete);
+        returns the row as written."""
+        key = cell if isinstance(cell, CellKey) else CellKey.of(cell)
+        row = ResultRow.of(self.run_id, key, repetition, record, source=self.source, load_model=self.load_model,
+                           recorded_at=utc_now())
+        self.store.catalog.insert_result(row.to_columns(self.store.root))
+        return row
+
+    def set_status(self, status: str) -> None:
+        self.store.set_status(self.run_id, status)
+
+
+class RunHandle(RunWriter):
+    """An experiment's run being written: also which (cell, repetition) pairs are pending."""
+
+    def __init__(self, store: Store, run_id: str, experiment: Experiment, lock: int | None = None):
+        super().__init__(store, run_id, lock, "measured", experiment.load.model)
+        self.experiment = experiment
+
+    def __enter__(self) -> "RunHandle":
+        return self
 
     def pending(self) -> list[tuple[Cell, int]]:
         """(cell, repetition) pairs without a catalog row, repetition-major: every cell runs
@@ -180,23 +295,19 @@ class RunHandle:
             if (cell.cell_id, rep) not in done
         ]
 
-    def prepare_rep_dir(self, cell: Cell, repetition: int) -> Path:
-        """An empty directory for the pair: leftovers of an interrupted attempt are removed."""
-        d = self.rep_dir(cell, repetition)
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        return d
 
-    def relative(self, path: Path) -> str:
-        """A path as the catalog stores it: relative to the store root, so the store can move."""
-        return os.path.relpath(path, self.store.root)
-
-    def record(self, cell: Cell, repetition: int, record: CellRecord) -> None:
-        self.store.record(self.run_id, cell, repetition, record, self.experiment.load.model)
-
-    def set_status(self, status: str) -> None:
-        self.store.set_status(self.run_id, status)
+def _with_littles_law(row: ResultRow) -> ResultRow:
+    """``row`` with the Little's-law check of its stored summary, when it lacks one and can have
+    one (a measured repetition that succeeded; the summary decides whether its model has one)."""
+    if row.littles_law is not None or not row.ok or row.source != "measured" or row.summary_path is None:
+        return row
+    if row.load_model not in (None, "closed"):  # the open models have no check to compute
+        return row
+    try:
+        law = read_summary(row.summary_path).littles_law
+    except SummaryError:
+        return row
+    return replace(row, littles_law=law) if law is not None else row
 
 
 def _lock_run(directory: Path, run_id: str) -> int:
@@ -212,39 +323,7 @@ def _lock_run(directory: Path, run_id: str) -> int:
     return fd
 
 
-def _result_row(run_id: str, cell: Cell, repetition: int, record: CellRecord, load_model: str | None = None) -> dict:
-    m, c = record.measurement, record.cost
-    row = {
-        "run_id": run_id,
-        "cell_id": cell.cell_id,
-        "repetition": repetition,
-        "architecture": cell.architecture,
-        "workload": cell.workload,
-        "concurrency": cell.concurrency,
-        "threads": cell.threads,
-        "loops": cell.loops,
-        "think_time_s": cell.think_time_s,
-        "think_time": cell.think_time.stored,
-        "rate_rps": cell.rate_rps,
-        "session_rate": cell.session_rate,
-        "factors": cell.factor_levels(),
-        "status": record.status,
-        "error": record.error,
-        "source": "measured",
-        "summary_path": record.summary_path,
-        "hdr_log_path": record.hdr_log_path,
-        "recorded_at": utc_now(),
-    }
-    if m is not None:
-        row.update(vars(m))
-    if c is not None:
-        row.update(vars(c))
-    # The spec's model names a failed row's load too (a summary of version 1 names none).
-    row["load_model"] = row.get("load_model") or load_model
-    return row
-
-
-def _write_json(path: Path, doc: dict) -> None:
+def _write_json(path: Path, doc: Mapping) -> None:
     """Write-then-rename, so a reader never sees half a manifest."""
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n", encoding="utf-8")

@@ -1,7 +1,8 @@
 """archlab's own results: the load summary JSON of ``archlab-engine load`` and stored runs.
 
 * :func:`read_load_summary`: an ``archlab/load-summary`` document (schema versions 1 and 2,
-  ``crates/load/schema/load-summary.schema.json``) names the HDR interval log beside it
+  ``crates/load/schema/load-summary.schema.json``, read by :mod:`archlab.store.summary`, the one
+  reader of load summaries) names the HDR interval log beside it
   (``hdr_log``, relative to the summary's directory); that log holds integer nanoseconds of the
   2xx responses of the measurement window (warm-up excluded), one interval per second. The
   samples are exact bucket counts of that log; their count is checked against ``requests``.
@@ -12,40 +13,28 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archlab.latency.errors import LatencyError
 from archlab.latency.readers.hdr import read_hdr_log
 from archlab.latency.samples import Samples
 
+if TYPE_CHECKING:
+    from archlab.store import ResultRow
+
 SUMMARY_SCHEMA = "archlab/load-summary"
-SUMMARY_VERSIONS = (1, 2)
 HDR_UNIT = "ns"  # the engine's interval logs record integer nanoseconds
 
 
 def is_load_summary(path: str | Path) -> bool:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             head = handle.read(4096)
     except OSError:
         return False
     return f'"{SUMMARY_SCHEMA}"' in head
-
-
-def load_summary_document(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise LatencyError(f"{path}: cannot read the load summary: {error}") from error
-    if not isinstance(document, dict) or document.get("schema") != SUMMARY_SCHEMA:
-        raise LatencyError(f"{path}: not an archlab load summary (schema {SUMMARY_SCHEMA!r} expected)")
-    if document.get("schema_version") not in SUMMARY_VERSIONS:
-        raise LatencyError(f"{path}: load summary schema_version {document.get('schema_version')!r} is not one of "
-                           f"{SUMMARY_VERSIONS}")
-    return document
 
 
 def read_load_summary(path: str | Path, *, warmup_s: float = 0.0, cooldown_s: float = 0.0,
@@ -54,19 +43,23 @@ def read_load_summary(path: str | Path, *, warmup_s: float = 0.0, cooldown_s: fl
 
     ``warmup_s``/``cooldown_s`` trim further whole intervals (the engine already excludes its own
     warm-up). Without trimming, the number of samples must equal the summary's ``requests``."""
+    from archlab.store.summary import SummaryError, read_summary  # the one reader of load summaries
+
     path = Path(path)
-    document = load_summary_document(path)
-    log = document.get("hdr_log")
-    if not log:
+    try:
+        summary = read_summary(path)
+    except SummaryError as error:
+        raise LatencyError(str(error)) from error
+    log_path = summary.hdr_log
+    if log_path is None:
         raise LatencyError(f"{path}: the summary names no HDR log (hdr_log is null), so it holds only a few "
                            "percentiles, not a distribution")
-    log_path = Path(log) if Path(log).is_absolute() else path.parent / log
     if not log_path.exists():
         raise LatencyError(f"{path}: its HDR log {log_path} does not exist")
     samples = read_hdr_log(log_path, unit=HDR_UNIT, warmup_s=warmup_s, cooldown_s=cooldown_s,
                            bucket_value=bucket_value)
-    requests = document.get("requests")
-    if not warmup_s and not cooldown_s and requests is not None and samples.n != requests:
+    requests = summary.measurement.requests
+    if not warmup_s and not cooldown_s and samples.n != requests:
         raise LatencyError(f"{path}: the HDR log {log_path.name} holds {samples.n} samples but the summary counts "
                            f"{requests} requests")
     return samples
@@ -92,17 +85,16 @@ def _store_and_id(run: str | Path, store: str | Path | None):
     return Store(store), str(run)
 
 
-def run_cells(run: str | Path, *, store: str | Path | None = None) -> tuple[str, list[str], list[dict]]:
-    """(run id, cell ids in the experiment's order, catalog rows) of a run directory or run id."""
+def run_cells(run: str | Path, *, store: str | Path | None = None) -> tuple[str, list[str], list[ResultRow]]:
+    """(run id, cell ids in the experiment's order, the store's rows) of a run directory or run id."""
     from archlab.errors import ArchlabError
 
     handle, run_id = _store_and_id(run, store)
     try:
-        manifest, rows = handle.load_run(run_id)
+        view = handle.load_run(run_id)
     except ArchlabError as error:
         raise LatencyError(f"run {run}: {error}") from error
-    cells = list(dict.fromkeys([*manifest.get("cells", []), *(r["cell_id"] for r in rows)]))
-    return run_id, cells, rows
+    return run_id, view.cells, view.rows
 
 
 def read_run_cell(run: str | Path, cell_id: str, *, store: str | Path | None = None,
@@ -113,17 +105,20 @@ def read_run_cell(run: str | Path, cell_id: str, *, store: str | Path | None = N
     run_id, cells, rows = run_cells(run, store=store)
     if cell_id not in cells:
         raise LatencyError(f"run {run_id}: no cell {cell_id!r}; cells: {', '.join(cells)}")
-    chosen = [r for r in rows if r["cell_id"] == cell_id and r.get("status") == "ok" and r.get("hdr_log_path")
-              and (repetitions is None or r["repetition"] in repetitions)]
+    chosen = [r for r in rows if r.cell_id == cell_id and r.ok and r.hdr_log_path is not None
+              and (repetitions is None or r.repetition in repetitions)]
     if not chosen:
         raise LatencyError(f"run {run_id}: cell {cell_id!r} has no successful repetition with an HDR log"
                            + (f" among {repetitions}" if repetitions is not None else ""))
     merged = None
     for row in chosen:
-        part = read_hdr_log(row["hdr_log_path"], unit=HDR_UNIT, warmup_s=warmup_s, cooldown_s=cooldown_s,
+        assert row.hdr_log_path is not None
+        part = read_hdr_log(row.hdr_log_path, unit=HDR_UNIT, warmup_s=warmup_s, cooldown_s=cooldown_s,
                             bucket_value=bucket_value)
-        if not warmup_s and not cooldown_s and row.get("requests") is not None and part.n != row["requests"]:
-            raise LatencyError(f"run {run_id}: cell {cell_id} repetition {row['repetition']}: the HDR log holds "
-                               f"{part.n} samples but the catalog counts {row['requests']} requests")
+        requests = row.measurement.requests if row.measurement is not None else None
+        if not warmup_s and not cooldown_s and requests is not None and part.n != requests:
+            raise LatencyError(f"run {run_id}: cell {cell_id} repetition {row.repetition}: the HDR log holds "
+                               f"{part.n} samples but the catalog counts {requests} requests")
         merged = part if merged is None else merged.merge(part)
-    return RunCell(run_id, cell_id, merged, tuple(r["repetition"] for r in chosen))
+    assert merged is not None
+    return RunCell(run_id, cell_id, merged, tuple(r.repetition for r in chosen))

@@ -68,6 +68,12 @@ def source_sql(paths: Sequence[str], csv_options: str = "") -> str:
     return f"read_csv({listed}, filename = '{FILE_COLUMN}'{csv_options})"
 
 
+def duckdb_message(error: duckdb.Error) -> str:
+    """The first line of a DuckDB error (the rest quotes the SQL archlab wrote, not the user)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def count_values(paths: str | Path | Sequence[str | Path], value_sql: str, unit: str, *,
                  where_sql: str = "TRUE", trim: Trim | None = None, csv_options: str = "",
                  memory_limit: str | None = None) -> Samples:
@@ -98,7 +104,7 @@ def count_values(paths: str | Path | Sequence[str | Path], value_sql: str, unit:
                      "GROUP BY v ORDER BY v")
         rows = connection.execute(query).fetchnumpy()
     except duckdb.Error as error:
-        raise LatencyError(f"reading {', '.join(files)}: {error}") from error
+        raise LatencyError(f"reading {', '.join(files)}: {duckdb_message(error)}") from None
     finally:
         connection.close()
     values, counts = rows["v"], rows["c"]
@@ -112,7 +118,15 @@ def read_column(paths: str | Path | Sequence[str | Path], column: str, unit: str
     """One numeric column of CSV (with a header) or Parquet files, in ``unit``, as exact counts."""
     if unit not in UNIT_SECONDS:
         raise ParameterError("unit", "one of " + ", ".join(UNIT_SECONDS), unit)
-    return count_values(paths, f"CAST({quote(column)} AS DOUBLE)", unit, trim=trim,
+    files = existing_paths(paths)
+    try:
+        found = [row[0] for row in duckdb.sql(f"DESCRIBE SELECT * FROM {source_sql(files, ', header = true')}").fetchall()]
+    except duckdb.Error as error:
+        raise LatencyError(f"reading {', '.join(files)}: {duckdb_message(error)}") from None
+    if column not in found:
+        shown = [c for c in found if c != FILE_COLUMN]
+        raise LatencyError(f"{', '.join(files)}: expected a column {column!r}, got the columns {', '.join(shown) or 'none'}")
+    return count_values(files, f"CAST({quote(column)} AS DOUBLE)", unit, trim=trim,
                         csv_options=", header = true", memory_limit=memory_limit)
 
 
@@ -129,5 +143,5 @@ def convert_to_parquet(paths: str | Path | Sequence[str | Path], output: str | P
         duckdb.execute(f"COPY (SELECT {selected} FROM {source_sql(files, csv_options)}) "
                        f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
     except duckdb.Error as error:
-        raise LatencyError(f"converting {', '.join(files)} to Parquet: {error}") from error
+        raise LatencyError(f"converting {', '.join(files)} to Parquet: {duckdb_message(error)}") from None
     return output

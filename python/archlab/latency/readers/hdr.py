@@ -11,6 +11,7 @@ are trimmed by whole intervals, using the intervals' start timestamps.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,25 +56,37 @@ class _Interval:
 
 
 def _intervals(path: Path) -> list[_Interval]:
-    intervals = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line or line.startswith("#") or line.startswith('"StartTimestamp"'):
-                continue
-            tag = None
-            if line.startswith("Tag="):
-                tag, line = line[4:].split(",", 1)
-            fields = line.split(",")
-            if len(fields) != 4:
-                raise LatencyError(f"{path}:{number}: expected 'start,interval,max,histogram', got {line[:60]!r}")
-            try:
-                intervals.append(_Interval(tag, float(fields[0]), float(fields[1]), fields[3]))
-            except ValueError as error:
-                raise LatencyError(f"{path}:{number}: {error}") from error
+    try:
+        with open(path, encoding="utf-8") as handle:
+            intervals = [i for number, line in enumerate(handle, 1) if (i := _interval(path, number, line.strip()))]
+    except UnicodeDecodeError as error:
+        raise LatencyError(f"{path}: expected an HdrHistogram interval log (UTF-8 text), got the byte "
+                           f"{error.object[error.start]:#04x}") from None
     if not intervals:
         raise LatencyError(f"{path}: no interval histogram in the log")
     return intervals
+
+
+def _interval(path: Path, number: int, line: str) -> _Interval | None:
+    """One line of the log: an interval, or None for a comment, the legend or a blank line."""
+    if not line or line.startswith("#") or line.startswith('"StartTimestamp"'):
+        return None
+    tag = None
+    if line.startswith("Tag="):
+        if "," not in line:
+            raise LatencyError(f"{path}:{number}: expected 'Tag=NAME,start,interval,max,histogram', got {line[:60]!r}")
+        tag, line = line[4:].split(",", 1)
+    fields = line.split(",")
+    if len(fields) != 4:
+        raise LatencyError(f"{path}:{number}: expected 'start,interval,max,histogram', got {line[:60]!r}")
+    try:
+        start_s, length_s = float(fields[0]), float(fields[1])
+    except ValueError:
+        start_s = length_s = math.nan
+    if not (math.isfinite(start_s) and math.isfinite(length_s) and length_s >= 0):
+        raise LatencyError(f"{path}:{number}: expected a start time and an interval length in seconds, got "
+                           f"{fields[0][:30]!r}, {fields[1][:30]!r}")
+    return _Interval(tag, start_s, length_s, fields[3])
 
 
 def read_hdr_log(path: str | Path, *, unit: str = "ns", tag: str | None = None, warmup_s: float = 0.0,

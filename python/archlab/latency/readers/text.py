@@ -24,7 +24,8 @@ _SUFFIX_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h":
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)$")
 _PERCENTILE_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)%\s+(\S+)\s*$")
 _SPECTRUM_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+(\d(?:\.\d+)?)\s+(\d+)(?:\s+\S+)?\s*$")
-_THREAD_LATENCY = re.compile(r"^\s*Latency\s+(\S+)\s+(\S+)\s+(\S+)")
+# wrk's "Thread Stats" row (not wrk2's "Latency Distribution (HdrHistogram - ...)" heading).
+_THREAD_LATENCY = re.compile(r"^\s*Latency\s+(\d\S*)\s+(\d\S*)\s+(\d\S*)")
 _REQUESTS = re.compile(r"^\s*(\d+) requests in ")
 
 
@@ -77,13 +78,16 @@ def parse_percentile_text(text: str, *, unit: str = "ms", spectrum_unit: str = "
             percentiles.setdefault(round(fraction * 100, 10), value)
         count = count if count is not None else int(totals[-1])
     if not percentiles:
-        raise LatencyError("no percentile lines (e.g. '  99%  1.20ms' or a percentile spectrum) in the text")
+        raise LatencyError("expected percentile lines (e.g. '  99%  1.20ms') or a percentile spectrum, got none")
     return PercentileReport(unit, dict(sorted(percentiles.items())), mean, stdev, maximum, count, samples)
 
 
 def read_percentile_text(path: str | Path, *, unit: str = "ms", spectrum_unit: str = "ms") -> PercentileReport:
     path = Path(path)
     if not path.exists():
-        raise LatencyError(f"path: no such file: {path}")
-    return parse_percentile_text(path.read_text(encoding="utf-8", errors="replace"), unit=unit,
-                                 spectrum_unit=spectrum_unit)
+        raise LatencyError(f"{path}: expected a percentile report, got no such file")
+    try:
+        return parse_percentile_text(path.read_text(encoding="utf-8", errors="replace"), unit=unit,
+                                     spectrum_unit=spectrum_unit)
+    except LatencyError as error:
+        raise LatencyError(f"{path}: {error}") from None
