@@ -22,8 +22,8 @@ mod common;
 use archlab_metrics::counters::limit_totals;
 use archlab_server::{ServerOptions, REGISTRY};
 use common::{
-    assert_closed, connect, get, listen_queue, open_descriptors, read_more, read_response, request, settle_to, start,
-    try_read_response, wait_until, IO_TIMEOUT,
+    assert_closed, connect, get, listen_queue, open_descriptors, read_more, read_response, request, settle_to,
+    sockets_on, sockopt_int, start, try_read_response, wait_until, IO_TIMEOUT,
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -78,6 +78,11 @@ macro_rules! suite {
                 fn a_peers_close_is_always_noticed() {
                     let _alone = super::DESCRIPTORS.write().unwrap_or_else(|e| e.into_inner());
                     super::a_peers_close_is_always_noticed(ARCH)
+                }
+                #[test]
+                fn socket_options_reach_every_accepted_connection() {
+                    let _g = shared();
+                    super::socket_options_reach_every_accepted_connection(ARCH)
                 }
                 #[test]
                 fn an_idle_connection_is_closed_after_the_idle_timeout() {
@@ -343,6 +348,31 @@ fn a_peers_close_is_always_noticed(arch: &str) {
     assert!(left <= baseline, "{arch}: {left} descriptors open, {baseline} before {} clients left", 4 * LEAVERS);
 }
 
+/// The socket options of `[server]` are read back from the server's side of a connection:
+/// the descriptor the server accepted (it lives in this process), asked with getsockopt.
+/// Linux doubles SO_SNDBUF/SO_RCVBUF to make room for its bookkeeping and reports the doubled
+/// value (socket(7)); the values asked for here are below the default `wmem_max`/`rmem_max`
+/// (212992), which would clamp them.
+fn socket_options_reach_every_accepted_connection(arch: &str) {
+    let accepted_option = |addr: SocketAddr, level, name| -> i32 {
+        let accepted: Vec<i32> = sockets_on(addr.port()).into_iter().filter(|&(_, l)| !l).map(|(fd, _)| fd).collect();
+        assert_eq!(accepted.len(), 1, "{arch}: the server's side of the one connection");
+        sockopt_int(accepted[0], level, name).unwrap_or_else(|| panic!("{arch}: getsockopt"))
+    };
+    let (sndbuf, rcvbuf) = (96 * 1024, 48 * 1024);
+    let options = ServerOptions { sndbuf: Some(sndbuf), rcvbuf: Some(rcvbuf), nodelay: false, ..Default::default() };
+    let addr = start(arch, &options);
+    let mut s = connect(addr);
+    assert_eq!(get(&mut s, "/echo?size=1").status, 200, "{arch}");
+    assert_eq!(accepted_option(addr, libc::SOL_SOCKET, libc::SO_SNDBUF), 2 * sndbuf as i32, "{arch}: sndbuf");
+    assert_eq!(accepted_option(addr, libc::SOL_SOCKET, libc::SO_RCVBUF), 2 * rcvbuf as i32, "{arch}: rcvbuf");
+    assert_eq!(accepted_option(addr, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0, "{arch}: nodelay = false");
+    let addr = start(arch, &ServerOptions::default());
+    let mut s = connect(addr);
+    assert_eq!(get(&mut s, "/echo?size=1").status, 200, "{arch}");
+    assert_eq!(accepted_option(addr, libc::IPPROTO_TCP, libc::TCP_NODELAY), 1, "{arch}: nodelay by default");
+}
+
 /// The timeouts of the properties below: short, so that the suite stays fast; the server's
 /// sweeps are at most 1/64 of it late.
 const TIMEOUT_MS: u64 = 300;
@@ -510,6 +540,49 @@ fn output_over_the_bound_is_streamed_and_requests_wait_behind_it(arch: &str) {
     assert_eq!(get(&mut s, "/echo?size=4").status, 200, "{arch}");
 }
 
+/// `threads` sizes the blocking pool: with one thread a request waits for the one in progress
+/// on another connection, with two they overlap. Decided by what has arrived when, never by
+/// how long anything took: with one thread, the second connection cannot be served before the
+/// first's response has been written, so when the second's response arrives the first's is
+/// already in its socket; with two, the second is answered while the first connection is
+/// still sending its request (a barrier: the first request is completed only afterwards).
+#[test]
+fn blocking_threads_one_serialises_and_two_overlap() {
+    let _g = DESCRIPTORS.read().unwrap_or_else(|e| e.into_inner());
+    // One thread: the first connection is the worker's (its response came), then its slow
+    // request is under way when the second connection asks.
+    let addr = start("blocking", &ServerOptions { threads: Some(1), ..Default::default() });
+    let mut first = connect(addr);
+    assert_eq!(get(&mut first, "/echo?size=1").status, 200);
+    first.write_all(request("/delay?ms=300").as_bytes()).unwrap();
+    let mut second = connect(addr);
+    let second_response = get(&mut second, "/delay?ms=1");
+    assert_eq!(second_response.status, 200);
+    first.set_nonblocking(true).unwrap();
+    let mut early = Vec::new();
+    let _ = first.read_to_end(&mut early);
+    first.set_nonblocking(false).unwrap();
+    assert!(
+        early.windows(4).any(|w| w == b"\r\n\r\n") && early.starts_with(b"HTTP/1.1 200"),
+        "threads = 1: the second request was answered before the first one in progress ({:?})",
+        String::from_utf8_lossy(&early)
+    );
+    // Two threads: the first connection holds a worker with half a request; the second is
+    // answered meanwhile, and the first once it completes its request.
+    let addr = start("blocking", &ServerOptions { threads: Some(2), ..Default::default() });
+    let mut first = connect(addr);
+    assert_eq!(get(&mut first, "/echo?size=1").status, 200);
+    let half = request("/delay?ms=1");
+    let (head, rest) = half.as_bytes().split_at(half.len() - 2);
+    first.write_all(head).unwrap();
+    let mut second = connect(addr);
+    // With one thread this waits for the first request, which waits for this: the client's
+    // read timeout (`IO_TIMEOUT`) ends the test with a failure.
+    assert_eq!(get(&mut second, "/delay?ms=1").status, 200, "threads = 2: the second connection beside the first");
+    first.write_all(rest).unwrap();
+    assert_eq!(read_response(&mut first, &mut Vec::new()).status, 200);
+}
+
 #[test]
 fn options_are_applied() {
     let _g = DESCRIPTORS.read().unwrap_or_else(|e| e.into_inner());
@@ -523,7 +596,10 @@ fn options_are_applied() {
     assert_eq!(get(&mut held, "/echo?size=1").status, 200);
     let mut waiting = connect(addr);
     let mut closed = false;
-    for _ in 0..500 {
+    // Asked again until the worker has seen the waiting connection (two of its checks, 50 ms
+    // apart): bounded by the client's time-out and a count, each round trip is the wait.
+    let deadline = Instant::now() + IO_TIMEOUT;
+    for _ in 0..1_000_000 {
         write!(held, "GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let head = read_response(&mut held, &mut Vec::new()).head;
         if head.contains("Connection: close") {
@@ -531,7 +607,9 @@ fn options_are_applied() {
             break;
         }
         assert!(head.contains("keep-alive"), "{head}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        if Instant::now() > deadline {
+            break;
+        }
     }
     assert!(closed, "the worker never closed the held connection while another waited");
     write!(waiting, "GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
