@@ -165,7 +165,12 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         let s = connect_nonblocking(addr).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(take_error(&s).unwrap().is_some());
+        // Wait for the connect's outcome (POLLOUT, with POLLERR on failure), bounded at 20 s.
+        let mut pfd = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 20_000) };
+        assert_eq!(ready, 1, "the connect did not complete");
+        let e = take_error(&s).unwrap().expect("an error for a closed port");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{e}");
     }
 }
