@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn specs() -> Vec<HandOffSpec> {
     let mut v = vec![
@@ -168,7 +168,12 @@ fn each_send_counts_one_hand_off_and_the_backlog_drains() {
     }
     // Counted on the sending thread, so no other test's sends can be in between on this one.
     assert!(archlab_metrics::counters::totals().handoffs - before >= 5);
-    std::thread::sleep(Duration::from_millis(30));
+    // The handler takes its first item on its own time: wait for that (bounded), not for a
+    // while. A hand-off that loses or runs items apart from the handler never gets to 4.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sender.backlog() != 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(sender.backlog(), 4, "one item is in the handler, four wait");
     gate.store(true, Ordering::Release);
     while sender.backlog() > 0 {
@@ -184,9 +189,19 @@ fn thread_cpu(clock: libc::clockid_t) -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The scheduler state of thread `tid` of this process (`R` running, `S` sleeping, ...).
+fn thread_state(tid: libc::pid_t) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).expect("the thread's stat");
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat[stat.rfind(')').expect("(comm)") + 2..].chars().next().expect("a state")
+}
+
 /// Start a ring of `handlers` with `wait`, let each handler handle one item (which records its
-/// own CPU clock), then measure the handlers' CPU time over `idle` with nothing published.
-fn idle_cpu(wait: WaitStrategy, handlers: usize, idle: Duration) -> Duration {
+/// own CPU clock and thread id), then measure the handlers' CPU time with nothing published,
+/// over `idle` or until it reaches `enough` (whichever comes first). Handlers that block are
+/// measured once every one sleeps in its wait (its state in `/proc`), so that the way into the
+/// wait is not measured.
+fn idle_cpu(wait: WaitStrategy, handlers: usize, idle: Duration, enough: Duration) -> Duration {
     let clocks = Arc::new(Mutex::new(Vec::new()));
     let c = clocks.clone();
     let spec = HandOffSpec::Ring(RingConfig { slots: 64, handlers, wait, dispatch: Dispatch::Modulo });
@@ -196,7 +211,9 @@ fn idle_cpu(wait: WaitStrategy, handlers: usize, idle: Duration) -> Duration {
             let mut clock: libc::clockid_t = 0;
             // SAFETY: pthread_self is the calling thread; clock is a valid out-pointer.
             assert_eq!(unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) }, 0);
-            c.lock().unwrap().push(clock);
+            // SAFETY: plain system call without arguments.
+            let tid = unsafe { libc::gettid() };
+            c.lock().unwrap().push((clock, tid));
         }
     })
     .unwrap();
@@ -206,22 +223,33 @@ fn idle_cpu(wait: WaitStrategy, handlers: usize, idle: Duration) -> Duration {
     while clocks.lock().unwrap().len() < handlers {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let clocks = clocks.lock().unwrap().clone();
-    std::thread::sleep(Duration::from_millis(20)); // let them settle into their wait
-    let before: Duration = clocks.iter().map(|&c| thread_cpu(c)).sum();
-    std::thread::sleep(idle);
-    let after: Duration = clocks.iter().map(|&c| thread_cpu(c)).sum();
-    after - before
+    let handlers = clocks.lock().unwrap().clone();
+    if wait == WaitStrategy::Blocking {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while handlers.iter().any(|&(_, tid)| thread_state(tid) != 'S') {
+            assert!(Instant::now() < deadline, "the blocking handlers never went to sleep");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let clocks: Vec<libc::clockid_t> = handlers.iter().map(|&(clock, _)| clock).collect();
+    let used = || clocks.iter().map(|&c| thread_cpu(c)).sum::<Duration>();
+    let (before, end) = (used(), Instant::now() + idle);
+    while used() - before < enough && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    used() - before
 }
 
 #[test]
 fn a_ring_handler_with_the_blocking_wait_strategy_sleeps_when_idle() {
     let idle = Duration::from_millis(300);
-    let used = idle_cpu(WaitStrategy::Blocking, 4, idle);
-    // Four sleeping handlers: no CPU at all in principle; allow scheduler noise.
+    let used = idle_cpu(WaitStrategy::Blocking, 4, idle, Duration::MAX);
+    // Four sleeping handlers: no CPU at all in principle; allow scheduler noise (a load on the
+    // machine takes CPU from them, never gives them more).
     assert!(used < Duration::from_millis(5), "blocking handlers used {used:?} of CPU while idle for {idle:?}");
-    // The measurement can see spinning: one busy-spin handler burns CPU over the same wait
-    // (lenient bound: the machine is shared, the spinner may not get a whole core).
-    let spun = idle_cpu(WaitStrategy::BusySpin, 1, Duration::from_millis(200));
-    assert!(spun > Duration::from_millis(20), "a busy-spin handler used only {spun:?}");
+    // The measurement can see spinning: one busy-spin handler burns 20 ms of CPU, however long
+    // a shared machine takes to give it that (bounded at 20 s); a sleeping one never would.
+    let (window, enough) = (Duration::from_secs(20), Duration::from_millis(20));
+    let spun = idle_cpu(WaitStrategy::BusySpin, 1, window, enough);
+    assert!(spun >= enough, "a busy-spin handler used only {spun:?} in {window:?}");
 }
