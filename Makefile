@@ -53,7 +53,7 @@ fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, 
 	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
 
 .PHONY: lint
-lint: ## fmt --check, clippy (workspace and fuzz crate), ruff; `make test` runs these first
+lint: ## fmt --check, clippy (workspace, fuzz crate), ruff, no import circle in a crate; `make test` runs these first
 	@scripts/bootstrap test
 	@$(MAKE) --no-print-directory lint-checks
 
@@ -64,13 +64,14 @@ lint-checks:
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	$(PY) -m ruff check python tests bench scripts
+	python3 scripts/check_imports.py
 
 .PHONY: fmt
 fmt: ## Format the Rust code
 	cargo fmt --all
 
 .PHONY: bench
-bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware ## All benchmarks against peers: prints ratios; see bench/README.md
+bench: bench-http bench-archs bench-load bench-sim bench-latency bench-link bench-middleware bench-proxy bench-cluster ## All benchmarks against peers: prints ratios; see bench/README.md
 
 .PHONY: bench-http
 bench-http: ## single-thread vs nginx, archlab-engine load vs wrk
@@ -92,15 +93,25 @@ bench-middleware: ## the memcached middleware vs twemproxy: gets, sets, multi-ge
 	@scripts/bootstrap bench
 	@$(PY) bench/middleware_peers.py
 
+.PHONY: bench-proxy
+bench-proxy: ## the HTTP proxy vs HAProxy and nginx as balancers: req/s per balancer core; added latency
+	@scripts/bootstrap bench
+	@$(PY) bench/proxy_peers.py
+
 .PHONY: bench-latency
-bench-latency: ## archlab.latency vs naive NumPy/SciPy on 10^8 samples and a 2 GB JTL file
+bench-latency: ## archlab.latency vs DuckDB + NumPy and polars + NumPy on 10^8 samples and a 1 GB JTL file
 	@scripts/bootstrap bench
 	@$(PY) bench/latency_scale.py
 
 .PHONY: bench-sim
-bench-sim: ## archlab.sim vs SimPy on seed 000's Table 8.1 model
+bench-sim: ## archlab.sim vs SimPy written well, Ciw and the printed SimPy program (Table 8.1)
 	@scripts/bootstrap bench
 	@$(PY) bench/sim_vs_simpy.py
+
+.PHONY: bench-cluster
+bench-cluster: ## a cell's load through a Dask LocalCluster (2 shards) vs locally: start skew, added wall time
+	@scripts/bootstrap bench
+	@$(PY) bench/cluster_overhead.py
 
 .PHONY: bench-link
 bench-link: ## link emulator at 0 ms vs a veth pair vs loopback: throughput, added latency (needs root)

@@ -1,23 +1,32 @@
 """Benchmark archlab's data plane against its peers, in one run on one machine.
 
-Two comparisons, each repeated with the contenders alternating so that drift of the machine
-hits both alike:
+Two comparisons, each measured the harness's way (``bench/harness.py``: one warm-up, then
+``--reps`` repetitions of ``--duration`` s with the contenders alternating; the median of
+per-pair ratios with a bootstrap 95% interval; a target is met only when the interval clears it):
 
 1. Server: archlab's `single-thread` architecture vs nginx (one worker, `access_log off`,
-   `return 200` with a body of the same size), both driven by the same wrk.
-   Target: single-thread >= 0.9x nginx requests/s.
-2. Client: `archlab-engine load` (closed model) vs wrk, both driving the same nginx.
-   Target: archlab's generator >= 1.0x wrk requests/s.
+   `return 200` with a body of the same size), both driven by the same wrk, which first warms
+   each freshly started server up for ``--warmup`` s in a separate run. Each server's CPU time per
+   request comes from its /proc/<pid>/stat (utime + stime) across the timed run.
+   Target: single-thread >= 1.1x nginx requests/s.
+2. Client: `archlab-engine load` (closed model) vs wrk, both driving the same nginx, with the
+   same warm-up: archlab's generator warms up for ``--warmup`` s inside its run (its window
+   starts after it, on the same connections), wrk gets a separate run of ``--warmup`` s right
+   before its timed one. Generator CPU per request: archlab's load threads' own CPU time in the
+   window (its summary's ``thread_cpu``), wrk's from getrusage of the waited-for child.
+   Target: archlab's generator >= 1.0x wrk requests/s (issue 19's later target, 1.5x, needs
+   the io_uring backend).
 
-The server side is pinned to one CPU and the client to the other (taskset / --cpus). Prints
-every repetition, the medians and the ratios of medians. Traffic stays on 127.0.0.1.
+The server side is pinned to one CPU and the client to the other (taskset / --cpus). Traffic
+stays on 127.0.0.1. Results: ``bench/results/http_peers.json``.
 
-usage: .venv/bin/python bench/http_peers.py [--reps 5] [--duration 5] [--connections 64]
+usage: .venv/bin/python bench/http_peers.py [--reps 20] [--duration 1] [--warmup 1] [--connections 64]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -32,6 +41,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import harness  # noqa: E402
+
 ENGINE = Path(os.environ.get("ARCHLAB_ENGINE", ROOT / "target" / "release" / "archlab-engine"))
 BODY_BYTES = 12  # the same response body for both servers
 
@@ -58,6 +70,10 @@ http {{
 """
 
 
+# The pid of the server answering at each URL `running` yields (its CPU time is read from /proc).
+SERVER_PIDS: dict[str, int] = {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -81,11 +97,14 @@ def wait_http(url: str, timeout: float = 10.0) -> None:
 def running(cmd: list[str], url_of=None):
     """Start a server process, yield its base URL when it answers, always stop it."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    url = ""
     try:
         url = url_of(proc)
         wait_http(url)
+        SERVER_PIDS[url] = proc.pid
         yield url
     finally:
+        SERVER_PIDS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(5)
@@ -122,55 +141,89 @@ def archlab_server(arch: str, cpu: int, path: str = f"/echo?size={BODY_BYTES}"):
         yield url
 
 
-def wrk(url: str, cpu: int, connections: int, duration: int) -> float:
-    out = subprocess.run(
-        ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{duration}s", url],
+def wrk(url: str, cpu: int, connections: int, duration: float, warmup: float = 0.0) -> harness.Sample:
+    """Requests/s of one wrk run (-t1) of ``duration`` s, after a separate wrk run of ``warmup`` s
+    on the same server; the sample's CPU time is wrk's own (getrusage of the waited-for child) in
+    the timed run, and the server's (/proc/<pid>/stat) in ``extra['server_cpu_s']``."""
+    if warmup > 0:
+        _wrk_run(url, cpu, connections, warmup)
+    server = SERVER_PIDS.get(url)
+    server_before = harness.process_cpu_s(server) if server else float("nan")
+    before = harness.children_cpu_s()
+    out = _wrk_run(url, cpu, connections, duration)
+    cpu_s = harness.children_cpu_s() - before
+    server_cpu = harness.process_cpu_s(server) - server_before if server else float("nan")
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not m or not rate:
+        raise RuntimeError(f"cannot read wrk output:\n{out}")
+    return harness.Sample(float(rate.group(1)), float(m.group(1)), cpu_s, {"server_cpu_s": server_cpu})
+
+
+def _wrk_run(url: str, cpu: int, connections: int, duration: float) -> str:
+    return subprocess.run(
+        ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{_seconds(duration)}", url],
         capture_output=True, text=True, check=True, timeout=duration + 30,
     ).stdout
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if not m:
-        raise RuntimeError(f"cannot read wrk output:\n{out}")
-    return float(m.group(1))
 
 
-def archlab_load(url: str, cpu: int, connections: int, duration: int) -> float:
-    import json
+def _seconds(duration: float) -> str:
+    """A duration as wrk and archlab-engine take it: whole seconds, else milliseconds."""
+    return f"{duration:g}s" if float(duration).is_integer() else f"{round(duration * 1000)}ms"
 
+
+def archlab_load(url: str, cpu: int, connections: int, duration: float, warmup: float = 1.0) -> harness.Sample:
+    """Requests/s of one closed-model run of ``duration`` s after ``warmup`` s on the same
+    connections; CPU time is the load threads' own in the window (the summary's thread_cpu)."""
     hostport, _, path = url.removeprefix("http://").partition("/")
+    server = SERVER_PIDS.get(url)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "summary.json"
         subprocess.run(
             [str(ENGINE), "load", "--target", hostport, "--path", "/" + path, "--connections", str(connections),
-             "--duration", f"{duration}s", "--warmup", "1s", "--cpus", str(cpu), "--json", str(out)],
-            capture_output=True, text=True, check=True, timeout=duration + 30,
+             "--duration", _seconds(duration), "--warmup", _seconds(warmup), "--cpus", str(cpu), "--quiet",
+             "--json", str(out)],
+            capture_output=True, text=True, check=True, timeout=duration + warmup + 30,
         )
-        return float(json.loads(out.read_text())["throughput_rps"])
+        summary = json.loads(out.read_text())
+    cpu_s = sum(t["user_s"] + t["sys_s"] for t in summary["generator"]["thread_cpu"])
+    return harness.Sample(float(summary["throughput_rps"]), float(summary["responses"]), cpu_s,
+                          {"server": server, "generator_bound": summary["generator"]["bound"]})
 
 
-def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float) -> None:
-    """Run a() and b() alternately `reps` times; print medians and the ratio a/b."""
-    xs, ys = [], []
+def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float, *,
+            cpu_of: str = "generator") -> dict:
+    """Alternate a() and b() (each returns a Sample of requests/s) ``reps`` times after one
+    warm-up each; print the ratio a/b with its interval and each one's CPU time per request
+    (``cpu_of``: whose CPU the samples carry, "generator" or "server")."""
     print(f"\n{title}")
-    for i in range(reps):
-        first, second = (a, b) if i % 2 == 0 else (b, a)
-        r1, r2 = first(), second()
-        x, y = (r1, r2) if i % 2 == 0 else (r2, r1)
-        xs.append(x)
-        ys.append(y)
-        print(f"  rep {i + 1}: {a_name} {x:12,.0f} req/s   {b_name} {y:12,.0f} req/s   ratio {x / y:.3f}")
-    mx, my = statistics.median(xs), statistics.median(ys)
-    ratio = mx / my
-    verdict = "meets" if ratio >= target else "MISSES"
-    print(f"  median: {a_name} {mx:,.0f} req/s, {b_name} {my:,.0f} req/s -> ratio {ratio:.3f} "
-          f"({verdict} the target >= {target})")
+    result = harness.alternate([harness.Contender(a_name, a), harness.Contender(b_name, b)], reps)
+    interval = result.ratio(a_name, b_name, higher_is_better=True)
+    rows = []
+    for name in (a_name, b_name):
+        samples = result.samples[name]
+        if cpu_of == "server":
+            per_request = [s.extra["server_cpu_s"] / s.work * 1e6 for s in samples]
+            cpu_us = statistics.median(per_request)
+        else:
+            cpu_us = result.cpu_per_unit_us(name)
+        rows.append({"comparison": title, "contender": name, "median_rps": statistics.median(result.values(name)),
+                     f"{cpu_of}_cpu_us_per_request": cpu_us})
+        print(f"  {name:<14} median {rows[-1]['median_rps']:>12,.0f} req/s   {cpu_of} CPU {cpu_us:6.2f} us/request")
+    rows[0]["ratio"] = interval
+    rows[0]["target"] = target
+    rows[0]["met"] = interval.clears(target)
+    print(f"  {a_name} / {b_name}: {interval} ({harness.verdict(interval, target)})")
+    return {"rows": rows, "raw": harness.raw_samples(result)}
 
 
 def parse_arguments(description: str, extra=None) -> argparse.Namespace:
     """The options every peer benchmark takes (repetitions, duration, connections, CPUs);
     ``extra(parser)`` adds a benchmark's own."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (>= 5 for the targets)")
-    ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    ap.add_argument("--reps", type=int, default=20, help="alternating repetitions after one warm-up (default 20)")
+    ap.add_argument("--duration", type=float, default=1.0, help="seconds per timed measurement (default 1)")
+    ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each measurement (default 1)")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
@@ -193,28 +246,42 @@ def missing_prerequisite(tools: tuple[str, ...] = ("wrk", "taskset")) -> str | N
 
 def main() -> int:
     a = parse_arguments(__doc__)
-    if why := missing_prerequisite():
+    if why := missing_prerequisite(("wrk", "nginx", "taskset")):
         print(f"bench: {why}", file=sys.stderr)
         return 1
-    sc, cc, n, d = a.server_cpu, a.client_cpu, a.connections, a.duration
-    print(f"server on CPU {sc}, client on CPU {cc}, {n} connections, {d} s per measurement, "
-          f"{a.reps} alternating repetitions, {BODY_BYTES}-byte bodies")
+    sc, cc, n, d, w = a.server_cpu, a.client_cpu, a.connections, a.duration, a.warmup
+    facts = harness.machine_facts(peer_versions())
+    print(f"server on CPU {sc}, client on CPU {cc}, {n} connections, {d:g} s per measurement after {w:g} s of "
+          f"warm-up, {a.reps} alternating repetitions, {BODY_BYTES}-byte bodies; "
+          + ", ".join(f"{k} {v}" for k, v in facts["tools"].items()))
 
     def st_with_wrk():
         with archlab_server("single-thread", sc) as url:
-            return wrk(url, cc, n, d)
+            return wrk(url, cc, n, d, w)
 
     def nginx_with_wrk():
         with nginx(sc) as url:
-            return wrk(url, cc, n, d)
+            return wrk(url, cc, n, d, w)
 
-    compare("1. server: archlab single-thread vs nginx (1 worker), both driven by wrk",
-            "single-thread", st_with_wrk, "nginx", nginx_with_wrk, a.reps, 0.9)
-
+    server = compare("1. server: archlab single-thread vs nginx (1 worker), both driven by wrk",
+                     "single-thread", st_with_wrk, "nginx", nginx_with_wrk, a.reps, 1.1, cpu_of="server")
     with nginx(sc) as url:
-        compare("2. client: archlab-engine load vs wrk, both driving nginx",
-                "archlab-load", lambda: archlab_load(url, cc, n, d), "wrk", lambda: wrk(url, cc, n, d), a.reps, 1.0)
+        client = compare("2. client: archlab-engine load vs wrk, both driving nginx",
+                         "archlab-load", lambda: archlab_load(url, cc, n, d, w), "wrk", lambda: wrk(url, cc, n, d, w),
+                         a.reps, 1.0)
+    settings = {"reps": a.reps, "duration_s": d, "warmup_s": w, "connections": n, "server_cpu": sc, "client_cpu": cc}
+    path = harness.write_results("http_peers", server["rows"] + client["rows"], facts, settings,
+                                 {"server": server["raw"], "client": client["raw"]})
+    print(f"\nresults: {path}")
     return 0
+
+
+def peer_versions() -> dict[str, str]:
+    """Versions of the peers and of archlab's engine, as they report them."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    return {"wrk": harness.tool_version(["wrk", "-v"], r"wrk [\w.+/\-]+"),
+            "nginx": harness.tool_version([binary, "-v"], r"nginx/[\w.\-]+"),
+            "archlab-engine": harness.tool_version([str(ENGINE), "--version"])}
 
 
 if __name__ == "__main__":

@@ -1,24 +1,38 @@
-"""archlab.latency at scale vs the naive NumPy/SciPy approach, same machine, same run.
+"""archlab.latency at scale against what a competent user writes, from the same raw files.
 
-Two data sets, both integer milliseconds (a lognormal-ish body with a Pareto tail, fixed seed):
+Two inputs, both integer milliseconds (a lognormal body, median 20 ms, sigma 0.5, with a 5%
+Pareto tail, xmin 30 ms, alpha 1.5; fixed seed), written by DuckDB into a temporary directory
+(deleted at the end), and every contender starts from the file:
 
-* ``counts``: 10^8 samples. archlab gets the exact count vector (what a DuckDB ``GROUP BY`` or
-  an HDR log gives); the naive side holds the 10^8 raw values (float64), as the thesis script does.
-* ``jtl``: a multi-GB JMeter 5 CSV file written by DuckDB into a temporary directory (deleted at
-  the end). archlab reads it with ``read_jtl`` (DuckDB, out of core, exact counts); the naive side
-  parses it with Python's ``csv`` module (header-driven, ``elapsed`` of successful rows) into a
-  NumPy array, then the same statistics as below.
+* ``samples``: a Parquet file of ``--n`` raw latencies (default 10^8) in recording order.
+* ``jtl``: a JMeter 5 CSV results file of ``--jtl-gb`` GB (default 1) with a header line, 0.1% of
+  its samples failed.
 
-The work measured, identical on both sides: n, mean with 95% Student-t interval, standard
-deviation, percentiles 50/90/99/99.9 (NumPy "linear"), LLCD slope over the top 1%, the Hill plot
-(200 log-spaced k) and Hill at k = n/1000, the Pareto MLE and KS distance above the 99th
-percentile, Gini and joint ratio. Each contender runs in its own fresh process, so peak RSS
-(``resource.getrusage``) is its own; tracemalloc's peak (Python and NumPy allocations, not DuckDB's)
-is reported with ``--tracemalloc`` (it slows per-object Python code such as CSV parsing, so the
-times of that run are not comparable). Results are cross-checked (largest relative difference
-printed). Not a test; a few minutes at the defaults on 2 CPUs.
+Contenders (each repetition of each runs in a fresh process pinned to ``--cpu``, so that its peak
+RSS is its own and a multi-threaded reader gets one core like the others):
 
-    .venv/bin/python bench/latency_scale.py [--n 100000000] [--jtl-gb 2] [--skip-jtl] [--tracemalloc]
+* ``archlab``: ``archlab.latency`` -- ``read_column`` (DuckDB ``GROUP BY``, exact counts) for the
+  Parquet file, ``read_jtl`` for the JTL -- then its analysis on the counts.
+* ``duckdb+numpy``: DuckDB reads the column (successful samples only for the JTL) into a NumPy
+  array, then NumPy/SciPy compute the statistics from the raw values (below).
+* ``polars+numpy``: polars reads it (``scan_csv``/``scan_parquet``, filtered and projected lazily),
+  then the same NumPy/SciPy code.
+* ``python-csv`` (JTL only): Python's ``csv`` module, header-driven, into a NumPy array, then
+  the same statistics; the thesis's way, slow (``--contenders`` leaves it out).
+
+The work, identical for all: n, mean with 95% Student-t interval, standard deviation,
+percentiles 50/90/99/99.9 (NumPy "linear"), LLCD slope over the top 1%, the Hill plot (200
+log-spaced k) and Hill at k = n/1000, the Pareto MLE and KS distance above the 99th percentile,
+Gini and joint ratio; the results are cross-checked (largest relative difference printed). Each
+repetition's time runs from before the file is opened to the last statistic (imports before);
+its CPU time and peak RSS are the worker's own ``getrusage``. The contenders alternate
+(``bench/harness.py``); archlab's speed-up over each is the median of per-pair ratios with its
+bootstrap 95% interval, of wall time and of CPU time (which a busy neighbour on a shared CPU does
+not inflate). Targets (issue 19): JTL >= 4x DuckDB + NumPy with archlab's peak RSS
+< 0.5 GiB. Results: ``bench/results/latency_scale.json``.
+
+    .venv/bin/python bench/latency_scale.py [--n 100000000] [--jtl-gb 1] [--reps 5] [--cases samples,jtl]
+        [--contenders archlab,duckdb+numpy,polars+numpy,python-csv] [--cpu 0]
 """
 
 from __future__ import annotations
@@ -27,39 +41,33 @@ import argparse
 import csv
 import json
 import math
-import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+import harness  # noqa: E402
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 SEED = 20261122
+CASES = ("samples", "jtl")
+CONTENDERS = ("archlab", "duckdb+numpy", "polars+numpy", "python-csv")
+JTL_TARGET = 4.0
+RSS_LIMIT_MIB = 512.0
 
-
-# --- the synthetic distribution (integer ms) ---------------------------------------------------
-def count_vector(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact counts of n integer-ms latencies: 95% lognormal(median 20 ms, sigma 0.5),
-    5% Pareto(xmin 30 ms, alpha 1.5), rounded down, capped at 10^6 ms."""
-    rng = np.random.default_rng(SEED)
-    edges = np.arange(0, 1_000_002, dtype=float)
-    from scipy import stats
-
-    body = np.diff(stats.lognorm(0.5, scale=20.0).cdf(edges))
-    tail = np.diff(stats.pareto(1.5, scale=30.0).cdf(edges))
-    p = 0.95 * body + 0.05 * tail
-    counts = rng.multinomial(n, p / p.sum())
-    keep = counts > 0
-    return edges[:-1][keep], counts[keep]
+# One latency in integer ms, in DuckDB SQL: 95% lognormal (Box-Muller), 5% Pareto.
+LATENCY_SQL = """CAST(floor(CASE WHEN random() < 0.05 THEN 30 * pow(1 - random(), -1 / 1.5)
+                             ELSE 20 * exp(0.5 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) END)
+                      AS BIGINT)"""
 
 
 # --- archlab ------------------------------------------------------------------------------------
@@ -82,8 +90,8 @@ def archlab_analysis(samples) -> dict:
             "pareto_alpha": tail.alpha_, "pareto_ks": tail.ks_, "gini": mc.gini, "joint_ratio": mc.joint_ratio}
 
 
-# --- the naive approach: raw values, NumPy/SciPy ----------------------------------------------------
-def naive_analysis(raw: np.ndarray) -> dict:
+# --- the peers' statistics: raw values, NumPy/SciPy --------------------------------------------------
+def numpy_analysis(raw: np.ndarray) -> dict:
     from scipy import stats
 
     n = raw.size
@@ -127,7 +135,33 @@ def naive_analysis(raw: np.ndarray) -> dict:
             "pareto_alpha": alpha, "pareto_ks": ks, "gini": gini, "joint_ratio": joint}
 
 
-def naive_read_jtl(path: Path) -> np.ndarray:
+# --- readers of each contender ------------------------------------------------------------------
+def quiet_duckdb():
+    """A DuckDB connection that prints no progress bar (it would mix with the workers' output)."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute("SET enable_progress_bar = false")
+    return connection
+
+
+def duckdb_values(case: str, path: Path) -> np.ndarray:
+    source = f"read_parquet('{path}')" if case == "samples" else f"read_csv('{path}', header = true)"
+    where = "" if case == "samples" else " WHERE success"
+    return quiet_duckdb().sql(f"SELECT elapsed FROM {source}{where}").fetchnumpy()["elapsed"].astype(float)
+
+
+def polars_values(case: str, path: Path) -> np.ndarray:
+    import polars as pl
+
+    if case == "samples":
+        frame = pl.scan_parquet(path).select("elapsed")
+    else:
+        frame = pl.scan_csv(path).filter(pl.col("success")).select("elapsed")
+    return frame.collect().to_series().to_numpy().astype(float)
+
+
+def csv_values(path: Path) -> np.ndarray:
     values = []
     with open(path, newline="") as handle:
         rows = csv.reader(handle)
@@ -139,60 +173,58 @@ def naive_read_jtl(path: Path) -> np.ndarray:
     return np.array(values, dtype=float)
 
 
+def analyse(case: str, contender: str, path: Path) -> dict:
+    if contender == "archlab":
+        from archlab.latency.readers import read_column, read_jtl
+
+        samples = read_column(path, "elapsed", "ms") if case == "samples" else read_jtl(path)
+        return archlab_analysis(samples)
+    if contender == "duckdb+numpy":
+        return numpy_analysis(duckdb_values(case, path))
+    if contender == "polars+numpy":
+        return numpy_analysis(polars_values(case, path))
+    if contender == "python-csv" and case == "jtl":
+        return numpy_analysis(csv_values(path))
+    raise SystemExit(f"no worker for {contender} on {case}")
+
+
 # --- one contender per process --------------------------------------------------------------------
-def worker(kind: str, data: Path, trace: bool) -> dict:
-    from scipy import stats  # noqa: F401  (imported before the clock starts, on both sides)
+def worker(case: str, contender: str, path: Path) -> dict:
+    import duckdb  # noqa: F401  (every library is imported before the clock starts, on all sides)
+    import polars  # noqa: F401
+    from scipy import stats  # noqa: F401
 
     import archlab.latency  # noqa: F401
+    import archlab.latency.readers  # noqa: F401
 
-    if trace:
-        tracemalloc.start()
-    if kind == "counts-archlab":
-        from archlab.latency import Samples
-
-        loaded = np.load(data)
-        started = time.perf_counter()
-        result = archlab_analysis(Samples.from_counts(loaded["values"], loaded["counts"]))
-    elif kind == "counts-naive":
-        loaded = np.load(data)
-        raw = np.repeat(loaded["values"], loaded["counts"])  # the raw samples the naive approach holds
-        np.random.default_rng(SEED).shuffle(raw)  # in recording order, not sorted
-        started = time.perf_counter()
-        result = naive_analysis(raw)
-    elif kind == "jtl-archlab":
-        from archlab.latency.readers import read_jtl
-
-        started = time.perf_counter()
-        result = archlab_analysis(read_jtl(data))
-    elif kind == "jtl-naive":
-        started = time.perf_counter()
-        result = naive_analysis(naive_read_jtl(data))
-    else:
-        raise SystemExit(f"unknown worker {kind}")
+    cpu = harness.self_cpu_s()
+    started = time.perf_counter()
+    result = analyse(case, contender, path)
     seconds = time.perf_counter() - started
-    traced_peak = tracemalloc.get_traced_memory()[1] / 2 ** 20 if trace else math.nan
-    return {"seconds": seconds, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "tracemalloc_peak_mib": traced_peak, "result": result}
+    return {"seconds": seconds, "cpu_s": harness.self_cpu_s() - cpu,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "result": result}
 
 
-def run_worker(kind: str, data: Path, trace: bool = False) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--worker", kind, str(data)] + (["--tracemalloc"] if trace else []),
+def run_worker(case: str, contender: str, path: Path, cpu: int) -> dict:
+    done = subprocess.run(["taskset", "-c", str(cpu), sys.executable, __file__, "--worker", case, contender, str(path)],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"{kind} failed:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"{contender} on {case} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def write_jtl(path: Path, gigabytes: float) -> int:
-    import duckdb
+def write_samples(path: Path, n: int) -> None:
+    duckdb = quiet_duckdb()
+    duckdb.execute(f"SELECT setseed({(SEED % 1000) / 1000})")
+    duckdb.execute(f"COPY (SELECT {LATENCY_SQL} AS elapsed FROM range({n})) TO '{path}' (FORMAT parquet)")
 
+
+def write_jtl(path: Path, gigabytes: float) -> int:
+    duckdb = quiet_duckdb()
     rows = int(gigabytes * 1e9 / 128)  # about 128 bytes per row in this layout
-    duckdb.sql(f"SELECT setseed({(SEED % 1000) / 1000})")
+    duckdb.execute(f"SELECT setseed({(SEED % 1000) / 1000})")
     query = f"""
-        COPY (SELECT 1700000000000 + i * 3 AS timeStamp,
-                     CAST(floor(CASE WHEN random() < 0.05 THEN 30 * pow(1 - random(), -1 / 1.5)
-                                     ELSE 20 * exp(0.5 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) END)
-                          AS BIGINT) AS elapsed,
+        COPY (SELECT 1700000000000 + i * 3 AS timeStamp, {LATENCY_SQL} AS elapsed,
                      'GET /api/items' AS label, '200' AS responseCode, 'OK' AS responseMessage,
                      'Thread Group 1-' || (i % 200 + 1) AS threadName, 'text' AS dataType,
                      CASE WHEN random() < 0.999 THEN 'true' ELSE 'false' END AS success,
@@ -200,55 +232,116 @@ def write_jtl(path: Path, gigabytes: float) -> int:
                      'http://127.0.0.1:8080/api/items' AS URL, 3 AS Latency, 0 AS IdleTime, 1 AS Connect
               FROM range({rows}) t(i))
         TO '{path}' (HEADER, DELIMITER ',')"""
-    duckdb.sql(query)
+    duckdb.execute(query)
     return rows
 
 
-def compare(label: str, archlab: dict, naive: dict) -> None:
-    a, b = archlab["result"], naive["result"]
-    differences = {key: abs(a[key] - b[key]) / max(abs(b[key]), 1e-300) for key in b}
-    worst = max(differences, key=differences.get)
-    print(f"{label}: n = {a['n']:,}")
-    print(f"  {'':18} {'time s':>9} {'peak RSS MiB':>13} {'tracemalloc MiB':>16}")
-    for name, r in (("archlab.latency", archlab), ("naive NumPy/SciPy", naive)):
-        traced = "-" if math.isnan(r["tracemalloc_peak_mib"]) else f"{r['tracemalloc_peak_mib']:.0f}"
-        print(f"  {name:18} {r['seconds']:9.2f} {r['peak_rss_mib']:13.0f} {traced:>16}")
-    print(f"  ratio naive/archlab: time {naive['seconds'] / archlab['seconds']:.1f}x, "
-          f"peak RSS {naive['peak_rss_mib'] / archlab['peak_rss_mib']:.1f}x; "
-          f"largest relative difference of the results {differences[worst]:.1e} ({worst})")
+def measure(case: str, path: Path, names: list[str], reps: int, cpu: int) -> dict:
+    """Alternate the contenders on one file; a table row per contender."""
+    outputs: dict[str, dict] = {}
+
+    def contender(name: str) -> harness.Contender:
+        def once() -> harness.Sample:
+            out = run_worker(case, name, path, cpu)
+            outputs[name] = out
+            peaks.setdefault(name, []).append(out["peak_rss_mib"])
+            return harness.Sample(out["seconds"], float(out["result"]["n"]), out["cpu_s"],
+                                  {"peak_rss_mib": out["peak_rss_mib"]})
+
+        return harness.Contender(name, once)
+
+    peaks: dict[str, list[float]] = {}
+    result = harness.alternate([contender(n) for n in names], reps)
+    reference = outputs["archlab"]["result"]
+    rows = []
+    for name in names:
+        got = outputs[name]["result"]
+        differences = {key: abs(got[key] - reference[key]) / max(abs(reference[key]), 1e-300) for key in reference}
+        worst = max(differences, key=differences.get)
+        row = {"case": case, "contender": name, "median_s": statistics.median(result.values(name)),
+               "cpu_ns_per_sample": result.cpu_per_unit_us(name) * 1000, "peak_rss_mib": max(peaks[name]),
+               "n": got["n"], "largest_rel_diff": differences[worst], "largest_diff_of": worst}
+        if name != "archlab":
+            row["speedup"] = result.ratio("archlab", name, higher_is_better=False)
+            row["cpu_speedup"] = result.cpu_ratio("archlab", name)
+            # Memory: one figure per contender (the largest over repetitions), so a plain ratio.
+            row["rss_ratio"] = max(peaks[name]) / max(peaks["archlab"])
+        rows.append(row)
+    return {"rows": rows, "raw": harness.raw_samples(result)}
 
 
-def main() -> None:
+def print_case(title: str, rows: list[dict]) -> None:
+    print(f"\n{title}: n = {rows[0]['n']:,}")
+    print(f"  {'contender':<14} {'median s':>9} {'CPU ns/sample':>14} {'peak RSS MiB':>13}  archlab speed-up [95% CI]: "
+          "wall; CPU    largest rel. diff of the results")
+    for row in rows:
+        line = f"  {row['contender']:<14} {row['median_s']:>9.2f} {row['cpu_ns_per_sample']:>14.1f} {row['peak_rss_mib']:>13.0f}"
+        speedup = f"{row['speedup']}; {row['cpu_speedup']}" if "speedup" in row else "-"
+        line += f"  {speedup:<44} {row['largest_rel_diff']:.1e} ({row['largest_diff_of']})"
+        print(line)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=100_000_000, help="samples of the counts benchmark (default 10^8)")
-    parser.add_argument("--jtl-gb", type=float, default=2.0, help="size of the generated JTL file (default 2 GB)")
-    parser.add_argument("--skip-jtl", action="store_true")
-    parser.add_argument("--tracemalloc", action="store_true",
-                        help="also trace Python/NumPy allocations (slows the naive CSV parsing a lot)")
-    parser.add_argument("--worker", nargs=2, metavar=("KIND", "DATA"), help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, default=100_000_000, help="samples of the Parquet case (default 10^8)")
+    parser.add_argument("--jtl-gb", type=float, default=1.0, help="size of the generated JTL file (default 1 GB)")
+    parser.add_argument("--reps", type=int, default=5, help="alternating repetitions per contender (fresh processes)")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS[:3]),
+                        help=f"comma-separated subset of {','.join(CONTENDERS)} (archlab always runs; "
+                             "default leaves python-csv out)")
+    parser.add_argument("--cpu", type=int, default=0, help="the CPU every worker is pinned to")
+    parser.add_argument("--worker", nargs=3, metavar=("CASE", "CONTENDER", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker[0], Path(args.worker[1]), args.tracemalloc)))
-        return
-    print(f"archlab.latency scale benchmark ({os.cpu_count()} CPUs)")
+        print(json.dumps(worker(args.worker[0], args.worker[1], Path(args.worker[2]))))
+        return 0
+    cases = [c for c in args.cases.split(",") if c]
+    names = ["archlab"] + [n for n in dict.fromkeys(args.contenders.split(",")) if n and n != "archlab"]
+    if bad := [c for c in cases if c not in CASES] + [n for n in names if n not in CONTENDERS]:
+        print(f"bench: --cases takes {','.join(CASES)}, --contenders {','.join(CONTENDERS)}; got {','.join(bad)}",
+              file=sys.stderr)
+        return 2
+    if args.reps < 1 or args.n < 1000 or args.jtl_gb <= 0:
+        print(f"bench: expected --reps >= 1, --n >= 1000, --jtl-gb > 0; got {args.reps}, {args.n}, {args.jtl_gb}",
+              file=sys.stderr)
+        return 2
+    facts = harness.machine_facts({p: harness.package_version(p) for p in ("duckdb", "polars", "numpy", "scipy",
+                                                                           "archlab")})
+    print(f"archlab.latency at scale; workers pinned to CPU {args.cpu}; {args.reps} alternating repetitions after a "
+          f"warm-up; " + ", ".join(f"{k} {v}" for k, v in facts["tools"].items()))
+    table, raw = [], {}
     temp = Path(tempfile.mkdtemp(prefix="latency-bench-"))
     try:
-        values, counts = count_vector(args.n)
-        np.savez(temp / "counts.npz", values=values, counts=counts)
-        compare(f"{args.n:.0e} samples, {values.size:,} distinct integer-ms values",
-                run_worker("counts-archlab", temp / "counts.npz", args.tracemalloc),
-                run_worker("counts-naive", temp / "counts.npz", args.tracemalloc))
-        if not args.skip_jtl:
-            jtl = temp / "results.jtl"
+        for case in cases:
             started = time.perf_counter()
-            rows = write_jtl(jtl, args.jtl_gb)
-            size = jtl.stat().st_size
-            print(f"JTL file: {rows:,} rows, {size / 1e9:.2f} GB (written in {time.perf_counter() - started:.0f} s)")
-            compare(f"JTL {size / 1e9:.2f} GB", run_worker("jtl-archlab", jtl, args.tracemalloc),
-                    run_worker("jtl-naive", jtl, args.tracemalloc))
+            if case == "samples":
+                path = temp / "samples.parquet"
+                write_samples(path, args.n)
+                title = f"Parquet file of {args.n:.0e} raw samples ({path.stat().st_size / 1e6:.0f} MB)"
+            else:
+                path = temp / "results.jtl"
+                write_jtl(path, args.jtl_gb)
+                title = f"JTL file of {path.stat().st_size / 1e9:.2f} GB"
+            print(f"{title} written in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            done = measure(case, path, [n for n in names if case == "jtl" or n != "python-csv"], args.reps, args.cpu)
+            print_case(title, done["rows"])
+            table += done["rows"]
+            raw[case] = done["raw"]
+            path.unlink()
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+    for row in table:
+        if row["case"] == "jtl" and row["contender"] == "duckdb+numpy":
+            archlab_rss = next(r["peak_rss_mib"] for r in table if r["case"] == "jtl" and r["contender"] == "archlab")
+            print(f"\nJTL target over DuckDB + NumPy: wall {row['speedup']}, {harness.verdict(row['speedup'], JTL_TARGET)}; "
+                  f"CPU {row['cpu_speedup']}, {harness.verdict(row['cpu_speedup'], JTL_TARGET)}; archlab's peak RSS {archlab_rss:.0f} MiB "
+                  f"({'below' if archlab_rss < RSS_LIMIT_MIB else 'NOT below'} {RSS_LIMIT_MIB:.0f} MiB)")
+    settings = {"n": args.n, "jtl_gb": args.jtl_gb, "reps": args.reps, "cpu": args.cpu, "contenders": names,
+                "cases": cases}
+    print(f"results: {harness.write_results('latency_scale', table, facts, settings, raw)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

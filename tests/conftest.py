@@ -1,7 +1,9 @@
 """Shared test fixtures: the package on ``sys.path`` when it is not installed, a fixed registry
-and CPU set for pure spec tests, the ``archlab-engine`` binary for tests that run real processes
-(a failure, not a skip, when it is missing in CI), and helpers to run the CLI in a subprocess and
-to find every process a test started, via an environment token children inherit."""
+and CPU set for pure spec tests, the ``archlab-engine`` binary for tests that run real processes,
+:func:`missing_dependency` (what a test that needs a program does when it is absent: it fails,
+naming the Debian package and ``scripts/bootstrap test``, which installs it; no test passes by
+skipping what it was meant to check), and helpers to run the CLI in a subprocess and to find
+every process a test started, via an environment token children inherit."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -71,17 +74,21 @@ def spec_text(**sections: str) -> str:
 # --- real processes ------------------------------------------------------------------------
 
 
+def missing_dependency(what: str, why: str, install: str) -> NoReturn:
+    """Fail the calling test because ``what`` is not available (``why``), saying how to get it:
+    ``install`` names the package (``the Debian package `memcached` ``), and ``scripts/bootstrap
+    test`` (run by ``make test``) installs every one the tests need."""
+    pytest.fail(f"{what} is required but {why}: install {install} with `scripts/bootstrap test`", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def engine_path() -> Path:
-    """The built engine; tests needing it fail in CI (``CI`` set) and skip locally if absent."""
+    """The built engine; tests needing it fail if it is absent or broken."""
     from archlab.errors import EngineNotFound
     from archlab.lab.engine import find_engine
 
-    def unavailable(why: str):
-        msg = f"archlab-engine is required: {why}. Run `make build`."
-        if os.environ.get("CI"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+    def unavailable(why: str) -> NoReturn:
+        missing_dependency("archlab-engine", why, "it (the release build of crates/engine)")
 
     try:
         path = find_engine()

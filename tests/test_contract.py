@@ -37,7 +37,7 @@ def test_check_server_normalises_and_refuses_with_a_typed_error():
         contract.check_server("blocking", {"loops": 2})
     assert (e.value.parameter, e.value.received) == ("loops", "2")
     assert e.value.allowed == "no loops value for architecture 'blocking', which accepts options: threads, sndbuf, rcvbuf"
-    assert e.value.hint == "loops applies to netty, hybrid, io-uring"
+    assert e.value.hint == "loops applies to netty, hybrid, reactor-pool, netty-ring, io-uring"
     with pytest.raises(OptionRefused) as e:
         contract.check_server("seda-ring", {"ring_size": 1000})
     assert str(e.value) == "ring_size: expected a power of two in 2..=16777216, got '1000'"
@@ -49,6 +49,25 @@ def test_check_server_normalises_and_refuses_with_a_typed_error():
         contract.native().check_server("netty", '{"wait": "spin"}')
     assert isinstance(raw.value, ValueError)
     assert (raw.value.field, raw.value.allowed, raw.value.received) == ("wait", "one of blocking, yielding, busy-spin", '"spin"')
+
+
+def test_check_proxy_takes_both_sets_and_refuses_what_cannot_proxy(engine_path):
+    help_text = subprocess.run([str(engine_path), "proxy", "--help"], capture_output=True, text=True, timeout=30).stdout
+    for o in contract.proxy_options():
+        assert o.flag in help_text and o.doc and o.allowed, o
+    checked = contract.check_proxy("netty", {"backends": "127.0.0.1:8081*2", "policy": "p2c", "loops": 2})
+    assert (checked["backends"], checked["policy"], checked["loops"]) == ("127.0.0.1:8081*2", "p2c", 2)
+    assert checked["eject_after"] == contract.proxy_options()[[o.name for o in contract.proxy_options()].index("eject_after")].default
+    with pytest.raises(OptionRefused) as e:
+        contract.check_proxy("tokio", {"backends": "127.0.0.1:8081"})
+    assert e.value.parameter == "arch" and "netty" in e.value.allowed and "tokio" not in e.value.allowed
+    with pytest.raises(OptionRefused) as e:
+        contract.check_proxy("netty", {})
+    assert (e.value.parameter, e.value.received) == ("backends", "none")
+    with pytest.raises(OptionRefused) as e:
+        contract.check_proxy("netty", {"backends": "127.0.0.1:1", "policy": "fastest"})
+    assert e.value.parameter == "policy" and e.value.allowed.startswith("one of round-robin")
+    assert {a["name"]: a["proxy"] for a in contract.native().architectures()}["single-thread"] == "same poller"
 
 
 def test_a_missing_or_outdated_extension_is_one_clear_error(monkeypatch):

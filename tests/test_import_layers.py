@@ -33,6 +33,10 @@ ALLOWED: dict[str, set[str]] = {
     "models": FOUNDATION | {"store"},
     "sim": FOUNDATION | {"spec", "store", "latency"},
     "report": FOUNDATION | {"spec", "store", "models", "latency"},
+    "compare": FOUNDATION | {"store", "report"},
+    "tuning": FOUNDATION | {"models", "sim", "store"},
+    # Above the runner and the simulator: it gives them a cluster; only the CLI imports it.
+    "cluster": FOUNDATION | {"spec", "store", "lab", "sim", "latency"},
 }
 
 

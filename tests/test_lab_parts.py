@@ -13,7 +13,7 @@ from conftest import spec_text
 
 from archlab.errors import EngineNotFound
 from archlab.lab import engine as engine_module
-from archlab.lab.engine import Engine, find_engine, serve_options
+from archlab.lab.engine import Engine, find_engine, load_params, serve_options
 from archlab.lab.probes import ProcSample, Rusage, context_switch_source, cost_between, read_proc, syscall_source
 from archlab.lab.progress import Progress
 from archlab.spec import parse_spec
@@ -161,13 +161,16 @@ def test_command_lines(env, tmp_path):
     assert serve_options(cell, exp.placement) == {
         "loops": 2, "cpus": "1", "db_pool": 10, "db_wait_ms": 1000, "max_body_bytes": 1024 * 1024, "nodelay": True,
     }  # fmt: skip
-    argv = e.load_argv("127.0.0.1:5000", cell, exp, tmp_path / "s.json", tmp_path / "h.log")
-    flags = dict(zip(argv[2::2], argv[3::2]))
-    assert argv[:2] == ["archlab-engine", "load"]
-    assert flags == {
-        "--target": "127.0.0.1:5000", "--path": "/echo?size=64", "--connections": "8", "--duration": "500000us",
-        "--warmup": "200000us", "--think-time": "0us", "--timeout": "2000000us", "--cpus": "0",
-        "--json": str(tmp_path / "s.json"), "--hdr-log": str(tmp_path / "h.log"),
+    assert e.load_argv(tmp_path / "p.json", tmp_path / "s.json", tmp_path / "h.log") == [
+        "archlab-engine", "load", "--params", str(tmp_path / "p.json"), "--json", str(tmp_path / "s.json"),
+        "--hdr-log", str(tmp_path / "h.log"),
+    ]  # fmt: skip
+    # The parameters, normalised by the data plane: the spec's, the target and the client CPUs,
+    # and every default of the load generator made explicit (one thread per client CPU).
+    assert load_params(cell, exp, "127.0.0.1:5000") == {
+        "target": "127.0.0.1:5000", "path": "/echo?size=64", "model": "closed", "connections": 8, "duration": "500ms",
+        "warmup": "200ms", "think_time": "0s", "timeout": "2s", "cpus": "0", "threads": 1, "late_after": "1ms",
+        "busy_poll": False, "connect_timeout": "2s", "protocol": "http", "verify": False, "keep_alive": True, "pipeline": 1,
     }  # fmt: skip
 
 

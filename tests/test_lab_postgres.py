@@ -4,7 +4,7 @@ starts as an unprivileged user, fills table ``emp`` deterministically and leaves
 architectures, and a short bounded load run without errors); an exhausted pool answers 503 after
 its wait instead of hanging; a connection killed by the database is reopened; and a spec with
 ``/db`` runs through the orchestrator, which stops PostgreSQL afterwards, also on Ctrl-C. PostgreSQL missing is
-a failure in CI (``CI`` set), a skip elsewhere, as for the engine."""
+a failure naming its Debian package, as for the engine."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import processes_with_token, spec_text, start_cli
+from conftest import missing_dependency, processes_with_token, spec_text, start_cli
 from test_lab_runner import wait_no_engine
 
 from archlab.lab.engine import serve_options
@@ -38,9 +38,7 @@ def bindir() -> Path:
     try:
         return postgres.find_bindir()
     except postgres.PostgresUnavailable as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required: {e}", pytrace=False)
-        pytest.skip(str(e))
+        missing_dependency("PostgreSQL", str(e), "the Debian package `postgresql`")
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ e-Handbook 1.3.6.7.2).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import missing_dependency
 
 from archlab.report import terminal_table as _terminal_table
 from archlab.report import write_html as _write_html
@@ -483,10 +483,7 @@ def _chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    message = "headless Chromium is needed to check the report as a browser renders it; install chromium (Debian: apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    missing_dependency("headless Chromium (to check the report as a browser renders it)", "no chromium is on PATH", "the Debian package `chromium`")
 
 
 def _run_chromium(report: Path, profile: Path, *mode: str) -> subprocess.CompletedProcess:

@@ -1,7 +1,8 @@
-"""Specs for the three load models: each model accepts its own parameters with their defaults,
-refuses parameters of another model (naming the parameter, the models it applies to and the value
-received), and reaches ``archlab-engine load`` as the flags the engine documents; the closed
-model's hash and command line are those of the specs written before the open models existed."""
+"""Specs for the three load models: each model accepts its own parameters with the data plane's
+defaults, refuses parameters of another model (naming the TOML key, what the data plane allows
+and the value received), and reaches ``archlab-engine load`` as the parameters it reads
+(``load --params``); the closed model's hash is that of the specs written before the open models
+existed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import REPO, spec_text
 
 from archlab.errors import SpecError
-from archlab.lab.engine import DEFAULT_SEED, Engine
+from archlab.lab.engine import Engine, load_params
 from archlab.spec import parse_spec
 
 ARCH = 'architecture = ["blocking"]\nworkload = ["/echo?size=64"]\n'
@@ -21,8 +22,13 @@ def parse(env, load: str, factors: str):
     return parse_spec(spec_text(load=load, factors=ARCH + factors), "t.toml", env)
 
 
-def flags(argv: list[str]) -> dict[str, str]:
-    return dict(zip(argv[2::2], argv[3::2]))
+# The load generator's default seed (crates/load/src/config/mod.rs: DEFAULT_SEED = 0x5eed), which
+# the seeds of existing runs were drawn from.
+DEFAULT_SEED = 0x5EED
+
+
+def params(exp, cell, **kw):
+    return load_params(cell, exp, "127.0.0.1:9", **kw)
 
 
 def test_open_model_defaults_and_cells(env):
@@ -37,23 +43,23 @@ def test_open_model_defaults_and_cells(env):
     }  # fmt: skip
 
 
-def test_open_model_command_line(env, tmp_path):
+def test_open_model_parameters(env, tmp_path):
     exp = parse(env, 'model = "open"\nschedule = "poisson"\nconnections = 4\nmax_connections = 64\nseed = 7', "rate = [2500.5]")
-    argv = Engine(Path("archlab-engine")).load_argv("h:1", exp.cells()[0], exp, tmp_path / "s.json", tmp_path / "h.log", records_path=tmp_path / "r.bin", repetition=3)
-    f = flags(argv)
-    assert argv[:2] == ["archlab-engine", "load"]
-    assert f["--model"] == "open" and f["--rate"] == "2500.5" and f["--arrivals"] == "poisson"
-    assert (f["--connections"], f["--max-connections"]) == ("4", "64")
-    assert f["--seed"] == "9"  # seed + repetition - 1: each repetition its own schedule
-    assert f["--records"] == str(tmp_path / "r.bin")
-    assert "--think-time" not in f and "--session-rate" not in f  # the engine refuses them for open
+    p = params(exp, exp.cells()[0], records_path=tmp_path / "r.bin", repetition=3)
+    assert (p["model"], p["rate"], p["arrivals"], p["target"]) == ("open", 2500.5, "poisson", "127.0.0.1:9")
+    assert (p["connections"], p["max_connections"]) == (4, 64)
+    assert p["seed"] == 9  # seed + repetition - 1: each repetition its own schedule
+    assert p["records"] == str(tmp_path / "r.bin")
+    assert p["think_time"] == "0s" and "session_rate" not in p
+    argv = Engine(Path("archlab-engine")).load_argv(tmp_path / "p.json", tmp_path / "s.json", tmp_path / "h.log")
+    assert argv == ["archlab-engine", "load", "--params", str(tmp_path / "p.json"), "--json", str(tmp_path / "s.json"), "--hdr-log", str(tmp_path / "h.log")]
 
 
 def test_constant_schedule_has_no_seed(env, tmp_path):
     exp = parse(env, 'model = "open"\nschedule = "constant"', "rate = [100]")
-    f = flags(Engine(Path("e")).load_argv("h:1", exp.cells()[0], exp, tmp_path / "s", tmp_path / "h"))
-    assert f["--arrivals"] == "constant" and "--seed" not in f
-    with pytest.raises(SpecError, match=r"^load.seed: expected no seed when nothing is random, got 3"):
+    p = params(exp, exp.cells()[0])
+    assert p["arrivals"] == "constant" and "seed" not in p
+    with pytest.raises(SpecError, match=r"^load.seed: expected only when something is random \(Poisson arrivals, .*\), got 3"):
         parse(env, 'model = "open"\nschedule = "constant"\nseed = 3', "rate = [100]")
 
 
@@ -66,11 +72,11 @@ def test_partly_open_model(env, tmp_path):
     )
     cell = exp.cells()[1]
     assert cell.cell_id == "blocking__echo-size-64__s100" and cell.session_rate == 100.0
-    f = flags(Engine(Path("e")).load_argv("h:1", cell, exp, tmp_path / "s", tmp_path / "h"))
-    assert f["--model"] == "partly-open" and f["--session-rate"] == "100"
-    assert f["--requests-per-session"] == "geometric:2.5" and f["--session-connection"] == "pooled"
-    assert f["--think-time"] == "1000us" and f["--max-connections"] == "32" and f["--seed"] == str(DEFAULT_SEED)
-    assert "--rate" not in f
+    p = params(exp, cell)
+    assert p["model"] == "partly-open" and p["session_rate"] == 100
+    assert p["requests_per_session"] == "geometric:2.5" and p["session_connection"] == "pooled"
+    assert p["think_time"] == "1ms" and p["max_connections"] == 32 and p["seed"] == DEFAULT_SEED
+    assert "rate" not in p
 
 
 @pytest.mark.parametrize(
@@ -80,15 +86,15 @@ def test_partly_open_model(env, tmp_path):
 def test_requests_per_session_syntax(env, value, engine):
     toml = f"requests_per_session = {value!r}".replace("'", '"')
     exp = parse(env, f'model = "partly-open"\n{toml}', "session_rate = [10]")
-    assert exp.load.requests_per_session.engine_syntax() == engine
+    assert exp.load.requests_per_session.text == engine
 
 
 def test_closed_model_is_unchanged(env, tmp_path):
     """A closed spec hashes and runs exactly as before the open models existed."""
     exp = parse(env, 'model = "closed"\nthink_time = "0s"\ntimeout = "2s"', "concurrency = [8]")
     assert exp.to_dict()["load"] == {"model": "closed", "think_time_s": 0.0, "timeout_s": 2.0}
-    f = flags(Engine(Path("e")).load_argv("h:1", exp.cells()[0], exp, tmp_path / "s", tmp_path / "h"))
-    assert "--model" not in f and f["--connections"] == "8" and "--records" not in f
+    p = params(exp, exp.cells()[0])
+    assert p["model"] == "closed" and p["connections"] == 8 and "records" not in p and "seed" not in p
 
 
 OPEN = 'model = "open"'
@@ -101,29 +107,32 @@ REFUSALS = [
                  "factors.rate: expected a non-empty list of levels (the open model's arrival rates in req/s), got 'nothing'",
                  id="open-no-rate"),
     pytest.param(OPEN + '\nthink_time = "1ms"', "rate = [10]",
-                 "load.think_time: expected no think_time for the 'open' model, got '1ms' (think_time applies to the 'closed' "
-                 "and 'partly-open' models)", id="open-think-time"),
+                 "load.think_time: expected only with the closed or partly-open model (this run is open), got '1ms'",
+                 id="open-think-time"),
     pytest.param(OPEN, "rate = [10]\nthink_time = [0, 1]",
-                 "factors.think_time: expected no think_time levels for the 'open' model, got [0, 1]", id="open-think-factor"),
+                 "factors.think_time[1]: expected only with the closed or partly-open model (this run is open), got 1",
+                 id="open-think-factor"),
     pytest.param(OPEN + "\nrequests_per_session = 3", "rate = [10]",
-                 "load.requests_per_session: expected no requests_per_session for the 'open' model, got 3 "
-                 "(requests_per_session applies to the 'partly-open' model)", id="open-session-length"),
+                 "load.requests_per_session: expected only with the partly-open model (this run is open), got 3",
+                 id="open-session-length"),
     pytest.param(OPEN, "rate = [10]\nsession_rate = [5]",
                  "factors.session_rate: expected no session_rate levels for the 'open' model, got [5]", id="open-session-rate"),
     pytest.param(OPEN + '\nschedule = "uniform"', "rate = [10]",
-                 "load.schedule: expected one of 'poisson', 'constant', got 'uniform'", id="schedule-typo"),
+                 "load.schedule: expected one of constant, poisson, got 'uniform'", id="schedule-typo"),
     pytest.param(OPEN + "\nconnections = 8\nmax_connections = 4", "rate = [10]",
-                 "load.max_connections: expected an integer >= load.connections (8), got 4", id="cap-below-connections"),
-    pytest.param(OPEN + "\nconnections = 0", "rate = [10]", "load.connections: expected an integer >= 1, got 0", id="connections-0"),
-    pytest.param(OPEN, "rate = [0]", "factors.rate[0]: expected a number > 0 per second, got 0", id="rate-0"),
-    pytest.param(OPEN, 'rate = ["1000"]', "factors.rate[0]: expected a number > 0 per second, got '1000'", id="rate-str"),
+                 "load.max_connections: expected an integer in max(1, connections (8))..=1000000, got 4", id="cap-below-connections"),
+    pytest.param(OPEN + "\nconnections = 2000000", "rate = [10]",
+                 "load.connections: expected an integer in 0..=1000000, got 2000000", id="connections-too-many"),
+    pytest.param(OPEN, "rate = [0]", "factors.rate[0]: expected a number > 0 and <= 1e8 per second, got 0", id="rate-0"),
+    pytest.param(OPEN, 'rate = ["1000"]', "factors.rate[0]: expected a number per second, got '1000'", id="rate-str"),
     pytest.param(OPEN, "rate = [1000, 1000.0]",
                  "factors.rate[1]: expected levels that differ from each other, got 1000.0", id="rate-duplicate"),
     pytest.param('model = "closed"\nschedule = "poisson"', "concurrency = [1]",
-                 "load.schedule: expected no schedule for the 'closed' model, got 'poisson' (schedule applies to the 'open' "
-                 "and 'partly-open' models)", id="closed-schedule"),
+                 "load.schedule: expected only with the open or partly-open model (this run is closed), got 'poisson'",
+                 id="closed-schedule"),
     pytest.param('model = "closed"\nmax_connections = 9', "concurrency = [1]",
-                 "load.max_connections: expected no max_connections for the 'closed' model, got 9", id="closed-cap"),
+                 "load.max_connections: expected only with the open or partly-open model (this run is closed), got 9",
+                 id="closed-cap"),
     pytest.param('model = "closed"', "concurrency = [1]\nrate = [100]",
                  "factors.rate: expected no rate levels for the 'closed' model, got [100] (rate applies to the 'open' model; "
                  "the 'closed' model sets its load with factors.concurrency", id="closed-rate"),
@@ -133,16 +142,17 @@ REFUSALS = [
                  "factors.session_rate: expected a non-empty list of levels (the partly-open model's session arrival rates "
                  "in sessions/s), got 'nothing'", id="partly-no-session-rate"),
     pytest.param(PARTLY + '\nrequests_per_session = "geometric:0.5"', "session_rate = [1]",
-                 "load.requests_per_session: expected an integer >= 1 (fixed), 'fixed:N' or 'geometric:MEAN' with MEAN >= 1, "
+                 "load.requests_per_session: expected fixed:N with N >= 1, or geometric:MEAN with 1 <= MEAN <= 1e6, "
                  "got 'geometric:0.5'", id="geometric-mean-below-1"),
     pytest.param(PARTLY + '\nrequests_per_session = "fixed:2.5"', "session_rate = [1]",
-                 "load.requests_per_session: expected an integer >= 1 (fixed)", id="fixed-fraction"),
+                 "load.requests_per_session: expected fixed:N (or N) or geometric:MEAN, got 'fixed:2.5'", id="fixed-fraction"),
     pytest.param(PARTLY + "\nrequests_per_session = 0", "session_rate = [1]",
-                 "load.requests_per_session: expected an integer >= 1 (fixed)", id="fixed-0"),
+                 "load.requests_per_session: expected fixed:N with N >= 1, or geometric:MEAN with 1 <= MEAN <= 1e6, got 0",
+                 id="fixed-0"),
     pytest.param(PARTLY + '\nsession_connection = "reuse"', "session_rate = [1]",
-                 "load.session_connection: expected one of 'new', 'pooled', got 'reuse'", id="session-connection"),
+                 "load.session_connection: expected one of new, pooled, got 'reuse'", id="session-connection"),
     pytest.param('model = "half-open"', "rate = [1]",
-                 "load.model: expected one of 'closed', 'open', 'partly-open', got 'half-open'", id="model-unknown"),
+                 "load.model: expected one of closed, open, partly-open, got 'half-open'", id="model-unknown"),
     pytest.param(OPEN + '\nrecords = "yes"', "rate = [1]", "load.records: expected true or false, got 'yes'", id="records-bool"),
 ]  # fmt: skip
 

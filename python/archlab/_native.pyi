@@ -4,18 +4,29 @@ simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` 
 :class:`archlab.errors.SpecError`; the option contracts raise :class:`OptionError`, a
 ``ValueError`` that says the same with attributes (see :mod:`archlab.contract`)."""
 
+import os
 from typing import TypedDict
 
 __all__ = [
     "OptionError",
     "architectures",
+    "check_load",
+    "check_proxy",
     "check_server",
     "check_simulation",
     "check_workload",
+    "cpu_list",
     "interval_log",
+    "load_params_schema",
+    "jtl_counts",
+    "load_programs",
     "mser",
+    "parse_duration",
+    "parse_programs",
+    "proxy_options_schema",
     "server_options_schema",
     "simulate",
+    "think_time",
     "version",
 ]
 
@@ -23,6 +34,7 @@ class _Architecture(TypedDict):
     name: str
     description: str
     options: list[str]
+    proxy: str
 
 class _Truncation(TypedDict):
     batch_size: int
@@ -31,6 +43,16 @@ class _Truncation(TypedDict):
     observations_deleted: int
     statistic: float
     at_limit: bool
+
+class _JtlCounts(TypedDict):
+    rows: int
+    failed: int
+    other_labels: int
+    trimmed: int
+    malformed: int
+    first_problem: str | None
+    values: list[float]
+    counts: list[int]
 
 class OptionError(ValueError):
     """An option refused by the data plane; ``args`` is ``(field, allowed, received, hint)``."""
@@ -50,8 +72,33 @@ def check_server(arch: str, options_json: str) -> str:
     """Check architecture ``arch`` with the options of ``options_json``; returns them normalised
     as JSON (what ``archlab-engine serve --options`` reads) or raises :class:`OptionError`."""
 
+def check_proxy(arch: str, options_json: str) -> str:
+    """Check architecture ``arch`` running the reverse proxy with ``options_json`` (server and
+    proxy keys in one object); returns them normalised as JSON (what ``archlab-engine proxy
+    --options`` reads) or raises :class:`OptionError`."""
+
+def proxy_options_schema() -> str:
+    """The options of the reverse proxy as JSON, listed as ``server_options_schema`` lists them."""
+
 def server_options_schema() -> str:
     """The options of a server as JSON: a list of objects with name, flag, doc, allowed, default."""
+
+def check_load(params_json: str) -> str:
+    """Check the parameters of a load run (JSON; the target may be left out); returns what the
+    run would do, every default resolved, as JSON (what ``archlab-engine load --params`` reads)
+    or raises :class:`OptionError`."""
+
+def load_params_schema() -> str:
+    """The parameters of a load run as JSON: a list of objects with name, flag, doc, allowed, default."""
+
+def parse_duration(value: str | float) -> float:
+    """Seconds of a duration ("500ms", or a number of seconds): the exact product of number and unit."""
+
+def think_time(value: str | float) -> tuple[str, float, float | None]:
+    """A think time: (distribution, constant/mean/minimum in seconds, uniform maximum or None)."""
+
+def cpu_list(text: str) -> list[int]:
+    """The CPUs of a CPU list ("0,2-3"), sorted and distinct."""
 
 def version() -> str:
     """Version of the data-plane crates this module was built from."""
@@ -66,8 +113,21 @@ def check_simulation(model_json: str, run_json: str) -> None:
 def mser(series: list[float], batch_size: int = 5) -> _Truncation | None:
     """MSER truncation of ``series`` in batches of ``batch_size``; None with fewer than two batches."""
 
+def jtl_counts(path: str | os.PathLike[str], columns: int, header: bool, measure: int, success: int | None,
+               failed: str, labels: tuple[int, list[str]] | None = None,
+               trim: tuple[int, float, float] | None = None, end: int | None = None) -> _JtlCounts:
+    """Exact counts of column ``measure`` of a JMeter CSV file of ``columns`` fields per row, by
+    category (see ``crates/jtl``); reads the first ``end`` bytes only when given. Runs with the
+    GIL released; an unreadable file raises OSError."""
 def interval_log(histogram: str, start_s: float, length_s: float, value_scale: float = 1.0,
                  comment: str | None = None) -> bytes:
     """An HDR interval log (written by ``crates/metrics``) of one interval holding ``histogram``
     (base64 V2 deflate, values in ns) with every value times ``value_scale``, from ``start_s``
     to ``start_s + length_s`` after the log's base time. ValueError((field, allowed, received))."""
+
+def load_programs(path: str) -> str:
+    """Read and check a program file (TOML); returns the programs as JSON. A refused file raises
+    ``ValueError(source, field, allowed, received)``."""
+
+def parse_programs(source: str, text: str) -> str:
+    """Check a program file's ``text`` (``source`` names it in errors); returns the programs as JSON."""

@@ -1,11 +1,13 @@
 """The data plane's option contracts, as the control plane uses them. Every option of a
-data-plane process is defined once, in Rust (``crates/server/src/options.rs``; the load
-generator's in ``crates/load``); Python asks ``archlab._native``, built from that same code, what
-the options are (names, documentation, allowed values, defaults) and whether a set of them is
-valid, and keeps no copy of a name, range, default or syntax. A checked set comes back
-normalised, as the JSON the engine reads (``archlab-engine serve --options FILE``). A refusal is
-an :class:`OptionRefused` naming the option's key in the data plane (``ring_size``); the spec
-shows it against its own TOML key.
+data-plane process is defined once, in Rust (a server's in ``crates/server/src/options.rs``, the
+reverse proxy's in ``crates/proxy/src/http/options.rs``, a load run's in
+``crates/load/src/config/params.rs``); Python asks ``archlab._native``, built from
+that same code, what the options are (names, documentation, allowed values, defaults) and
+whether a set of them is valid, and keeps no copy of a name, range, default or syntax: durations,
+think times and CPU lists are read by the data plane too. A checked set comes back normalised, as
+the JSON the engine reads (``archlab-engine serve --options FILE``, ``load --params FILE``). A
+refusal is an :class:`OptionRefused` naming the option's key in the data plane (``ring_size``);
+the spec shows it against its own TOML key.
 
 ``archlab._native`` is a required part of the package: without it (or with one built from older
 sources) every call here raises :class:`~archlab.errors.NativeMissing` saying how to build it."""
@@ -21,7 +23,10 @@ from typing import Any, Mapping
 from archlab.errors import InvalidValue, NativeMissing
 
 # What this package calls in the extension; an extension without one of them is out of date.
-_REQUIRED = ("architectures", "check_workload", "check_server", "server_options_schema", "OptionError")
+_REQUIRED = (
+    "architectures", "check_workload", "check_server", "server_options_schema", "check_load", "load_params_schema",
+    "parse_duration", "think_time", "cpu_list", "check_proxy", "proxy_options_schema", "OptionError",
+)  # fmt: skip
 _BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
 
 
@@ -53,7 +58,7 @@ class OptionRefused(InvalidValue):
     for the set as a whole), ``received`` the value as the data plane printed it."""
 
 
-def _call(function, *args: str) -> str:
+def _call(function, *args: object) -> Any:
     try:
         return function(*args)
     except native().OptionError as e:
@@ -79,3 +84,48 @@ def check_server(architecture: str, options: Mapping[str, object]) -> dict[str, 
     """The options of a server of ``architecture``, checked and normalised (every option with
     a fixed default filled in), as the JSON object ``archlab-engine serve --options`` reads."""
     return json.loads(_call(native().check_server, architecture, _dumps(options)))
+
+
+@functools.cache
+def load_params() -> tuple[OptionInfo, ...]:
+    """Every parameter of ``archlab-engine load``, in declaration order."""
+    return tuple(OptionInfo(**o) for o in json.loads(native().load_params_schema()))
+
+
+def check_load(params: Mapping[str, object]) -> dict[str, Any]:
+    """The parameters of a load run, checked and normalised: what the run would do, every
+    default resolved (``seed`` only when something is drawn at random), as the JSON object
+    ``archlab-engine load --params`` reads. ``target`` may be left out (then it is left out)."""
+    return json.loads(_call(native().check_load, _dumps(params)))
+
+
+def parse_duration(value: object) -> float:
+    """Seconds of a duration (``"500ms"``, ``"2m"``, or a number of seconds): the number times
+    its unit, exactly as the data plane computes it."""
+    return float(_call(native().parse_duration, value))
+
+
+def think_time(value: object) -> tuple[str, float, float | None]:
+    """A think time (``"5ms"``, ``"exp:5ms"``, ``"uniform:2ms-8ms"`` or a number of seconds):
+    its distribution (``constant``, ``exponential`` or ``uniform``), its constant, mean or
+    minimum in seconds, and the uniform's maximum (else None)."""
+    kind, low, high = _call(native().think_time, value)
+    return kind, low, high
+
+
+def cpu_list(text: str) -> tuple[int, ...]:
+    """The CPUs of a CPU list (``"0,2-3"``), sorted and distinct."""
+    return tuple(_call(native().cpu_list, text))
+
+
+def proxy_options() -> tuple[OptionInfo, ...]:
+    """Every option of the reverse proxy (``archlab-engine proxy`` takes them beside the
+    server's), in declaration order."""
+    return tuple(OptionInfo(**o) for o in json.loads(native().proxy_options_schema()))
+
+
+def check_proxy(architecture: str, options: Mapping[str, object]) -> dict[str, Any]:
+    """The options of ``architecture`` running the reverse proxy (server and proxy keys in one
+    mapping), checked and normalised, as the JSON object ``archlab-engine proxy --options``
+    reads."""
+    return json.loads(_call(native().check_proxy, architecture, _dumps(options)))

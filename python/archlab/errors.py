@@ -4,6 +4,8 @@ Each class says with which status the CLI exits on it (:attr:`ArchlabError.exit_
 input the user can fix (:class:`InvalidValue` and its kind: a spec, an option, a file given to a
 command), 1 for everything else the lab could not do."""
 
+from typing import Self
+
 
 class ArchlabError(Exception):
     """Base class of archlab's errors."""
@@ -28,7 +30,7 @@ class InvalidValue(ArchlabError):
             msg += f" ({hint})"
         super().__init__(msg)
 
-    def named(self, parameter: str) -> "InvalidValue":
+    def named(self, parameter: str) -> Self:
         """The same refusal under the name the user wrote (a CLI flag or a file's field instead
         of a library's parameter name)."""
         renamed = type(self)(parameter, self.allowed, self.received, self.hint)
@@ -64,6 +66,12 @@ class ProcessFailed(ArchlabError):
         if stderr_tail:
             msg += "\n--- stderr (tail) ---\n" + stderr_tail.rstrip()
         super().__init__(msg)
+
+
+class ResumableFault(ArchlabError):
+    """A fault outside the measured system (e.g. a cluster's load host lost mid-cell) that stops
+    the run before the pair it hit is recorded: that pair stays pending, so ``archlab run
+    --resume`` runs it again instead of keeping a failed row."""
 
 
 class StoreError(ArchlabError):

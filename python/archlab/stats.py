@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "mean_confidence_interval", "median"]
+__all__ = ["Interval", "RatioInterval", "mean_confidence_interval", "median", "ratio_of_means_interval"]
 
 
 @dataclass(frozen=True)
@@ -92,3 +92,72 @@ def mean_confidence_interval(values: Iterable[float], level: float = 0.95,
 def median(values: Iterable[float]) -> float:
     """The sample median (mean of the two middle values when n is even)."""
     return float(np.median(_finite_array(values, "median")))
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """``mean(b) / mean(a)`` with its two-sided confidence interval ``[low, high]`` at ``level``.
+
+    ``resolution`` is the smallest relative change the two samples could have told apart from
+    none at this level: the interval's half-width on the log scale, as a fraction
+    (``exp(t·se) - 1``). With fewer than two observations on a side there is no interval.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    n_a: int
+    n_b: int
+    level: float
+    resolution: float | None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.n_a >= 2 and self.n_b >= 2
+
+    @property
+    def change(self) -> float:
+        """The relative change from a to b (``ratio - 1``)."""
+        return self.ratio - 1.0
+
+
+def ratio_of_means_interval(a: Iterable[float], b: Iterable[float], level: float = 0.95) -> RatioInterval:
+    """Welch interval of the ratio of two means, computed on the log scale.
+
+    Each value is one repetition's result (a throughput, a quantile), so the repetitions are the
+    independent observations and their spread, not the spread of requests inside a repetition,
+    is what the interval accounts for. ``log(mean(b)/mean(a))`` has, by the delta method, the
+    variance ``s_a²/(n_a·m_a²) + s_b²/(n_b·m_b²)``; Welch–Satterthwaite gives its degrees of
+    freedom, and the Student-t quantile the interval, which is then exponentiated. The log scale
+    keeps the interval of a ratio positive and makes a slowdown and the matching speed-up
+    symmetric. Values must be positive.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: expected a probability strictly between 0 and 1, got {level!r}")
+    xa = _finite_array(a, "ratio_of_means_interval a")
+    xb = _finite_array(b, "ratio_of_means_interval b")
+    if np.any(xa <= 0) or np.any(xb <= 0):
+        raise ValueError(f"ratio_of_means_interval: expected positive values, got {xa.tolist()!r} and {xb.tolist()!r}")
+    ma, mb = float(xa.mean()), float(xb.mean())
+    ratio = mb / ma
+    if xa.size < 2 or xb.size < 2:
+        return RatioInterval(ratio, ratio, ratio, int(xa.size), int(xb.size), level, None)
+    from scipy.special import stdtrit
+
+    va = float(xa.var(ddof=1)) / (xa.size * ma * ma)
+    vb = float(xb.var(ddof=1)) / (xb.size * mb * mb)
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return RatioInterval(ratio, ratio, ratio, int(xa.size), int(xb.size), level, 0.0)
+    df = (va + vb) ** 2 / (va * va / (xa.size - 1) + vb * vb / (xb.size - 1))
+    t = float(stdtrit(df, (1.0 + level) / 2.0))
+    log_ratio = math.log(ratio)
+    return RatioInterval(
+        ratio=ratio,
+        low=math.exp(log_ratio - t * se),
+        high=math.exp(log_ratio + t * se),
+        n_a=int(xa.size),
+        n_b=int(xb.size),
+        level=level,
+        resolution=math.expm1(t * se),
+    )

@@ -12,6 +12,8 @@ pub fn read_document(option: &str, path: &std::path::Path) -> Result<String, cra
     read.map_err(|e| crate::CliError::usage(format!("invalid --{option} {}: cannot read it ({e})", path.display())))
 }
 
+/// A CPU list of this machine (`0,2-3`), for the subcommands whose options are not an option set
+/// (`link`, `middleware`).
 pub fn parse_cpus(s: &str) -> Result<archlab_netio::CpuList, String> {
     s.parse().map_err(|e: archlab_netio::CpuListError| e.to_string())
 }

@@ -7,6 +7,7 @@ mod args;
 mod link_cmd;
 mod load_cmd;
 mod middleware_cmd;
+mod proxy_cmd;
 mod records_cmd;
 mod search_cmd;
 mod serve_cmd;
@@ -49,6 +50,9 @@ enum Command {
     /// Run the memcached middleware of seed 002 in front of memcached servers until SIGTERM;
     /// the first stdout line is `listening HOST:PORT`, SIGUSR1 prints a `stats {json}` line.
     Middleware(middleware_cmd::MiddlewareArgs),
+    /// Run the HTTP reverse proxy in an architecture until SIGTERM; the first stdout line is
+    /// `listening HOST:PORT`, SIGUSR1 prints a `rusage {json}` line with per-backend counters.
+    Proxy(proxy_cmd::ProxyArgs),
 }
 
 fn main() {
@@ -64,6 +68,7 @@ fn main() {
         Command::SearchRate(a) => search_cmd::run(a),
         Command::Link(a) => link_cmd::run(a),
         Command::Middleware(a) => middleware_cmd::run(a),
+        Command::Proxy(a) => proxy_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("archlab-engine: error: {e}");

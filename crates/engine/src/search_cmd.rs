@@ -57,10 +57,12 @@ pub fn run(a: SearchArgs) -> Result<(), CliError> {
             base.model.name()
         )));
     }
-    if let Some(s) = &base.rate_schedule {
-        return Err(CliError::usage(format!(
-            "invalid --rate-steps (or --rate-ramp): {s} (allowed: nothing; the search runs each step at one fixed rate)"
-        )));
+    for (flag, schedule) in [("--rate-steps", &base.rate_steps), ("--rate-ramp", &base.rate_ramp)] {
+        if let Some(s) = schedule {
+            return Err(CliError::usage(format!(
+                "invalid {flag}: {s} (allowed: nothing; the search runs each step at one fixed rate)"
+            )));
+        }
     }
     // Validate the load options once, with a placeholder rate the search replaces.
     if base.rate.is_none() {

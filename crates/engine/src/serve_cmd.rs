@@ -64,6 +64,7 @@ pub fn list_architectures(json: bool) {
                     "name": a.name,
                     "description": a.description,
                     "options": a.options().map(|o| o.as_str()).collect::<Vec<_>>(),
+                    "proxy": a.proxy.as_str(),
                 })
             })
             .collect();
@@ -74,12 +75,16 @@ pub fn list_architectures(json: bool) {
     for a in REGISTRY {
         println!("{:width$}  {}", a.name, a.description);
     }
+    println!("\nproxy (archlab-engine proxy --arch NAME):");
+    for a in REGISTRY.iter().filter(|a| a.proxy.can_proxy()) {
+        println!("{:width$}  {}", a.name, a.proxy.as_str());
+    }
 }
 
 /// The `rusage` line's JSON: getrusage of the whole process plus the server's own counts of
 /// socket read and write calls (which `/proc/<pid>/io` does not see) and of what it refused at
 /// its limits.
-fn usage_json() -> serde_json::Value {
+pub(crate) fn usage_json() -> serde_json::Value {
     let mut v = serde_json::to_value(archlab_metrics::rusage::process_usage()).expect("serialisable");
     let counts = serde_json::to_value(archlab_metrics::counters::totals()).expect("serialisable");
     let limits = serde_json::to_value(archlab_metrics::counters::limit_totals()).expect("serialisable");

@@ -10,7 +10,6 @@
 use crate::{check, spawn, Channel, ConfigError};
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,42 +38,24 @@ pub struct Queue<T> {
     not_empty: Condvar,
     not_full: Condvar,
     capacity: Option<usize>,
-    /// Producers waiting for room in a full bounded queue (off the fast path: only a push that
-    /// finds the queue full touches it); what a test waits on instead of time.
-    producers_waiting: AtomicUsize,
 }
 
 impl<T> Queue<T> {
     pub fn new(capacity: Option<usize>) -> Self {
-        Queue {
-            items: Mutex::new(VecDeque::new()),
-            not_empty: Condvar::new(),
-            not_full: Condvar::new(),
-            capacity,
-            producers_waiting: AtomicUsize::new(0),
-        }
+        Queue { items: Mutex::new(VecDeque::new()), not_empty: Condvar::new(), not_full: Condvar::new(), capacity }
     }
 
     /// Append, waiting while a bounded queue is full.
     pub fn push(&self, item: T) {
         let mut q = self.items.lock().unwrap();
         if let Some(cap) = self.capacity {
-            if q.len() >= cap {
-                self.producers_waiting.fetch_add(1, Ordering::SeqCst);
-                while q.len() >= cap {
-                    q = self.not_full.wait(q).unwrap();
-                }
-                self.producers_waiting.fetch_sub(1, Ordering::SeqCst);
+            while q.len() >= cap {
+                q = self.not_full.wait(q).unwrap();
             }
         }
         q.push_back(item);
         drop(q);
         self.not_empty.notify_one();
-    }
-
-    /// Producers blocked on a full queue now.
-    pub fn producers_waiting(&self) -> usize {
-        self.producers_waiting.load(Ordering::SeqCst)
     }
 
     /// Take between 1 and `max` items into `out` (cleared first), waiting while empty.
@@ -142,28 +123,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn bounded_queue_blocks_the_producer_until_a_pop() {
-        let q = Arc::new(Queue::new(Some(2)));
-        q.push(1);
-        q.push(2);
-        let q2 = q.clone();
-        let t = std::thread::spawn(move || q2.push(3));
-        // Wait (bounded) until the producer is blocked in its push: a push that does not wait
-        // never gets there, and then the queue holds 3.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while q.producers_waiting() == 0 && q.len() == 2 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!((q.producers_waiting(), q.len()), (1, 2), "the third push must wait");
-        assert_eq!(q.pop(), 1);
-        t.join().unwrap();
-        let mut out = Vec::new();
-        q.pop_batch(10, &mut out);
-        assert_eq!(out, vec![2, 3]);
-    }
+    // That a full bounded queue blocks its producer is tested in tests/handoff.rs, which can
+    // watch the producer thread go to sleep.
 
     #[test]
     fn batches_are_at_most_max_and_fifo() {

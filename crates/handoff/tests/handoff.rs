@@ -1,12 +1,53 @@
 //! Behaviour of every hand-off mechanism: delivery exactly once under several producers,
 //! dispatch rules, bounds, counting, and that idle blocking handlers sleep (thread CPU time).
+//!
+//! Nothing here waits for time to pass: a test waits for a condition (an item handled, a
+//! thread asleep as the kernel reports it in `/proc/self/task/TID/stat`, a count of voluntary
+//! context switches, another thread's CPU time), polled with a deadline far beyond any idle
+//! machine's need, so that a loaded machine is slower but not wrong.
 
-use archlab_handoff::{start, ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
+use archlab_handoff::{
+    start, ActorConfig, Dispatch, HandOffSpec, Queue, QueueConfig, RingConfig, Sender, WaitStrategy,
+};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How long a test waits for a condition before failing: conditions here take microseconds to
+/// milliseconds on an idle machine, so only a hang (or a mechanism that never gets there) fails.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Poll `cond` until it holds; fail, naming `what`, after [`PATIENCE`].
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up after {PATIENCE:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The calling thread's kernel id.
+fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Scheduler state of thread `tid` of this process as the kernel reports it (`R` running or
+/// runnable, `S` asleep in a blocking call, ...); `None` once the thread has exited.
+fn thread_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Times thread `tid` of this process gave up its CPU to wait (slept or blocked); `None` once
+/// the thread has exited.
+fn voluntary_switches(tid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"));
+    Some(line.expect("voluntary_ctxt_switches in the status file").trim().parse().unwrap())
+}
 
 fn specs() -> Vec<HandOffSpec> {
     let mut v = vec![
@@ -83,6 +124,30 @@ fn modulo_dispatch_gives_sequence_i_to_handler_i_mod_k() {
 }
 
 #[test]
+fn a_bounded_queue_blocks_the_producer_until_a_pop() {
+    let q = Arc::new(Queue::new(Some(2)));
+    q.push(1);
+    q.push(2);
+    let (q2, (tid_tx, tid_rx)) = (q.clone(), mpsc::channel());
+    let producer = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        q2.push(3)
+    });
+    let tid = tid_rx.recv().unwrap();
+    // The third push must wait: the producer goes to sleep on the queue's condition variable
+    // (nothing else here can put it to sleep: this thread does not touch the queue's lock
+    // meanwhile). A queue that does not block lets it finish instead.
+    wait_until("the producer to sleep in push or finish", || producer.is_finished() || thread_state(tid) == Some('S'));
+    assert!(!producer.is_finished(), "the third push into a full queue of 2 returned without a pop");
+    assert_eq!(q.len(), 2, "the third push must wait");
+    assert_eq!(q.pop(), 1);
+    producer.join().unwrap();
+    let mut out = Vec::new();
+    q.pop_batch(10, &mut out);
+    assert_eq!(out, vec![2, 3]);
+}
+
+#[test]
 fn a_full_ring_makes_the_producer_wait_for_the_slowest_handler() {
     let gate = Arc::new(AtomicBool::new(false));
     let handled = Arc::new(AtomicU64::new(0));
@@ -104,22 +169,31 @@ fn a_full_ring_makes_the_producer_wait_for_the_slowest_handler() {
     })
     .unwrap();
     let sent = Arc::new(AtomicU64::new(0));
-    let (s2, sent2) = (sender.clone(), sent.clone());
+    let (s2, sent2, (tid_tx, tid_rx)) = (sender.clone(), sent.clone(), mpsc::channel());
     let producer = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
         for i in 0..10 {
             s2.send(i);
             sent2.fetch_add(1, Ordering::AcqRel);
         }
     });
-    std::thread::sleep(Duration::from_millis(100));
+    let tid = tid_rx.recv().unwrap();
+    wait_until("four sends into an empty ring of 4", || sent.load(Ordering::Acquire) >= 4);
     // Four items fill the ring; the one in the handler still holds its slot (LMAX frees a slot
-    // only when its handler moves past it), so the fifth send waits.
-    assert_eq!(sent.load(Ordering::Acquire), 4);
+    // only when its handler moves past it), so the fifth send waits: the producer backs off
+    // (spin, yield, then short sleeps) and looks again after each sleep. Twenty sleeps after the
+    // fourth send with the count still 4 are twenty looks that found no slot; a ring that let
+    // the fifth item in would have counted it long before.
+    let base = voluntary_switches(tid).unwrap_or(0);
+    wait_until("the producer to sleep 20 times waiting for a slot, or to send more", || {
+        // An exited producer sent all ten: the assertion below says so.
+        sent.load(Ordering::Acquire) > 4 || voluntary_switches(tid).is_none_or(|n| n >= base + 20)
+    });
+    assert_eq!(sent.load(Ordering::Acquire), 4, "a send into a full ring did not wait for the handler");
+    assert_eq!(handled.load(Ordering::Acquire), 0);
     gate.store(true, Ordering::Release);
     producer.join().unwrap();
-    while handled.load(Ordering::Acquire) < 10 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("all ten items handled", || handled.load(Ordering::Acquire) == 10);
 }
 
 #[test]
@@ -142,9 +216,7 @@ fn an_actor_runs_on_one_thread_at_a_time_and_in_order() {
     for v in 0..200 {
         sender.send(v);
     }
-    while log.lock().unwrap().len() < 200 {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("200 messages handled", || log.lock().unwrap().len() >= 200);
     assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>());
 }
 
@@ -152,10 +224,13 @@ fn an_actor_runs_on_one_thread_at_a_time_and_in_order() {
 fn each_send_counts_one_hand_off_and_the_backlog_drains() {
     let spec = HandOffSpec::Queue(QueueConfig { capacity: None, handlers: 1, batch: 1 });
     let gate = Arc::new(AtomicBool::new(false));
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let entered_tx = Mutex::new(entered_tx);
     let g = gate.clone();
     let sender = start(&spec, "c", move |_| {
-        let g = g.clone();
+        let (g, entered) = (g.clone(), entered_tx.lock().unwrap().clone());
         move |_: u8| {
+            entered.send(()).unwrap();
             while !g.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -168,17 +243,10 @@ fn each_send_counts_one_hand_off_and_the_backlog_drains() {
     }
     // Counted on the sending thread, so no other test's sends can be in between on this one.
     assert!(archlab_metrics::counters::totals().handoffs - before >= 5);
-    // The handler takes its first item on its own time: wait for that (bounded), not for a
-    // while. A hand-off that loses or runs items apart from the handler never gets to 4.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sender.backlog() != 4 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    entered_rx.recv_timeout(PATIENCE).expect("the handler takes the first item");
     assert_eq!(sender.backlog(), 4, "one item is in the handler, four wait");
     gate.store(true, Ordering::Release);
-    while sender.backlog() > 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("the backlog to drain", || sender.backlog() == 0);
 }
 
 /// CPU time consumed so far by the thread whose CPU-time clock is `clock`.
@@ -189,67 +257,68 @@ fn thread_cpu(clock: libc::clockid_t) -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// The scheduler state of thread `tid` of this process (`R` running, `S` sleeping, ...).
-fn thread_state(tid: libc::pid_t) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).expect("the thread's stat");
-    // The state follows the command name, which is in parentheses and may hold spaces.
-    stat[stat.rfind(')').expect("(comm)") + 2..].chars().next().expect("a state")
+/// A ring's handler thread: its kernel id and its CPU-time clock.
+struct HandlerThread {
+    tid: i32,
+    clock: libc::clockid_t,
 }
 
-/// Start a ring of `handlers` with `wait`, let each handler handle one item (which records its
-/// own CPU clock and thread id), then measure the handlers' CPU time with nothing published,
-/// over `idle` or until it reaches `enough` (whichever comes first). Handlers that block are
-/// measured once every one sleeps in its wait (its state in `/proc`), so that the way into the
-/// wait is not measured.
-fn idle_cpu(wait: WaitStrategy, handlers: usize, idle: Duration, enough: Duration) -> Duration {
-    let clocks = Arc::new(Mutex::new(Vec::new()));
-    let c = clocks.clone();
+/// Total CPU time of `threads` so far.
+fn cpu_of(threads: &[HandlerThread]) -> Duration {
+    threads.iter().map(|t| thread_cpu(t.clock)).sum()
+}
+
+/// The item that parks its handler for good (so that a busy-spin handler stops spinning).
+const PARK: u8 = 1;
+
+/// Start a ring of `handlers` with `wait` and modulo dispatch, and give each handler one item,
+/// on which it reports its thread; the ring is then idle, nothing more is published.
+fn idle_ring(wait: WaitStrategy, handlers: usize) -> (Sender<u8>, Vec<HandlerThread>) {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
     let spec = HandOffSpec::Ring(RingConfig { slots: 64, handlers, wait, dispatch: Dispatch::Modulo });
-    let sender = start(&spec, "idle", move |_| {
-        let c = c.clone();
-        move |_: u8| {
+    let sender = start(&spec, "idle", |_| {
+        let tx = tx.lock().unwrap().clone();
+        move |item: u8| {
+            if item == PARK {
+                loop {
+                    std::thread::park();
+                }
+            }
             let mut clock: libc::clockid_t = 0;
             // SAFETY: pthread_self is the calling thread; clock is a valid out-pointer.
             assert_eq!(unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) }, 0);
-            // SAFETY: plain system call without arguments.
-            let tid = unsafe { libc::gettid() };
-            c.lock().unwrap().push((clock, tid));
+            tx.send(HandlerThread { tid: gettid(), clock }).unwrap();
         }
     })
     .unwrap();
     for _ in 0..handlers {
         sender.send(0); // modulo: one item per handler
     }
-    while clocks.lock().unwrap().len() < handlers {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let handlers = clocks.lock().unwrap().clone();
-    if wait == WaitStrategy::Blocking {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while handlers.iter().any(|&(_, tid)| thread_state(tid) != 'S') {
-            assert!(Instant::now() < deadline, "the blocking handlers never went to sleep");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    let clocks: Vec<libc::clockid_t> = handlers.iter().map(|&(clock, _)| clock).collect();
-    let used = || clocks.iter().map(|&c| thread_cpu(c)).sum::<Duration>();
-    let (before, end) = (used(), Instant::now() + idle);
-    while used() - before < enough && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    used() - before
+    let threads = (0..handlers).map(|_| rx.recv_timeout(PATIENCE).expect("each handler handles its item")).collect();
+    (sender, threads)
 }
 
 #[test]
 fn a_ring_handler_with_the_blocking_wait_strategy_sleeps_when_idle() {
-    let idle = Duration::from_millis(300);
-    let used = idle_cpu(WaitStrategy::Blocking, 4, idle, Duration::MAX);
-    // Four sleeping handlers: no CPU at all in principle; allow scheduler noise (a load on the
-    // machine takes CPU from them, never gives them more).
-    assert!(used < Duration::from_millis(5), "blocking handlers used {used:?} of CPU while idle for {idle:?}");
-    // The measurement can see spinning: one busy-spin handler burns 20 ms of CPU, however long
-    // a shared machine takes to give it that (bounded at 20 s); a sleeping one never would.
-    let (window, enough) = (Duration::from_secs(20), Duration::from_millis(20));
-    let spun = idle_cpu(WaitStrategy::BusySpin, 1, window, enough);
-    assert!(spun >= enough, "a busy-spin handler used only {spun:?} in {window:?}");
+    // CPU a busy-spin handler burns while the blocking handlers are watched.
+    const SPIN: Duration = Duration::from_millis(100);
+    let (_blocking, sleepers) = idle_ring(WaitStrategy::Blocking, 4);
+    // Blocking handlers go to sleep on the ring's condition variable (a yielding or spinning
+    // one stays runnable, `R`, and never gets here)...
+    wait_until("every blocking handler to sleep", || sleepers.iter().all(|t| thread_state(t.tid) == Some('S')));
+    let before = cpu_of(&sleepers);
+    // ... and use no CPU while nothing is published, however long that is. The interval is set
+    // by CPU time, not by the clock: it ends when a busy-spin handler, idle in the same way,
+    // has burnt SPIN, which also shows that the measurement sees a handler that spins. On a
+    // busy machine it lasts longer, which only gives a spinning "blocking" handler more time to
+    // show. Four sleepers woken by nothing use exactly 0; SPIN / 50 leaves room for a
+    // spurious wake-up or two (microseconds each), and is far below what any thread that
+    // polls gets in the same interval.
+    let (spin, spinner) = idle_ring(WaitStrategy::BusySpin, 1);
+    let spin_start = cpu_of(&spinner);
+    wait_until("the busy-spin handler to burn 100 ms of CPU", || cpu_of(&spinner) - spin_start >= SPIN);
+    let used = cpu_of(&sleepers) - before;
+    spin.send(PARK); // the spinner parks for good: the other tests get their CPUs back
+    assert!(used < SPIN / 50, "four idle blocking handlers used {used:?} of CPU while a spinner used {SPIN:?}");
 }

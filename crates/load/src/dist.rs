@@ -12,6 +12,9 @@
 //! the number of threads.
 
 use crate::schedule::Intensity;
+#[cfg(test)]
+use crate::units::parse_duration;
+use crate::units::{duration_of, format_duration, parse_seconds};
 use archlab_prng::Xoshiro256pp;
 use std::fmt;
 use std::str::FromStr;
@@ -77,52 +80,44 @@ impl ThinkTime {
     }
 }
 
+/// A think time as written, in seconds: the distribution (`constant`, `exponential`,
+/// `uniform`) and its constant or mean (or minimum), and the uniform's maximum; each the exact
+/// product of number and unit ([`parse_seconds`]), for a control plane that keeps seconds.
+pub fn think_time_seconds(s: &str) -> Result<(&'static str, f64, Option<f64>), String> {
+    let (kind, value) = s.split_once(':').unwrap_or(("constant", s));
+    match kind {
+        "constant" => Ok(("constant", parse_seconds(value)?, None)),
+        "exp" | "exponential" => Ok(("exponential", parse_seconds(value)?, None)),
+        "uniform" => {
+            let (lo, hi) = value.split_once('-').ok_or_else(|| format!("{s:?}: uniform needs MIN-MAX"))?;
+            Ok(("uniform", parse_seconds(lo)?, Some(parse_seconds(hi)?)))
+        }
+        other => Err(format!("{s:?}: unknown think-time distribution {other:?}")),
+    }
+}
+
 /// Parses `5ms` (constant), `exp:5ms` (exponential, mean 5 ms), `uniform:2ms-8ms`.
 impl FromStr for ThinkTime {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (kind, value) = s.split_once(':').unwrap_or(("constant", s));
-        match kind {
-            "constant" => Ok(ThinkTime::Constant(parse_duration(value)?)),
-            "exp" | "exponential" => Ok(ThinkTime::Exponential { mean: parse_duration(value)? }),
-            "uniform" => {
-                let (lo, hi) = value.split_once('-').ok_or_else(|| format!("{s:?}: uniform needs MIN-MAX"))?;
-                Ok(ThinkTime::Uniform { min: parse_duration(lo)?, max: parse_duration(hi)? })
-            }
-            other => Err(format!("{s:?}: unknown think-time distribution {other:?}")),
-        }
+        let (kind, a, b) = think_time_seconds(s)?;
+        let d = |seconds: f64| duration_of(seconds).ok_or_else(|| format!("{s:?}: a duration too long to represent"));
+        Ok(match (kind, b) {
+            ("uniform", Some(b)) => ThinkTime::Uniform { min: d(a)?, max: d(b)? },
+            ("exponential", _) => ThinkTime::Exponential { mean: d(a)? },
+            _ => ThinkTime::Constant(d(a)?),
+        })
     }
 }
 
 impl fmt::Display for ThinkTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ThinkTime::Constant(d) => write!(f, "{d:?}"),
-            ThinkTime::Exponential { mean } => write!(f, "exp:{mean:?}"),
-            ThinkTime::Uniform { min, max } => write!(f, "uniform:{min:?}-{max:?}"),
+            ThinkTime::Constant(d) => f.write_str(&format_duration(*d)),
+            ThinkTime::Exponential { mean } => write!(f, "exp:{}", format_duration(*mean)),
+            ThinkTime::Uniform { min, max } => write!(f, "uniform:{}-{}", format_duration(*min), format_duration(*max)),
         }
     }
-}
-
-/// A duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m` (default `s`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 =
-        num.trim().parse().map_err(|_| format!("{s:?} is not a duration (expected e.g. 10s, 500ms, 2m, 1.5)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("{s:?}: a duration must be a finite number >= 0"));
-    }
-    let scale = match unit {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (allowed: ns, us, ms, s, m)")),
-    };
-    Ok(Duration::from_secs_f64(value * scale))
 }
 
 /// Requests per session of the partly-open model.

@@ -1,4 +1,5 @@
-//! Why a run could not produce a report.
+//! Why a run could not start ([`ConfigError`]: a parameter refused) or not produce a report
+//! ([`LoadError`]).
 
 use std::fmt;
 use std::io;
@@ -32,3 +33,19 @@ impl std::error::Error for LoadError {
         }
     }
 }
+
+/// A parameter that was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub parameter: &'static str,
+    pub allowed: String,
+    pub received: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {} (allowed: {})", self.parameter, self.received, self.allowed)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -287,7 +287,7 @@ mod tests {
         let draws = 100_000;
         let mut counts = vec![0u64; 50];
         for _ in 0..draws {
-            // The draw of the R pattern (memcached.rs).
+            // The draw of the R pattern (protocol/memcached.rs).
             counts[(min + rng.next_u64() % (max - min + 1) - min) as usize] += 1;
         }
         let expected = vec![draws as f64 / 50.0; 50];

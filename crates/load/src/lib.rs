@@ -1,4 +1,4 @@
-//! Load generator library of archlab: one engine, three load models ([`Pacing`]) — closed
+//! Load generator library of archlab: one connection machinery, three load models ([`Pacing`]) — closed
 //! (N users looping request -> response -> think time), open (planned send times from a
 //! constant or Poisson schedule, seeded, sharded over threads, each request taking a free
 //! connection or opening one up to a cap) and partly-open (Poisson sessions of several
@@ -19,33 +19,39 @@
 mod config;
 mod control;
 mod dist;
-mod engine;
 mod error;
 mod keys;
-mod memcached;
+mod protocol;
 mod records;
 mod report;
-mod response;
+mod run;
 mod schedule;
 mod search;
 mod stats;
 mod timer;
+mod units;
+mod values;
 
 pub use archlab_wire::memcached::Retrieval;
-pub use config::{ArrivalKind, ConfigError, LoadConfig, LoadParams, Model, Pacing, SessionConnection, DEFAULT_SEED};
-pub use control::{Phase, StopHandle};
-pub use dist::{parse_duration, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
-pub use engine::{run_load, run_load_live, run_load_with};
-pub use error::LoadError;
-pub use memcached::{
-    KeyPattern, KeyPatterns, McClient, McCounts, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
+pub use config::memcached::{
+    KeyPattern, KeyPatterns, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
+pub use config::{
+    normalise, ArrivalKind, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection, DEFAULT_SEED,
+};
+pub use control::{Phase, StopHandle};
+pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
+pub use error::{ConfigError, LoadError};
+pub use protocol::http::ResponseReader;
+pub use protocol::memcached::McClient;
+pub use protocol::Progress;
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
     CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
     ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
-pub use response::{Outcome, Progress, ResponseReader};
+pub use run::{run_load, run_load_live, run_load_with};
 pub use schedule::{Intensity, Profile, Segment};
 pub use search::{search_rate, Objective, SearchError, SearchRange, SearchResult, SearchStep};
-pub use stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};
+pub use stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Outcome, Tally};
+pub use units::{format_duration, parse_duration, parse_seconds, DURATION_SYNTAX};

@@ -15,8 +15,7 @@
 
 use crate::config::{LoadConfig, Pacing};
 use crate::dist::{SessionLength, ThinkTime};
-use crate::memcached::McCounts;
-use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, Tally};
+use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
 use archlab_wire::memcached::Retrieval;
 use serde::Serialize;
@@ -157,6 +156,28 @@ impl LoadReport {
         }
     }
 
+    /// Why the run measured nothing, when no request succeeded in the window (`None` when one
+    /// did): the responses and the errors by class, with an example of the first class.
+    pub fn nothing_succeeded(&self) -> Option<String> {
+        if self.totals.requests > 0 {
+            return None;
+        }
+        let errors = &self.totals.errors;
+        let classes: Vec<String> = ErrorClass::ALL
+            .into_iter()
+            .filter(|&c| errors.get(c) > 0)
+            .map(|c| format!("{} {}", c.name(), errors.get(c)))
+            .collect();
+        let example = self.error_examples.values().next().map(|e| format!("; e.g. {e}")).unwrap_or_default();
+        Some(format!(
+            "no request succeeded in the {:.2} s measurement window ({} responses, {} errors{}{example})",
+            self.window_s(),
+            self.totals.responses,
+            errors.total(),
+            if classes.is_empty() { String::new() } else { format!(": {}", classes.join(", ")) },
+        ))
+    }
+
     /// Why the generator, not the server, may have limited this run (empty: it did not).
     pub fn generator_bound_reasons(&self) -> Vec<String> {
         let mut why = Vec::new();
@@ -262,7 +283,9 @@ impl LoadReport {
                 key_prefix: w.key_prefix.clone(),
                 key_min: w.key_min,
                 key_max: w.key_max,
-                key_zipf_exp: [w.keys.set, w.keys.get].contains(&crate::KeyPattern::Zipf).then_some(w.key_zipf_exp),
+                key_zipf_exp: [w.keys.set, w.keys.get]
+                    .contains(&crate::config::memcached::KeyPattern::Zipf)
+                    .then_some(w.key_zipf_exp),
                 value_size: w.value_size.to_string(),
                 verify: w.verify,
                 counts: self.totals.memcached,

@@ -42,7 +42,7 @@ impl FromStr for Profile {
         let mut segments = Vec::new();
         for item in s.split(',') {
             let (values, duration) = item.split_once('@').ok_or_else(|| bad(item, "no @DURATION"))?;
-            let duration = crate::dist::parse_duration(duration).map_err(|e| bad(item, &e))?;
+            let duration = crate::units::parse_duration(duration).map_err(|e| bad(item, &e))?;
             let number = |v: &str| -> Result<f64, String> {
                 v.trim()
                     .parse::<f64>()
@@ -232,38 +232,6 @@ pub fn mean_users(changes: &[(u64, usize)], a: f64, b: f64) -> f64 {
         }
     }
     acc / (b - a)
-}
-
-/// What a run planned, second by second of its window: the arrival rate (open, partly-open)
-/// and the users (closed), fixed or scheduled. Shown on the live line and in the timeline.
-#[derive(Clone, Debug)]
-pub(crate) struct Plan {
-    rate: Option<Profile>,
-    users: Option<Vec<(u64, usize)>>,
-    warmup_s: f64,
-}
-
-impl Plan {
-    pub(crate) fn of(cfg: &crate::LoadConfig) -> Plan {
-        let p = cfg.pacing();
-        let constant = |v: f64| Profile::new(vec![Segment { from: v, to: v, duration: cfg.duration() }]);
-        let rate = p.arrivals().map(|a| p.rate_schedule().cloned().unwrap_or_else(|| constant(a.rate_per_s())));
-        let users = matches!(p, crate::Pacing::Closed { .. }).then(|| {
-            let profile = p.users_schedule().cloned().unwrap_or_else(|| constant(p.max_connections() as f64));
-            user_changes(cfg.warmup(), &profile)
-        });
-        Plan { rate, users, warmup_s: cfg.warmup().as_secs_f64() }
-    }
-
-    /// Mean planned arrival rate over [a, b] seconds of the window.
-    pub(crate) fn rate(&self, a: f64, b: f64) -> Option<f64> {
-        self.rate.as_ref().map(|r| r.mean_over(a, b))
-    }
-
-    /// Mean planned users over [a, b] seconds of the window.
-    pub(crate) fn users(&self, a: f64, b: f64) -> Option<f64> {
-        self.users.as_ref().map(|c| mean_users(c, self.warmup_s + a, self.warmup_s + b))
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@
 //! step cannot vouch for the server, so it counts as failed, with that reason kept.
 
 use crate::config::{ConfigError, LoadConfig, LoadParams, Model};
-use crate::engine::run_load;
 use crate::error::LoadError;
 use crate::report::LoadReport;
+use crate::run::run_load;
 use std::time::Duration;
 
 /// What a rate must meet.

@@ -2,12 +2,21 @@
 //! code and errors by class. One [`Tally`] per phase (warm-up, measurement window) per thread,
 //! summed after the run; counting is an array increment, never a map insertion.
 
-use crate::memcached::McCounts;
-use crate::response::Outcome;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// How a complete response ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
+    Status(u16),
+    /// A protocol without status codes answered as asked.
+    Ok,
+    /// A complete reply that is an error of this class; the connection stays usable.
+    Failed(ErrorClass),
+}
 
 /// Why a request did not complete with a 2xx response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -251,6 +260,29 @@ impl Tally {
     /// Responses by status code, only codes seen.
     pub fn status_codes(&self) -> BTreeMap<u16, u64> {
         (0..STATUS_SLOTS).filter(|&c| self.status[c] > 0).map(|c| (c as u16, self.status[c])).collect()
+    }
+}
+
+/// Counters of memcached commands, by phase (summed like the other tallies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct McCounts {
+    /// `set` replies received.
+    pub sets: u64,
+    /// Retrieval replies received (one per request, whatever its number of keys).
+    pub gets: u64,
+    /// Keys asked for by those retrievals.
+    pub get_keys: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl McCounts {
+    pub(crate) fn add(&mut self, o: &McCounts) {
+        self.sets += o.sets;
+        self.gets += o.gets;
+        self.get_keys += o.get_keys;
+        self.hits += o.hits;
+        self.misses += o.misses;
     }
 }
 

@@ -23,10 +23,10 @@ fn ms(n: u64) -> Duration {
 
 fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> LoadParams {
     let mut p = LoadParams::new(addr);
-    p.path = "/prime?n=27059".into();
-    p.connections = connections;
+    p.path = Some("/prime?n=27059".into());
+    p.connections = Some(connections);
     p.warmup = warmup;
-    p.duration = duration;
+    p.duration = Some(duration);
     p
 }
 

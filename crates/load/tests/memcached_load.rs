@@ -3,11 +3,10 @@
 //! the same engine with every value verified (values containing CR LF, multi-get order,
 //! misses counted), server errors (`SERVER_ERROR object too large`) counted by class on
 //! connections that stay usable, wrong values caught by verification, and a silent server
-//! counted as timeouts without hanging the run. Skipped without memcached, except under CI.
+//! counted as timeouts without hanging the run. A missing memcached fails them, naming the package.
 
 use archlab_load::{
-    run_load, ErrorClass, KeyPatterns, LoadConfig, LoadParams, LoadReport, McWorkload, Model, Ratio, Retrieval,
-    ValueSize,
+    run_load, ErrorClass, KeyPatterns, LoadConfig, LoadParams, LoadReport, Model, Protocol, Ratio, Retrieval, ValueSize,
 };
 use archlab_wire::memcached_process;
 use std::io::{Read, Write};
@@ -18,29 +17,21 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn workload(ratio: &str, multi_get: u32, keys: &str, size: &str, prefix: &str) -> McWorkload {
-    McWorkload::new(
-        Retrieval::Gets,
-        multi_get,
-        ratio.parse::<Ratio>().unwrap(),
-        keys.parse::<KeyPatterns>().unwrap(),
-        prefix.into(),
-        0,
-        99,
-        None,
-        None,
-        size.parse::<ValueSize>().unwrap(),
-        true,
-    )
-    .unwrap()
-}
-
-fn params(addr: SocketAddr, w: McWorkload) -> LoadParams {
+/// A memcached run of 4 connections over keys 0..=99 with `gets` and verification.
+fn params(addr: SocketAddr, ratio: &str, multi_get: u32, keys: &str, size: &str, prefix: &str) -> LoadParams {
     let mut p = LoadParams::new(addr);
-    p.memcached = Some(w);
-    p.connections = 4;
+    p.protocol = Protocol::Memcached;
+    p.mc_command = Some(Retrieval::Gets);
+    p.multi_get = Some(multi_get);
+    p.ratio = Some(ratio.parse::<Ratio>().unwrap());
+    p.key_pattern = Some(keys.parse::<KeyPatterns>().unwrap());
+    p.key_prefix = Some(prefix.into());
+    (p.key_min, p.key_max) = (Some(0), Some(99));
+    p.data_size = Some(size.parse::<ValueSize>().unwrap());
+    p.verify = true;
+    p.connections = Some(4);
     p.warmup = ms(100);
-    p.duration = ms(500);
+    p.duration = Some(ms(500));
     p.request_timeout = ms(500);
     p
 }
@@ -51,9 +42,9 @@ fn run(p: LoadParams) -> LoadReport {
 
 #[test]
 fn closed_and_open_runs_verify_every_value() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     for model in [Model::Closed, Model::Open] {
-        let mut p = params(server.addr, workload("1:4", 3, "S:G", "uniform:0-100", "v-"));
+        let mut p = params(server.addr, "1:4", 3, "S:G", "uniform:0-100", "v-");
         if model == Model::Open {
             p.model = Model::Open;
             p.rate = Some(2000.0);
@@ -78,8 +69,8 @@ fn closed_and_open_runs_verify_every_value() {
 #[test]
 fn server_errors_are_counted_by_class_and_connections_survive() {
     // Items above 1 KiB are refused with SERVER_ERROR; values are up to 2 KiB.
-    let Some(server) = memcached_process::start(&["-I", "1024", "-o", "slab_chunk_max=1024"]) else { return };
-    let r = run(params(server.addr, workload("1:1", 1, "R:R", "uniform:0-2000", "e-")));
+    let server = memcached_process::require(&["-I", "1024", "-o", "slab_chunk_max=1024"]);
+    let r = run(params(server.addr, "1:1", 1, "R:R", "uniform:0-2000", "e-"));
     let e = &r.totals.errors;
     assert!(e.get(ErrorClass::McServerError) > 10, "{:?} {:?}", r.totals, r.error_examples);
     assert_eq!(e.total(), e.get(ErrorClass::McServerError), "{:?}", r.error_examples);
@@ -90,7 +81,7 @@ fn server_errors_are_counted_by_class_and_connections_survive() {
 
 #[test]
 fn wrong_values_fail_verification() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Every key holds a value the generator would not have written.
     let mut s = TcpStream::connect(server.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -104,7 +95,7 @@ fn wrong_values_fail_verification() {
         assert!(n > 0);
         got.extend_from_slice(&buf[..n]);
     }
-    let r = run(params(server.addr, workload("0:1", 2, "R:R", "32", "w-")));
+    let r = run(params(server.addr, "0:1", 2, "R:R", "32", "w-"));
     let e = &r.totals.errors;
     assert!(e.get(ErrorClass::McVerify) > 10, "{:?}", r.totals);
     assert_eq!(e.total(), e.get(ErrorClass::McVerify));
@@ -128,8 +119,8 @@ fn a_silent_server_counts_timeouts_and_the_run_ends_on_time() {
         }
         held
     });
-    let mut p = params(addr, workload("1:1", 1, "S:S", "8", "t-"));
-    p.connections = 2;
+    let mut p = params(addr, "1:1", 1, "S:S", "8", "t-");
+    p.connections = Some(2);
     p.request_timeout = ms(100);
     let started = Instant::now();
     let r = run(p);
@@ -158,36 +149,37 @@ fn mc_stat(addr: SocketAddr, name: &str) -> u64 {
 
 #[test]
 fn parallel_pattern_loads_every_key_of_the_range_once_per_pass() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Sets only, P:P over keys 0..=99 on 4 connections: each connection walks its own 25 keys,
     // so as soon as every connection has made 25 sets the server holds all 100 keys and no
     // other; R:R with as many sets would leave about 100/e of them unwritten.
-    let mut p = params(server.addr, workload("1:0", 1, "P:P", "16", "p-"));
+    let mut p = params(server.addr, "1:0", 1, "P:P", "16", "p-");
     p.warmup = Duration::ZERO;
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     assert!(r.totals.memcached.sets >= 4 * 25 * 2, "{:?}", r.totals);
     assert_eq!(mc_stat(server.addr, "curr_items"), 100);
     // Read every key back, verified: no miss, no wrong value.
-    let r = run(params(server.addr, workload("0:1", 10, "S:S", "16", "p-")));
+    let r = run(params(server.addr, "0:1", 10, "S:S", "16", "p-"));
     let mc = r.totals.memcached;
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     assert!(mc.get_keys >= 100 && mc.misses == 0, "{mc:?}");
     // More connections than keys is refused with the reason.
-    let mut p = params(server.addr, workload("1:0", 1, "P:P", "16", "p-"));
-    p.connections = 101;
+    let mut p = params(server.addr, "1:0", 1, "P:P", "16", "p-");
+    p.connections = Some(101);
     let e = LoadConfig::new(p).unwrap_err();
     assert_eq!(e.parameter, "key_pattern");
 }
 
 #[test]
 fn zipf_keys_concentrate_hits_on_the_lowest_ranks() {
-    let Some(server) = memcached_process::start(&[]) else { return };
+    let server = memcached_process::require(&[]);
     // Set only key 0 (rank 1); Zipf gets with s = 1 over 100 keys hit it with probability
     // 1/H_100 = 1/5.187 = 0.193 (H_n the harmonic number), uniform gets with 0.01.
     let mut seed = TcpStream::connect(server.addr).unwrap();
     seed.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let w = workload("0:1", 1, "R:Z", "8", "z-");
+    let mut p = params(server.addr, "0:1", 1, "R:Z", "8", "z-");
+    p.key_zipf_exp = Some(1.0);
     let value: Vec<u8> = b"0123456789abcdef\r\n".iter().cycle().take(8).copied().collect();
     seed.write_all(b"set z-0 0 0 8\r\n").unwrap();
     seed.write_all(&value).unwrap();
@@ -195,7 +187,7 @@ fn zipf_keys_concentrate_hits_on_the_lowest_ranks() {
     let mut buf = [0u8; 64];
     let n = seed.read(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"STORED\r\n");
-    let r = run(params(server.addr, w.with_zipf_exponent(1.0).unwrap()));
+    let r = run(p);
     let mc = r.totals.memcached;
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     let n = mc.get_keys as f64;

@@ -29,10 +29,10 @@ fn open(addr: SocketAddr, rate: f64, connections: usize, max: usize, duration: D
     let mut p = LoadParams::new(addr);
     p.model = Model::Open;
     p.rate = Some(rate);
-    p.connections = connections;
+    p.connections = Some(connections);
     p.max_connections = Some(max);
     p.warmup = Duration::ZERO;
-    p.duration = duration;
+    p.duration = Some(duration);
     p
 }
 
@@ -146,7 +146,7 @@ fn partly_open(addr: SocketAddr, rate: f64, length: SessionLength, policy: Sessi
     p.requests_per_session = Some(length);
     p.session_connection = Some(policy);
     p.warmup = Duration::ZERO;
-    p.duration = ms(1500);
+    p.duration = Some(ms(1500));
     p
 }
 
@@ -159,7 +159,7 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
     let (rate, mean, seed) = (200.0, 4.0, 5);
     let mut p = partly_open(server.addr, rate, SessionLength::Geometric { mean }, SessionConnection::New);
     p.think = ThinkTime::Exponential { mean: ms(1) };
-    p.connections = 0;
+    p.connections = Some(0);
     p.max_connections = Some(64);
     p.seed = Some(seed);
     let r = run(p);
@@ -185,8 +185,8 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
     // Fixed length on a pool of 4 connections opened before the start: every completed
     // session made exactly 3 requests, and no connection is opened in the window.
     let mut p = partly_open(server.addr, rate, SessionLength::Fixed(3), SessionConnection::Pooled);
-    p.connections = 4;
-    p.duration = ms(1000);
+    p.connections = Some(4);
+    p.duration = Some(ms(1000));
     let r = run(p);
     let f = r.totals.flow;
     assert!(f.sessions_completed > 100, "{f:?}");
@@ -204,9 +204,9 @@ fn rate_search_brackets_the_capacity_of_a_server() {
     let mut base = LoadParams::new(server.addr);
     base.model = Model::Open;
     base.rate = Some(1.0);
-    base.connections = 4;
+    base.connections = Some(4);
     base.warmup = Duration::from_millis(100);
-    base.duration = Duration::from_millis(400);
+    base.duration = Some(Duration::from_millis(400));
     // A load thread preempted for a few ms on a busy 2-core machine would mark a step as
     // generator-bound (> 1 % of ~80 arrivals taken up > 1 ms late) and fail it whatever the
     // server; this test is about the server's capacity, so lateness counts from 20 ms.

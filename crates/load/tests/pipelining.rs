@@ -19,10 +19,10 @@ fn ms(n: u64) -> Duration {
 fn pipelined(addr: std::net::SocketAddr, depth: u32) -> LoadParams {
     let mut p = LoadParams::new(addr);
     p.pipeline = depth;
-    p.connections = 3;
+    p.connections = Some(3);
     p.threads = Some(2);
     p.warmup = Duration::ZERO;
-    p.duration = ms(500);
+    p.duration = Some(ms(500));
     p.request_timeout = ms(300);
     p
 }
@@ -113,7 +113,7 @@ fn archlabs_own_server_answers_a_deep_pipeline() {
     // Serves until the test process ends.
     std::thread::spawn(move || server.serve(listener));
     let mut p = pipelined(addr, 16);
-    p.path = "/prime?n=1000".into();
+    p.path = Some("/prime?n=1000".into());
     let r = run(p);
     assert_exact(&r);
     assert_eq!(r.totals.errors.total(), 0, "{:?} {:?}", r.error_examples, r.totals);

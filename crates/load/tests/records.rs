@@ -16,9 +16,9 @@ fn every_request_of_the_window_has_one_record_and_exports_to_jtl() {
     for model in [Model::Closed, Model::Open] {
         let path = dir.join(format!("{}.rec", model.name()));
         let mut p = LoadParams::new(server.addr);
-        p.connections = 4;
+        p.connections = Some(4);
         p.warmup = Duration::from_millis(100);
-        p.duration = Duration::from_millis(400);
+        p.duration = Some(Duration::from_millis(400));
         p.records = Some(path.clone());
         if model == Model::Open {
             p.model = Model::Open;

@@ -67,10 +67,10 @@ fn the_arrivals_of_each_rate_step_are_poisson_counts_of_the_planned_rate() {
     let path = records_path("steps");
     let mut p = LoadParams::new(server.addr);
     p.model = Model::Open;
-    p.rate_schedule = Some(steps.clone());
-    p.duration = steps.duration();
+    p.rate_steps = Some(steps.clone());
+    p.duration = Some(steps.duration());
     p.warmup = Duration::ZERO;
-    p.connections = 8;
+    p.connections = Some(8);
     p.max_connections = Some(32);
     p.threads = Some(2);
     p.seed = Some(17);
@@ -140,10 +140,10 @@ fn planned_send_times_of_a_ramp_follow_its_cumulative_intensity() {
     let path = records_path("ramp");
     let mut p = LoadParams::new(server.addr);
     p.model = Model::Open;
-    p.rate_schedule = Some(ramp.clone());
-    p.duration = ramp.duration();
+    p.rate_steps = Some(ramp.clone());
+    p.duration = Some(ramp.duration());
     p.warmup = Duration::from_millis(200);
-    p.connections = 8;
+    p.connections = Some(8);
     p.max_connections = Some(32);
     p.seed = Some(5);
     p.records = Some(path.clone());
@@ -186,9 +186,9 @@ fn users_start_and_stop_at_the_scheduled_times() {
     let users: Profile = "1@500ms,4@500ms,2@500ms".parse().unwrap();
     let path = records_path("users");
     let mut p = LoadParams::new(server.addr);
-    p.users_schedule = Some(users.clone());
-    p.duration = users.duration();
-    p.connections = 4;
+    p.users_steps = Some(users.clone());
+    p.duration = Some(users.duration());
+    p.connections = Some(4);
     p.threads = Some(2);
     p.warmup = Duration::ZERO;
     p.records = Some(path.clone());
@@ -224,13 +224,13 @@ fn meaningless_schedules_are_refused() {
     let steps: Profile = "100@1s,200@1s".parse().unwrap();
     // A rate schedule with the closed model.
     let mut p = LoadParams::new(addr);
-    p.rate_schedule = Some(steps.clone());
-    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "rate_schedule");
+    p.rate_steps = Some(steps.clone());
+    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "rate_steps");
     // A schedule and a window of another length.
     let mut p = LoadParams::new(addr);
     p.model = Model::Open;
-    p.rate_schedule = Some(steps.clone());
-    p.duration = Duration::from_secs(5);
+    p.rate_steps = Some(steps.clone());
+    p.duration = Some(Duration::from_secs(5));
     let e = LoadConfig::new(p).unwrap_err();
     assert_eq!(e.parameter, "duration");
     assert!(e.allowed.contains("2s"), "{e}");
@@ -238,30 +238,30 @@ fn meaningless_schedules_are_refused() {
     let mut p = LoadParams::new(addr);
     p.model = Model::Open;
     p.rate = Some(10.0);
-    p.rate_schedule = Some(steps.clone());
-    p.duration = steps.duration();
+    p.rate_steps = Some(steps.clone());
+    p.duration = Some(steps.duration());
     assert!(LoadConfig::new(p).unwrap_err().to_string().contains("not both"));
     // Users schedules: whole numbers, connections = peak, closed model only.
     let mut p = LoadParams::new(addr);
-    p.users_schedule = Some("1.5@1s".parse().unwrap());
-    p.duration = Duration::from_secs(1);
-    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "users_schedule");
+    p.users_steps = Some("1.5@1s".parse().unwrap());
+    p.duration = Some(Duration::from_secs(1));
+    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "users_steps");
     let mut p = LoadParams::new(addr);
-    p.users_schedule = Some("4@1s".parse().unwrap());
-    p.duration = Duration::from_secs(1);
-    p.connections = 16;
+    p.users_steps = Some("4@1s".parse().unwrap());
+    p.duration = Some(Duration::from_secs(1));
+    p.connections = Some(16);
     assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "connections");
     let mut p = LoadParams::new(addr);
     p.model = Model::Open;
     p.rate = Some(10.0);
-    p.users_schedule = Some("4@1s".parse().unwrap());
-    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "users_schedule");
+    p.users_steps = Some("4@1s".parse().unwrap());
+    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "users_steps");
     // All-zero rates plan nothing.
     let mut p = LoadParams::new(addr);
     p.model = Model::Open;
-    p.rate_schedule = Some("0@1s".parse().unwrap());
-    p.duration = Duration::from_secs(1);
-    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "rate_schedule");
+    p.rate_steps = Some("0@1s".parse().unwrap());
+    p.duration = Some(Duration::from_secs(1));
+    assert_eq!(LoadConfig::new(p).unwrap_err().parameter, "rate_steps");
 }
 
 #[test]
@@ -272,12 +272,12 @@ fn session_arrivals_of_the_partly_open_model_follow_their_steps() {
     let path = records_path("sessions");
     let mut p = LoadParams::new(server.addr);
     p.model = Model::PartlyOpen;
-    p.session_rate_schedule = Some(steps.clone());
+    p.session_rate_steps = Some(steps.clone());
     p.requests_per_session = Some(archlab_load::SessionLength::Fixed(1));
     p.session_connection = Some(archlab_load::SessionConnection::Pooled);
-    p.duration = steps.duration();
+    p.duration = Some(steps.duration());
     p.warmup = Duration::ZERO;
-    p.connections = 8;
+    p.connections = Some(8);
     p.max_connections = Some(32);
     p.seed = Some(23);
     p.records = Some(path.clone());

@@ -5,7 +5,7 @@
 mod common;
 
 use archlab_load::{
-    run_load, LoadConfig, LoadParams, McWorkload, Model, Ratio, Retrieval, SessionLength, ValueSize, JSON_SCHEMA,
+    run_load, LoadConfig, LoadParams, Model, Protocol, Ratio, Retrieval, SessionLength, ValueSize, JSON_SCHEMA,
     SCHEMA_VERSION,
 };
 use common::{Behaviour, TestServer};
@@ -33,7 +33,7 @@ fn summaries_of_every_model_match_the_published_schema() {
     let base = || {
         let mut p = LoadParams::new(server.addr);
         p.warmup = Duration::from_millis(50);
-        p.duration = Duration::from_millis(300);
+        p.duration = Some(Duration::from_millis(300));
         p
     };
     let closed = base();
@@ -44,22 +44,22 @@ fn summaries_of_every_model_match_the_published_schema() {
     partly.model = Model::PartlyOpen;
     partly.session_rate = Some(100.0);
     partly.requests_per_session = Some(SessionLength::Fixed(2));
-    partly.connections = 0;
+    partly.connections = Some(0);
     partly.max_connections = Some(8);
     // The same with schedules: a rate ramp and steps, and users steps.
     let mut open_ramp = base();
     open_ramp.model = Model::Open;
-    open_ramp.rate_schedule = Some("100@100ms,100-900@200ms".parse().unwrap());
+    open_ramp.rate_steps = Some("100@100ms,100-900@200ms".parse().unwrap());
     let mut closed_steps = base();
-    closed_steps.users_schedule = Some("1@100ms,3@200ms".parse().unwrap());
-    closed_steps.connections = 3;
+    closed_steps.users_steps = Some("1@100ms,3@200ms".parse().unwrap());
+    closed_steps.connections = Some(3);
     let mut closed_pipelined = base();
     closed_pipelined.pipeline = 4;
     let mut partly_steps = base();
     partly_steps.model = Model::PartlyOpen;
-    partly_steps.session_rate_schedule = Some("50@150ms,150@150ms".parse().unwrap());
+    partly_steps.session_rate_steps = Some("50@150ms,150@150ms".parse().unwrap());
     partly_steps.requests_per_session = Some(SessionLength::Fixed(2));
-    partly_steps.connections = 0;
+    partly_steps.connections = Some(0);
     partly_steps.max_connections = Some(8);
     for (model, p) in [
         ("closed", closed),
@@ -99,28 +99,21 @@ fn summaries_of_every_model_match_the_published_schema() {
 
 #[test]
 fn memcached_summaries_match_the_published_schema() {
-    let Some(server) = archlab_wire::memcached_process::start(&[]) else { return };
+    let server = archlab_wire::memcached_process::require(&[]);
     let (schemas, index) = validator();
     let mut p = LoadParams::new(server.addr);
     p.warmup = Duration::from_millis(50);
-    p.duration = Duration::from_millis(300);
-    p.memcached = Some(
-        McWorkload::new(
-            Retrieval::Get,
-            4,
-            Ratio { sets: 1, gets: 10 },
-            "R:Z".parse().unwrap(),
-            "s-".into(),
-            0,
-            1000,
-            None,
-            None,
-            ValueSize::Fixed(100),
-            true,
-        )
-        .and_then(|w| w.with_zipf_exponent(0.9))
-        .unwrap(),
-    );
+    p.duration = Some(Duration::from_millis(300));
+    p.protocol = Protocol::Memcached;
+    p.mc_command = Some(Retrieval::Get);
+    p.multi_get = Some(4);
+    p.ratio = Some(Ratio { sets: 1, gets: 10 });
+    p.key_pattern = Some("R:Z".parse().unwrap());
+    p.key_zipf_exp = Some(0.9);
+    p.key_prefix = Some("s-".into());
+    (p.key_min, p.key_max) = (Some(0), Some(1000));
+    p.data_size = Some(ValueSize::Fixed(100));
+    p.verify = true;
     let v = summary_of(p);
     if let Err(e) = schemas.validate(&v, index) {
         panic!("memcached summary does not match the schema: {e:#}\n{v:#}");

@@ -59,7 +59,27 @@ impl CpuList {
 impl FromStr for CpuList {
     type Err = CpuListError;
 
+    /// A list of CPUs this machine has.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let list = CpuList::parse_ids(s)?;
+        let max = max_cpus();
+        if let Some(bad) = list.0.iter().find(|&&c| c >= max) {
+            let reason = format!("CPU {bad} does not exist (this machine has CPUs 0-{})", max - 1);
+            return Err(CpuListError { input: s.to_string(), reason });
+        }
+        Ok(list)
+    }
+}
+
+/// The largest CPU id a list may name. Linux numbers at most 8192 CPUs (NR_CPUS with MAXSMP);
+/// a bound far above it keeps a typo such as "0-99999999" from building a list of 10^8 ids
+/// before any check against a machine.
+pub const MAX_CPU_ID: usize = (1 << 16) - 1;
+
+impl CpuList {
+    /// The CPUs of a list as written (`"0,2-3"`), whether or not this machine has them (a
+    /// spec may be checked for another machine).
+    pub fn parse_ids(s: &str) -> Result<CpuList, CpuListError> {
         let err = |reason: String| CpuListError { input: s.to_string(), reason };
         let mut ids = Vec::new();
         for part in s.split(',').map(str::trim) {
@@ -73,14 +93,19 @@ impl FromStr for CpuList {
                     if a > b {
                         return Err(err(format!("range {part:?} is reversed")));
                     }
+                    if b > MAX_CPU_ID {
+                        return Err(err(format!("CPU {b} is above {MAX_CPU_ID}, the largest CPU id a list may name")));
+                    }
                     ids.extend(a..=b);
                 }
-                None => ids.push(parse(part)?),
+                None => {
+                    let id = parse(part)?;
+                    if id > MAX_CPU_ID {
+                        return Err(err(format!("CPU {id} is above {MAX_CPU_ID}, the largest CPU id a list may name")));
+                    }
+                    ids.push(id);
+                }
             }
-        }
-        let max = max_cpus();
-        if let Some(bad) = ids.iter().find(|&&c| c >= max) {
-            return Err(err(format!("CPU {bad} does not exist (this machine has CPUs 0-{})", max - 1)));
         }
         CpuList::new(ids).map_err(|e| err(e.reason))
     }
@@ -159,6 +184,15 @@ mod tests {
         for bad in ["", "a", "3-1", "0,,1", "100000"] {
             let e = bad.parse::<CpuList>().unwrap_err();
             assert!(e.to_string().contains("invalid CPU list"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_list_names_no_cpu_above_the_bound() {
+        assert_eq!(CpuList::parse_ids("65535").unwrap().ids(), &[MAX_CPU_ID]);
+        for bad in ["65536", "0-99999999", "1,70000"] {
+            let e = CpuList::parse_ids(bad).unwrap_err();
+            assert!(e.reason.contains("largest CPU id"), "{bad}: {e}");
         }
     }
 

@@ -176,6 +176,12 @@ mod tests {
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
 
+    /// How long a wait for an event that is (or is about to be) there may take: it returns as
+    /// soon as the event is, so only a missing event takes this long; generous so that a busy
+    /// machine cannot turn a late wake-up into a failure. (Waits that check for the absence of
+    /// an event are short: the event they rule out would already be pending.)
+    const PRESENT: Duration = Duration::from_secs(60);
+
     #[test]
     fn level_triggered_repeats_edge_does_not() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -187,7 +193,7 @@ mod tests {
             let mut p = Poller::new(8).unwrap();
             p.register(s.as_raw_fd(), 7, Interest::READABLE, trigger).unwrap();
             let mut evs = Vec::new();
-            p.wait(&mut evs, Some(Duration::from_secs(1))).unwrap();
+            p.wait(&mut evs, Some(PRESENT)).unwrap();
             assert_eq!(evs.len(), 1);
             assert_eq!(evs[0].token, 7);
             assert!(evs[0].readable);
@@ -205,13 +211,13 @@ mod tests {
         let mut p = Poller::new(8).unwrap();
         p.register(s.as_raw_fd(), 3, Interest::READABLE, Trigger::OneShot).unwrap();
         let mut evs = Vec::new();
-        p.wait(&mut evs, Some(Duration::from_secs(1))).unwrap();
+        p.wait(&mut evs, Some(PRESENT)).unwrap();
         assert_eq!(evs.len(), 1);
         p.wait(&mut evs, Some(Duration::from_millis(10))).unwrap();
         assert!(evs.is_empty(), "disabled after one event");
         // Re-armed while the condition holds: fires again at once (level semantics).
         p.reregister(s.as_raw_fd(), 3, Interest::READABLE, Trigger::OneShot).unwrap();
-        p.wait(&mut evs, Some(Duration::from_secs(1))).unwrap();
+        p.wait(&mut evs, Some(PRESENT)).unwrap();
         assert_eq!(evs.len(), 1);
     }
 
@@ -223,7 +229,7 @@ mod tests {
         let w2 = w.clone();
         let t = std::thread::spawn(move || w2.wake().unwrap());
         let mut evs = Vec::new();
-        p.wait(&mut evs, Some(Duration::from_secs(5))).unwrap();
+        p.wait(&mut evs, Some(PRESENT)).unwrap();
         t.join().unwrap();
         assert_eq!(evs.len(), 1);
         w.drain();

@@ -4,15 +4,18 @@
 //! that will run them.
 
 mod contract;
+mod jtl;
 mod metrics;
+mod programs;
 mod sim;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// The registered server architectures: a list of dicts with `name`, `description` and
-/// `options` (the option names the architecture accepts).
+/// The registered server architectures: a list of dicts with `name`, `description`, `options`
+/// (the option names the architecture accepts) and `proxy` (how it runs the reverse proxy:
+/// "no", "blocking call" or "same poller").
 #[pyfunction]
 fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     archlab_server::REGISTRY
@@ -23,6 +26,7 @@ fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("description", a.description)?;
             let opts: Vec<&str> = a.accepts.iter().map(|o| o.as_str()).collect();
             d.set_item("options", opts)?;
+            d.set_item("proxy", a.proxy.as_str())?;
             Ok(d)
         })
         .collect()
@@ -48,6 +52,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     sim::register(m)?;
+    jtl::register(m)?;
+    programs::register(m)?;
     contract::register(m)?;
     metrics::register(m)?;
     Ok(())

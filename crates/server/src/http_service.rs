@@ -15,6 +15,7 @@
 
 use crate::conn::{InBuf, OutBuf};
 use crate::options::ServerOptions;
+use crate::service::{BlockingForward, ClientConn, Service};
 use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_work::{Context, WorkError, Workload};
@@ -38,6 +39,7 @@ pub enum Flow {
 
 /// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
 /// (`/call`'s downstream connection, `/db`'s shared pool): one per thread (or per connection).
+/// With a forwarding [`Service`] it also holds the thread's forwarding handler.
 #[derive(Default)]
 pub struct Scratch {
     body: Vec<u8>,
@@ -47,14 +49,21 @@ pub struct Scratch {
     /// `max_output_bytes`: the unsent output beyond which requests wait, and the largest
     /// response body produced at once.
     max_output: usize,
+    /// The handler of a forwarding service, for a thread that may block.
+    forward: Option<Box<dyn BlockingForward>>,
 }
 
 impl Scratch {
     /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
-    /// `max_output_bytes`).
+    /// `--programs`, `max_output_bytes`, and its service).
     pub fn new(options: &ServerOptions) -> Scratch {
-        let work = Context::new(options.downstream).with_db(options.database.clone());
-        Scratch { body: Vec::new(), work, class: String::new(), max_output: options.max_output_bytes }
+        let work =
+            Context::new(options.downstream).with_db(options.database.clone()).with_programs(options.programs.clone());
+        let forward = match &options.service {
+            Service::Workload => None,
+            Service::Forward(f) => Some(f.blocking()),
+        };
+        Scratch { body: Vec::new(), work, class: String::new(), max_output: options.max_output_bytes, forward }
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -71,6 +80,15 @@ pub enum KeepAlive {
     /// Answer the next request with `Connection: close` and close: a blocking pool does this
     /// when connections wait for a worker (see `frontend::pool`).
     Refuse,
+}
+
+/// Answer the requests of a connection served by a thread that may block, with the service
+/// the scratch was made for: the workloads ([`serve_buffered`]) or a forwarding handler.
+pub fn serve_connection(conn: ClientConn<'_>, limits: &Limits, scratch: &mut Scratch, policy: KeepAlive) -> Flow {
+    match &mut scratch.forward {
+        None => serve_buffered(conn.input, conn.output, limits, scratch, policy),
+        Some(forward) => forward.serve(conn, limits, policy),
+    }
 }
 
 /// Answer every complete request in `input`, appending responses to `out`.

@@ -32,13 +32,15 @@ pub mod frontend;
 pub mod http_service;
 pub mod options;
 pub mod registry;
+pub mod service;
 pub mod timeouts;
 
 pub use archlab_handoff::{Dispatch, WaitStrategy};
 /// Create the `/file` workload's data file now (servers call it at start; see `archlab_work`).
 pub use archlab_work::prepare_file;
 pub use options::{OptionName, ServerOptions};
-pub use registry::{Architecture, BuildError, REGISTRY};
+pub use registry::{Architecture, BuildError, ProxySupport, REGISTRY};
+pub use service::Service;
 
 use std::io;
 use std::net::TcpListener;

@@ -11,11 +11,12 @@
 //! apply to every architecture. A value out of range is refused with the allowed values,
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
+use crate::service::Service;
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use archlab_work::{DbConfig, DbPool, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use archlab_work::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -115,6 +116,15 @@ archlab_options::option_set! {
         /// How long a `/db` request waits for a free connection before answering 503, in ms
         /// (with `db`).
         db_wait_ms: u64 = DB_WAIT_DEFAULT_MS, Int::<u64>::new(1, DB_WAIT_MAX_MS);
+        /// Service programs of `/program?name=P`: a TOML file of named programs (steps of CPU
+        /// work, PostgreSQL lookups, downstream calls and fan-outs, sleeps, bounded loops), read
+        /// and checked when the options are; without it `/program` answers 503.
+        programs: Option<ProgramSet> = None, Text::<ProgramSet> {
+            allowed: archlab_work::PROGRAM_FILE_FORM,
+            value_name: "FILE",
+            parse: |s| ProgramSet::load(std::path::Path::new(s)).map_err(|e| e.to_string()),
+            show: ProgramSet::source,
+        };
         /// An option that exists only in builds with the `contract-probe` feature and does
         /// nothing: the test that an option declared here reaches specs and the engine without
         /// any change to the Python side.
@@ -125,6 +135,9 @@ archlab_options::option_set! {
         /// The `/db` pool opened from `db` (by `archlab-engine serve` before it listens), shared
         /// by every thread of the process.
         database: Option<Arc<DbPool>> = None;
+        /// What answers the requests: the workloads, or a forwarding service (a reverse proxy)
+        /// set by the program that builds the server.
+        service: Service = Service::Workload;
     }
 }
 

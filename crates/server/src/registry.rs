@@ -27,6 +27,38 @@ pub struct Architecture {
     /// Whether the listener handed to `serve` must be bound with SO_REUSEPORT (ncopy: its copies
     /// bind the same address beside it).
     pub reuse_port: bool,
+    /// Whether and how the architecture runs a forwarding service (`service::Service::Forward`,
+    /// `archlab-engine proxy`).
+    pub proxy: ProxySupport,
+}
+
+/// How an architecture runs a forwarding service (a reverse proxy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxySupport {
+    /// It does not: its threads may not block and it has no non-blocking forwarding (tokio,
+    /// io-uring, ncopy, hybrid), or its route splits handling from writing (SEDA, NIO2,
+    /// async-4), so no one thread owns a request from its forwarding to its response.
+    Unsupported,
+    /// The thread serving the connection blocks on the backend (thread-per-connection, the
+    /// pools, the handlers of a staged route).
+    BlockingCall,
+    /// The backend connection is non-blocking, in the event loop's own poller.
+    SamePoller,
+}
+
+impl ProxySupport {
+    pub fn can_proxy(self) -> bool {
+        self != ProxySupport::Unsupported
+    }
+
+    /// How `archlab-engine architectures` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxySupport::Unsupported => "no",
+            ProxySupport::BlockingCall => "blocking call",
+            ProxySupport::SamePoller => "same poller",
+        }
+    }
 }
 
 impl Architecture {
@@ -72,6 +104,8 @@ const NIO2_ACTOR: &[OptionName] = &[Threads, Handlers, Mailbox, Dispatchers, Bat
 const NETTY: &[OptionName] = &[Loops, WriteSpin, SendBuffer, RecvBuffer];
 const NCOPY: &[OptionName] = &[Copies, SendBuffer, RecvBuffer];
 const RINGS: &[OptionName] = &[Loops, SendBuffer, RecvBuffer];
+const LOOPS_POOL: &[OptionName] = &[Loops, Threads, SendBuffer, RecvBuffer];
+const LOOPS_RING: &[OptionName] = &[Loops, Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
 
 /// The three hand-off mechanisms of seed 000 (§5.2).
 #[derive(Clone, Copy)]
@@ -128,6 +162,15 @@ fn reactor_with(o: &ServerOptions, m: Mechanism) -> Box<dyn Server> {
     Box::new(Staged::new(o, hops, vec![handoff(o, m)], WritePolicy::Spin))
 }
 
+/// The poller reads, X's handlers handle and write, behind N pollers (default one per CPU)
+/// fed by an acceptor: seed 004's HTTPCore-NIO reactor (X a pool of workers) and its Netty
+/// transport handing requests to handlers over an LMAX ring.
+fn reactors_with(o: &ServerOptions, handoff: HandOffSpec) -> Box<dyn Server> {
+    let hops = vec![Hop::Poller(Ops::READ), Hop::Stage { ops: Ops::HANDLE_WRITE, stage: 0 }];
+    let pollers = o.loops.unwrap_or_else(|| o.cpu_count());
+    Box::new(Staged::new(o, hops, vec![handoff], WritePolicy::Spin).with_pollers(pollers))
+}
+
 /// NIO2's completion pool: Java's default group on Linux starts with one thread per CPU.
 fn nio2_pool(o: &ServerOptions) -> HandOffSpec {
     pool(o.threads.unwrap_or_else(|| o.cpu_count()))
@@ -164,6 +207,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "sync",
@@ -172,6 +216,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(thread_per_connection::ThreadPerConnection::new(o)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "blocking",
@@ -180,6 +225,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| blocking(o, pool(o.threads.unwrap_or(DEFAULT_POOL_THREADS))),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "blocking-ring",
@@ -188,6 +234,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| blocking(o, handoff_dispatching(o, Mechanism::Ring, Dispatch::WorkPool)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "blocking-actor",
@@ -196,6 +243,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| blocking(o, handoff(o, Mechanism::Actor)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "single-thread",
@@ -204,6 +252,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(reactor::SingleThread::new(o)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::SamePoller,
     },
     Architecture {
         name: "reactor",
@@ -212,6 +261,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(reactor::SingleThread::new(o)),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::SamePoller,
     },
     Architecture {
         name: "reactor-ring",
@@ -220,6 +270,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| reactor_with(o, Mechanism::Ring),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "reactor-actor",
@@ -228,6 +279,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| reactor_with(o, Mechanism::Actor),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "nio2",
@@ -239,6 +291,7 @@ pub static REGISTRY: &[Architecture] = &[
         },
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "nio2-ring",
@@ -247,6 +300,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| nio2_with(o, Mechanism::Ring),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "nio2-actor",
@@ -255,6 +309,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| nio2_with(o, Mechanism::Actor),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "seda-queue",
@@ -263,6 +318,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| seda(o, Mechanism::Queue),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "seda-ring",
@@ -271,6 +327,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| seda(o, Mechanism::Ring),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "seda-actor",
@@ -279,6 +336,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| seda(o, Mechanism::Actor),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "async-fix",
@@ -290,6 +348,7 @@ pub static REGISTRY: &[Architecture] = &[
         },
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "async-4",
@@ -305,6 +364,7 @@ pub static REGISTRY: &[Architecture] = &[
         },
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "netty",
@@ -313,6 +373,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| multi_reactor(o, LoopWrites::Netty),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::SamePoller,
     },
     Architecture {
         name: "hybrid",
@@ -321,6 +382,25 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| multi_reactor(o, LoopWrites::Hybrid),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
+    },
+    Architecture {
+        name: "reactor-pool",
+        description: "N epoll reactors (default N = CPUs) read, a pool of W=8 workers handles and writes (HTTPCore-NIO's reactor + worker pool, seed 004)",
+        accepts: LOOPS_POOL,
+        build: |o| reactors_with(o, pool(o.threads.unwrap_or(DEFAULT_ASYNC_THREADS))),
+        preflight: None,
+        reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
+    },
+    Architecture {
+        name: "netty-ring",
+        description: "disruptor: N netty-style epoll loops (default N = CPUs) read, a ring hands requests to K=4 handlers that handle and write (seed 004)",
+        accepts: LOOPS_RING,
+        build: |o| reactors_with(o, handoff(o, Mechanism::Ring)),
+        preflight: None,
+        reuse_port: false,
+        proxy: ProxySupport::BlockingCall,
     },
     Architecture {
         name: "tokio",
@@ -329,6 +409,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(work_stealing::WorkStealing::new(o, o.threads.unwrap_or_else(|| o.cpu_count()))),
         preflight: None,
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "io-uring",
@@ -337,6 +418,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(uring::IoUringProactor::new(o, o.loops.unwrap_or_else(|| o.cpu_count()))),
         preflight: Some(uring::probe),
         reuse_port: false,
+        proxy: ProxySupport::Unsupported,
     },
     Architecture {
         name: "ncopy",
@@ -345,6 +427,7 @@ pub static REGISTRY: &[Architecture] = &[
         build: |o| Box::new(ncopy::NCopy::new(o, o.copies.unwrap_or_else(|| o.cpu_count()))),
         preflight: None,
         reuse_port: true,
+        proxy: ProxySupport::Unsupported,
     },
 ];
 
@@ -376,6 +459,16 @@ pub enum BuildError {
     },
     /// A value out of its option's range.
     Invalid(OptionError),
+    /// A forwarding service given to an architecture that cannot run one.
+    CannotProxy {
+        architecture: &'static str,
+    },
+}
+
+/// The names of the architectures that can proxy, comma-separated.
+pub fn proxy_architectures() -> String {
+    let names: Vec<&str> = REGISTRY.iter().filter(|a| a.proxy.can_proxy()).map(|a| a.name).collect();
+    names.join(", ")
 }
 
 impl BuildError {
@@ -401,6 +494,11 @@ impl BuildError {
                 .with_hint(format!("{option} applies to {}", takers.join(", ")))
             }
             BuildError::Invalid(e) => e.clone(),
+            BuildError::CannotProxy { architecture } => OptionError::new(
+                "arch",
+                format!("an architecture that can proxy ({})", proxy_architectures()),
+                format!("{architecture:?}"),
+            ),
         }
     }
 }
@@ -416,6 +514,7 @@ impl fmt::Display for BuildError {
                 write!(f, "option {option} does not apply to architecture {architecture} (it accepts: {accepted})")
             }
             BuildError::Invalid(e) => e.fmt(f),
+            BuildError::CannotProxy { .. } => self.option_error().fmt(f),
         }
     }
 }
@@ -438,6 +537,9 @@ pub fn check(name: &str, options: &ServerOptions) -> Result<&'static Architectur
         }
     }
     options.check_values().map_err(BuildError::Invalid)?;
+    if options.service.is_forward() && !arch.proxy.can_proxy() {
+        return Err(BuildError::CannotProxy { architecture: arch.name });
+    }
     Ok(arch)
 }
 
@@ -518,6 +620,8 @@ mod tests {
             "hybrid",
             "tokio",
             "io-uring",
+            "reactor-pool",
+            "netty-ring",
         ] {
             assert!(lookup(name).is_some(), "{name}");
         }

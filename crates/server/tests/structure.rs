@@ -61,6 +61,9 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
     // first five; the routes documented in `frontend::staged` for the others. A connection is
     // handed over once where an acceptor thread gives it to a loop, a pool or a runtime
     // (netty's boss, the blocking pool's acceptor, tokio's accept loop).
+    // reactor-pool and netty-ring: one poller per CPU; with more than one, an acceptor thread
+    // hands each connection to a poller.
+    let pollers_handoff = u64::from(ServerOptions::default().cpu_count() > 1);
     let expected = [
         ("single-thread", 0, 0),
         ("sync", 0, 0),
@@ -73,6 +76,8 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         ("blocking", 0, 1),
         ("reactor-ring", 2, 0),
         ("reactor-actor", 2, 0),
+        ("reactor-pool", 2, pollers_handoff),
+        ("netty-ring", 2, pollers_handoff),
         ("nio2", 3, 0),
         ("nio2-ring", 3, 0),
         ("seda-queue", 4, 0),

@@ -87,19 +87,3 @@ pub(crate) fn probability(field: &str, value: f64, below_one: bool) -> Result<f6
         ))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::model::{Model, RunConfig};
-
-    /// Found by the `sim_model` fuzz target: an unknown key holding a line break made the
-    /// message two lines.
-    #[test]
-    fn parse_errors_are_one_line_with_control_characters_escaped() {
-        let e = Model::from_json(r#"{"stations": [{"\nname": "cpu"}], "sources": []}"#).unwrap_err().to_string();
-        assert!(!e.contains('\n'), "{e:?}");
-        assert!(e.contains(r"unknown field `\nname`"), "{e}");
-        let e = RunConfig::from_json("{\"horizon\": 1, \"\\t\": 2}").unwrap_err().to_string();
-        assert!(!e.contains('\t') && e.contains(r"`\t`"), "{e}");
-    }
-}

@@ -279,3 +279,14 @@ fn the_field_tables_list_exactly_the_fields_serde_knows() {
         assert_eq!(known, fields, "{tag:?}: {message}");
     }
 }
+
+/// Found by the `sim_model` fuzz target: an unknown key holding a line break made the message
+/// two lines (the messages are built in `error.rs`).
+#[test]
+fn parse_errors_are_one_line_with_control_characters_escaped() {
+    let e = Model::from_json(r#"{"stations": [{"\nname": "cpu"}], "sources": []}"#).unwrap_err().to_string();
+    assert!(!e.contains('\n'), "{e:?}");
+    assert!(e.contains(r#"got "\nname""#), "{e}");
+    let e = RunConfig::from_json("{\"horizon\": 1, \"\\t\": 2}").unwrap_err().to_string();
+    assert!(!e.contains('\t') && e.contains(r#"got "\t""#), "{e}");
+}

@@ -11,7 +11,10 @@
 //! blocks ([`write_response`], [`write_response_head`]): the only per-response work is copying
 //! those bytes and formatting one integer, because this code runs on every request of every
 //! architecture being measured and must not be what the measurement sees. The client half
-//! ([`write_request`], [`parse_response_head`]) serves the load generator with the same rules.
+//! ([`write_request`], [`parse_response_head`]) serves the load generator with the same rules;
+//! a reverse proxy reads request heads alone ([`parse_request_head`], same rules and limits, the
+//! body streamed after) and relays responses with [`parse_relayed_response_head`] and
+//! [`ChunkedFraming`].
 //!
 //! Deliberately unsupported: `Transfer-Encoding` (chunked bodies) on requests, which is refused
 //! with 400 and a reason saying so; no workload of the seeds sends chunked requests, and
@@ -22,6 +25,7 @@
 //! (RFC 9110 §6.6.1 lets an origin without a reliable clock omit `Date`).
 
 mod client;
+mod relay;
 mod request;
 mod response;
 
@@ -31,7 +35,13 @@ mod proptests;
 mod tests;
 
 pub use client::{parse_response_head, write_request};
-pub use request::parse_request;
+/// Header slots are httparse's: a proxy reads names and values from them.
+pub use httparse::Header;
+pub use relay::{
+    parse_relayed_response_head, Chunk, ChunkedFraming, RelayedResponse, ResponseFraming, MAX_CHUNK_LINE_BYTES,
+    MAX_TRAILER_BYTES,
+};
+pub use request::{header_slots, parse_request, parse_request_head, HeaderSlots, RequestHead};
 pub(crate) use response::format_usize;
 pub use response::{error_response, request_timeout_response, write_response, write_response_head};
 

@@ -1,8 +1,9 @@
 //! A real memcached for tests (feature `test-server`): Debian's `/usr/bin/memcached`, started
 //! on 127.0.0.1 with a free port and killed when dropped. Shared by the codec's tests and the
-//! load generator's and the middleware's, so that all start it the same way. Without memcached,
-//! [`start`] returns `None` (the caller skips), except under CI (`CI` set), where it panics
-//! saying how to install it; [`require`] always panics with that message.
+//! load generator's and the middleware's, so that all start it the same way. memcached is a
+//! dependency of those tests, never an option: without it every function here panics, naming
+//! the Debian package and the command that installs it (`scripts/bootstrap test`), so a missing
+//! memcached fails the test instead of letting it pass unchecked.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,32 +32,25 @@ impl MemcachedProcess {
     }
 }
 
-fn not_found() -> String {
-    format!("{MEMCACHED} not found: install the Debian package `memcached` (apt-get install memcached, or scripts/bootstrap test)")
+/// Fail the calling test, saying what is missing and how to install it, unless memcached is
+/// installed.
+fn assert_installed() {
+    assert!(
+        std::path::Path::new(MEMCACHED).exists(),
+        "{MEMCACHED} not found: the tests need the Debian package `memcached`; install it with `scripts/bootstrap test` (or apt-get install memcached)"
+    );
 }
 
 /// Start memcached with `extra` arguments (e.g. `["-I", "1k"]`) and wait until it accepts
-/// connections (at most 5 s).
-pub fn start(extra: &[&str]) -> Option<MemcachedProcess> {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        let msg = not_found();
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-        return None;
-    }
-    Some(spawn(extra))
-}
-
-/// As [`start`], for tests of which memcached is a dependency, not an option: without it the
-/// test fails, saying how to install it.
+/// connections (at most 5 s); without memcached the test fails, saying how to install it.
 pub fn require(extra: &[&str]) -> MemcachedProcess {
-    assert!(std::path::Path::new(MEMCACHED).exists(), "{}", not_found());
+    assert_installed();
     spawn(extra)
 }
 
 /// As [`require`], on a given port (e.g. to bring back a server a test killed).
 pub fn require_at(port: u16, extra: &[&str]) -> MemcachedProcess {
-    assert!(std::path::Path::new(MEMCACHED).exists(), "{}", not_found());
+    assert_installed();
     spawn_at(port, extra)
 }
 

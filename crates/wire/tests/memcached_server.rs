@@ -2,8 +2,7 @@
 //! test on 127.0.0.1 with a free port and killed at the end: values containing CR LF
 //! round-trip, multi-get replies keep the request's key order and omit misses, `gets`
 //! carries CAS uniques, and the error replies of seed 002 §1.2 are recognised. Without
-//! memcached the test is skipped, except under CI (`CI` set), where it fails saying how to
-//! install it.
+//! memcached the test fails, saying how to install it.
 
 use archlab_wire::memcached::{parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};
 use archlab_wire::memcached_process::{self, MemcachedProcess};
@@ -11,12 +10,12 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// Start memcached and connect to it; `None` when it is not installed (outside CI).
-fn start() -> Option<(MemcachedProcess, TcpStream)> {
-    let server = memcached_process::start(&[])?;
+/// Start memcached and connect to it.
+fn start() -> (MemcachedProcess, TcpStream) {
+    let server = memcached_process::require(&[]);
     let s = TcpStream::connect(server.addr).expect("memcached accepts");
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    Some((server, s))
+    (server, s)
 }
 
 /// Send `request` and read reply elements until `last` says the reply is complete.
@@ -59,7 +58,7 @@ fn single(r: &Reply) -> bool {
 
 #[test]
 fn codec_round_trips_against_a_real_memcached() {
-    let Some((_server, mut s)) = start() else { return };
+    let (_server, mut s) = start();
     let mut req = Vec::new();
     let value = b"line one\r\nline two\r\n\r\nEND\r\n";
     write_set(&mut req, b"k1", 42, 0, value, false);

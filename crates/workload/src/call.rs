@@ -21,23 +21,31 @@ pub const DELAY_MAX_MS: u64 = 60_000;
 /// Largest downstream response accepted (its body is `/delay`'s short text).
 const MAX_RESPONSE: usize = 64 * 1024;
 
-/// Per-thread resources of the workloads: where `/call` goes, and the open connection; the
-/// process's database pool of `/db` (shared by every thread).
+/// Per-thread resources of the workloads: where `/call` goes, and the open connections (one
+/// per call a fan-out step issues at once; `/call` uses the first); the process's database pool
+/// of `/db` (shared by every thread); the service programs of `/program`.
 #[derive(Debug, Default)]
 pub struct Context {
     downstream: Option<SocketAddr>,
-    conn: Option<TcpStream>,
+    conns: Vec<Option<TcpStream>>,
     db: Option<Arc<crate::DbPool>>,
+    programs: Option<crate::ProgramSet>,
 }
 
 impl Context {
     pub fn new(downstream: Option<SocketAddr>) -> Context {
-        Context { downstream, conn: None, db: None }
+        Context { downstream, conns: Vec::new(), db: None, programs: None }
     }
 
     /// The same context with `/db`'s pool.
     pub fn with_db(mut self, db: Option<Arc<crate::DbPool>>) -> Context {
         self.db = db;
+        self
+    }
+
+    /// The same context with `/program`'s programs.
+    pub fn with_programs(mut self, programs: Option<crate::ProgramSet>) -> Context {
+        self.programs = programs;
         self
     }
 
@@ -48,7 +56,13 @@ impl Context {
     pub fn downstream(&self) -> Option<SocketAddr> {
         self.downstream
     }
+
+    pub(crate) fn programs(&self) -> Option<&crate::ProgramSet> {
+        self.programs.as_ref()
+    }
 }
+
+const NO_DOWNSTREAM: &str = "no downstream service (start the server with --downstream HOST:PORT)";
 
 /// `/delay`: sleep, then a short body naming the delay.
 pub(crate) fn delay(ms: u64, out: &mut Vec<u8>) {
@@ -58,34 +72,99 @@ pub(crate) fn delay(ms: u64, out: &mut Vec<u8>) {
 
 /// `/call`: the downstream's body is appended; errors say why the call failed.
 pub(crate) fn call(ms: u64, ctx: &mut Context, out: &mut Vec<u8>) -> Result<(), String> {
-    let addr = ctx.downstream.ok_or("no downstream service (start the server with --downstream HOST:PORT)")?;
-    let fresh = ctx.conn.is_none();
-    match round_trip(ms, addr, ctx, out) {
+    let addr = ctx.downstream.ok_or(NO_DOWNSTREAM)?;
+    if ctx.conns.is_empty() {
+        ctx.conns.push(None);
+    }
+    call_on(addr, &mut ctx.conns[0], ms, out)
+}
+
+/// One call on `slot`'s connection, retried once on a fresh connection if a kept one failed.
+fn call_on(addr: SocketAddr, slot: &mut Option<TcpStream>, ms: u64, out: &mut Vec<u8>) -> Result<(), String> {
+    let fresh = slot.is_none();
+    match round_trip(ms, addr, slot, out) {
         Ok(()) => Ok(()),
         // A kept connection may have been closed by the downstream meanwhile: retry once.
-        Err(_) if !fresh => round_trip(ms, addr, ctx, out).map_err(|e| format!("downstream {addr}: {e}")),
+        Err(_) if !fresh => round_trip(ms, addr, slot, out).map_err(|e| format!("downstream {addr}: {e}")),
         Err(e) => Err(format!("downstream {addr}: {e}")),
     }
 }
 
-fn round_trip(ms: u64, addr: SocketAddr, ctx: &mut Context, out: &mut Vec<u8>) -> io::Result<()> {
-    if ctx.conn.is_none() {
-        let s = TcpStream::connect(addr)?;
-        s.set_nodelay(true)?;
-        ctx.conn = Some(s);
+/// A fan-out step: one `GET /delay?ms=M` per entry of `ms`, each on its own keep-alive
+/// connection, all sent before any response is read, so the downstream works on them at the
+/// same time and the thread waits for the slowest, not for the sum. Bodies are appended in
+/// order. A kept connection found closed while reading is replaced and that one call repeated.
+pub(crate) fn fan_out(ms: &[u64], ctx: &mut Context, out: &mut Vec<u8>) -> Result<(), String> {
+    let addr = ctx.downstream.ok_or(NO_DOWNSTREAM)?;
+    if ctx.conns.len() < ms.len() {
+        ctx.conns.resize_with(ms.len(), || None);
     }
-    let conn = ctx.conn.as_mut().expect("connected");
-    let result = exchange(conn, ms, out);
+    let failed = |e: io::Error| format!("downstream {addr}: {e}");
+    // Which requests went out on a connection kept from an earlier request (retryable).
+    let mut kept = [false; crate::program::FANOUT_MAX_CALLS];
+    for (i, &m) in ms.iter().enumerate() {
+        let slot = &mut ctx.conns[i];
+        kept[i] = slot.is_some();
+        let conn = match slot {
+            Some(c) => c,
+            None => slot.insert(connect(addr).map_err(failed)?),
+        };
+        if let Err(e) = send(conn, m) {
+            *slot = None;
+            if !kept[i] {
+                return Err(failed(e));
+            }
+            let conn = slot.insert(connect(addr).map_err(failed)?);
+            send(conn, m).map_err(failed)?;
+            kept[i] = false;
+        }
+    }
+    for (i, &m) in ms.iter().enumerate() {
+        let slot = &mut ctx.conns[i];
+        let conn = slot.as_mut().expect("connected above");
+        let start = out.len();
+        match receive(conn, out) {
+            Ok(true) => {}
+            Ok(false) => *slot = None,
+            Err(e) => {
+                out.truncate(start);
+                *slot = None;
+                if !kept[i] {
+                    return Err(failed(e));
+                }
+                round_trip(m, addr, slot, out).map_err(failed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+fn round_trip(ms: u64, addr: SocketAddr, slot: &mut Option<TcpStream>, out: &mut Vec<u8>) -> io::Result<()> {
+    if slot.is_none() {
+        *slot = Some(connect(addr)?);
+    }
+    let conn = slot.as_mut().expect("connected");
+    let result = send(conn, ms).and_then(|()| receive(conn, out));
     if !matches!(result, Ok(true)) {
-        ctx.conn = None;
+        *slot = None;
     }
     result.map(|_| ())
 }
 
-/// One request and response; Ok(keep) says whether the connection may be reused.
-fn exchange(conn: &mut TcpStream, ms: u64, out: &mut Vec<u8>) -> io::Result<bool> {
+/// The request of one call.
+fn send(conn: &mut TcpStream, ms: u64) -> io::Result<()> {
     // Downstream socket calls are not counted: the counters measure the server's I/O with its clients.
-    conn.write_all(format!("GET /delay?ms={ms} HTTP/1.1\r\nHost: downstream\r\n\r\n").as_bytes())?;
+    conn.write_all(format!("GET /delay?ms={ms} HTTP/1.1\r\nHost: downstream\r\n\r\n").as_bytes())
+}
+
+/// One response; its body is appended to `out`; Ok(keep) says whether the connection may be reused.
+fn receive(conn: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<bool> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 4096];
     let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_owned());

@@ -9,17 +9,20 @@
 //! back), `/response?size=N` is seed 001's response of N bytes whose computation grows with N
 //! (one insertion sort of 100 integers per started 100 bytes), `/file?size=N` reads N bytes of
 //! a file through the page cache, `/call?ms=M` blocks on a downstream HTTP service that answers
-//! after M ms, `/delay?ms=M` is that downstream's side (sleep M ms), and `/db?id=N` looks one
-//! row up in PostgreSQL over the process's connection pool. Selection ([`Workload::from_target`]) is strict and allocation-free on success:
+//! after M ms, `/delay?ms=M` is that downstream's side (sleep M ms), `/db?id=N` looks one
+//! row up in PostgreSQL over the process's connection pool, and `/program?name=P` runs the
+//! service program P (a sequence and loops of those steps, [`program`]) of the process's
+//! program file. Selection ([`Workload::from_target`]) is strict and allocation-free on success:
 //! unknown paths, missing, malformed, out-of-range, repeated or unknown parameters are errors
 //! that name the parameter, the allowed values and the value received, because a silently
 //! ignored typo would make a whole experiment measure the wrong thing. Execution
 //! ([`Workload::execute`]) runs on the calling thread with that thread's [`Context`] (the
-//! downstream address and connection of `/call`, the database pool of `/db`) and appends the
+//! downstream address and connections of `/call`, the database pool of `/db`, the programs of
+//! `/program`) and appends the
 //! response body; the body always depends on the full computation so the compiler cannot skip
-//! it. Only `/file`, `/call` and `/db` can fail at run time (the file cannot be created, the
-//! downstream or database is absent, broken or busy); the server answers those with 503, and a
-//! `/db` id without a row with 404.
+//! it. Only `/file`, `/call`, `/db` and `/program` can fail at run time (the file cannot be
+//! created, the downstream or database is absent, broken or busy); the server answers those
+//! with 503, and a `/db` id without a row or an unknown program with 404.
 
 use std::fmt;
 
@@ -29,6 +32,7 @@ mod echo;
 mod file;
 mod pool;
 mod prime;
+pub mod program;
 mod query;
 pub mod response;
 mod sort;
@@ -40,6 +44,7 @@ pub use db::{
     QUERY as DB_QUERY,
 };
 pub use file::{prepare as prepare_file, FILE_MAX_SIZE};
+pub use program::{Program, ProgramError, ProgramName, ProgramSet, Step, PROGRAM_FILE_FORM};
 pub use query::{ECHO_MAX_SIZE, PRIME_MAX_N, RESPONSE_MAX_SIZE, SORT_MAX_N};
 pub use stream::BodyStream;
 
@@ -64,6 +69,8 @@ pub enum Workload {
     Delay { ms: u64 },
     /// `/db?id=N`: the row with id N of table `emp`, through the process's connection pool.
     Db { id: u32 },
+    /// `/program?name=P`: the service program P of the process's program file.
+    Program { name: ProgramName },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +91,7 @@ impl fmt::Display for WorkError {
             WorkError::UnknownPath { path } => {
                 write!(
                     f,
-                    "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=, /response?size=, /file?size=, /call?ms=, /delay?ms=, /db?id=)"
+                    "no workload at {path:?} (known: /prime?n=, /sort?n=, /echo?size=, /response?size=, /file?size=, /call?ms=, /delay?ms=, /db?id=, /program?name=)"
                 )
             }
             WorkError::BadParameter { name, value, allowed } => {
@@ -119,6 +126,7 @@ impl Workload {
             "/delay" => Ok(Workload::Delay { ms: query::single(query, &query::DELAY_MS)? }),
             // The cast cannot truncate: the maximum is i32::MAX.
             "/db" => Ok(Workload::Db { id: query::single(query, &query::DB_ID)? as u32 }),
+            "/program" => Ok(Workload::Program { name: query::program_name(query)? }),
             _ => Err(WorkError::UnknownPath { path: path.to_owned() }),
         }
     }
@@ -174,6 +182,30 @@ impl Workload {
                     })
                 }
             },
+            Workload::Program { name } => {
+                // Cloned out of the context (one reference count) so that the run can use the
+                // context's connections mutably while it reads the program.
+                let Some(programs) = ctx.programs().cloned() else {
+                    return Err(WorkError::Unavailable {
+                        workload: "/program",
+                        reason: "no programs (start the server with --programs FILE)".into(),
+                    });
+                };
+                let Some(program) = programs.get(name.as_str()) else {
+                    let known: Vec<&str> = programs.iter().map(|p| p.name.as_str()).take(20).collect();
+                    let more = if programs.len() > known.len() { ", ..." } else { "" };
+                    return Err(WorkError::NotFound {
+                        workload: "/program",
+                        reason: format!(
+                            "no program named {:?} in {} (known: {}{more})",
+                            name.as_str(),
+                            programs.source(),
+                            known.join(", ")
+                        ),
+                    });
+                };
+                program::run(program, ctx, out)?
+            }
         }
         Ok(())
     }
@@ -192,6 +224,7 @@ impl fmt::Display for Workload {
             Workload::Call { ms } => write!(f, "/call?ms={ms}"),
             Workload::Delay { ms } => write!(f, "/delay?ms={ms}"),
             Workload::Db { id } => write!(f, "/db?id={id}"),
+            Workload::Program { name } => write!(f, "/program?name={name}"),
         }
     }
 }
@@ -237,6 +270,8 @@ mod tests {
             Workload::Delay { ms: 0 },
             Workload::Db { id: 1 },
             Workload::Db { id: i32::MAX as u32 },
+            Workload::Program { name: ProgramName::new("db_2").unwrap() },
+            Workload::Program { name: ProgramName::new(&"a.B-9_".repeat(11)[..64]).unwrap() },
         ] {
             let target = w.to_string();
             let (path, query) = target.split_once('?').unwrap();
@@ -315,13 +350,41 @@ mod tests {
         #[test]
         fn arbitrary_targets_never_panic(path in "\\PC{0,12}", query in "[a-z0-9=&%+-]{0,24}|\\PC{0,24}") {
             let _ = Workload::from_target(&path, &query);
-            for p in ["/prime", "/sort", "/echo", "/response", "/file", "/call", "/delay", "/db"] {
+            for p in ["/prime", "/sort", "/echo", "/response", "/file", "/call", "/delay", "/db", "/program"] {
                 if let Err(WorkError::BadParameter { value, .. }) = Workload::from_target(p, &query) {
                     // The value reported is what was received (or the whole query, or "(missing)").
                     proptest::prop_assert!(query.contains(value.as_str()) || value == "(missing)");
                 }
             }
         }
+    }
+
+    #[test]
+    fn program_names_are_checked_when_selected() {
+        let e = Workload::from_target("/program", "name=a b").unwrap_err().to_string();
+        assert_eq!(e, "parameter name: got \"a b\", allowed a program name of 1 to 64 characters of A-Z a-z 0-9 _ . -");
+        assert!(Workload::from_target("/program", &format!("name={}", "x".repeat(65))).is_err());
+        assert!(Workload::from_target("/program", "").unwrap_err().to_string().contains("(missing)"));
+        let e = Workload::from_target("/program", "name=a&name=b").unwrap_err().to_string();
+        assert!(e.contains("name exactly once"), "{e}");
+        let e = Workload::from_target("/program", "program=a").unwrap_err().to_string();
+        assert_eq!(e, "parameter query: got \"program=a\", allowed only the key name (/program?name=P)");
+    }
+
+    #[test]
+    fn programs_are_found_by_name_or_refused() {
+        let w = Workload::from_target("/program", "name=fast").unwrap();
+        let mut out = Vec::new();
+        let e = w.execute(&mut Context::default(), b"", &mut out).unwrap_err();
+        assert!(matches!(e, WorkError::Unavailable { workload: "/program", .. }), "{e}");
+        assert!(e.to_string().contains("--programs FILE"), "{e}");
+        let set = ProgramSet::parse("p.toml", "programs.slow.steps = [{ step = \"prime\", n = 7 }]").unwrap();
+        let mut ctx = Context::default().with_programs(Some(set));
+        let e = w.execute(&mut ctx, b"", &mut out).unwrap_err();
+        assert_eq!(e.to_string(), "/program: no program named \"fast\" in p.toml (known: slow)");
+        assert!(matches!(e, WorkError::NotFound { .. }));
+        Workload::from_target("/program", "name=slow").unwrap().execute(&mut ctx, b"", &mut out).unwrap();
+        assert!(out.starts_with(br#"{"program":"slow","steps":1,"#), "{}", String::from_utf8_lossy(&out));
     }
 
     #[test]

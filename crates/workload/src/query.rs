@@ -107,6 +107,36 @@ pub(crate) const DB_ID: Param = Param {
     allowed_keys: "only the key id (/db?id=N)",
 };
 
+/// `/program?name=P`: the one key `name`, a program name ([`crate::program::NAME_FORM`]).
+pub(crate) fn program_name(query: &str) -> Result<crate::ProgramName, WorkError> {
+    const ALLOWED: &str = "a program name of 1 to 64 characters of A-Z a-z 0-9 _ . -";
+    let mut found: Option<&str> = None;
+    for pair in query.split('&').filter(|s| !s.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "name" {
+            return Err(WorkError::BadParameter {
+                name: QUERY,
+                value: pair.to_owned(),
+                allowed: "only the key name (/program?name=P)",
+            });
+        }
+        if found.is_some() {
+            return Err(WorkError::BadParameter {
+                name: "name",
+                value: query.to_owned(),
+                allowed: "name exactly once, a program name",
+            });
+        }
+        found = Some(value);
+    }
+    let value = found.ok_or(WorkError::BadParameter { name: "name", value: MISSING.to_owned(), allowed: ALLOWED })?;
+    crate::ProgramName::new(value).ok_or_else(|| WorkError::BadParameter {
+        name: "name",
+        value: value.to_owned(),
+        allowed: ALLOWED,
+    })
+}
+
 /// Decimal digits only (no sign, no spaces, no hex); `None` when malformed or over u64.
 fn parse_decimal(s: &str) -> Option<u64> {
     if s.is_empty() {

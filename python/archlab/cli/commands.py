@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from archlab.errors import Interrupted, SpecError, StoreError
+from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.lab.session import resume_run, run_spec
 from archlab.cli.stores import known_run, open_store
@@ -33,6 +34,23 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     store = open_store(args.store)
+    if getattr(args, "cluster", None) is None:
+        if getattr(args, "shards", None) is not None:
+            raise SpecError("--shards", "--shards only with --cluster", args.shards)
+        return _run(args, store, None)
+    from archlab.cluster import ClusterAddress, ShardedLoad, open_cluster  # lazy: Dask only when asked for
+
+    address = ClusterAddress.parse(args.cluster)
+    if args.shards is not None and args.shards < 1:
+        raise SpecError("--shards", "an integer >= 1", args.shards)
+    with open_cluster(address) as cluster:
+        shards = args.shards if args.shards is not None else len(cluster.load_workers())
+        if shards < 1:
+            raise SpecError("--cluster", "a cluster with at least one load worker (a worker started with --resources load=1)", args.cluster)
+        return _run(args, store, ShardedLoad(cluster, shards))
+
+
+def _run(args: argparse.Namespace, store: Store, executor) -> int:
     created: list[RunHandle] = []
 
     def announce(handle: RunHandle) -> None:
@@ -45,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             if args.spec is not None:
                 raise SpecError("SPEC", "no spec with --resume (the run's stored spec is used)", str(args.spec))
-            handle = resume_run(known_run(store, args.resume, "--resume"), store, stream=sys.stderr, on_created=announce)
+            handle = resume_run(known_run(store, args.resume, "--resume"), store, stream=sys.stderr, on_created=announce,
+                                load_executor=executor)
         else:
-            handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce)
+            handle = run_spec(args.spec or default_spec(), store, stream=sys.stderr, on_created=announce, load_executor=executor)
     except Interrupted as e:
         if created:
             _say(
@@ -55,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
                 f"  archlab run --resume {created[0].run_id} --store {args.store}"
             )
         return e.exit_code
+    except ResumableFault as e:
+        if not created:
+            raise
+        cluster = f" --cluster {args.cluster}" if getattr(args, "cluster", None) else ""
+        _say(f"error: {e}; run {created[0].run_id} stopped before recording that cell. Resume it with:\n"
+             f"  archlab run --resume {created[0].run_id} --store {args.store}{cluster}")
+        return e.exit_status
     return _finish(store, handle, write_report=not args.no_report)
 
 
@@ -74,8 +100,11 @@ def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
 
 def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
+    from archlab.report.sources import column_source_lines
 
     print(terminal_table(view.rows))
+    for line in column_source_lines(view.manifest):
+        print(line)
 
 
 def _write_report(view: RunView, path: Path) -> None:
@@ -150,7 +179,7 @@ def architectures(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_columns(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_columns(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())

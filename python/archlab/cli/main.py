@@ -42,6 +42,7 @@ _LAZY_VERBS = {
     "fit-usl": ("archlab.models.cli", "subparsers", "fit the Universal Scalability Law (or Amdahl) to a CSV of N,X"),
     "model": ("archlab.models.cli", "subparsers", "evaluate a queueing model, or fit the USL to a stored run (--run)"),
     "simulate": ("archlab.sim.cli", "subparsers", "run a discrete-event simulation model (TOML)"),
+    "compare": ("archlab.compare.cli", "parser", "compare two runs cell by cell: throughput and latency changes with intervals and a verdict"),
 }
 
 
@@ -96,6 +97,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     store_option(p)
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: run only the cells it has not recorded")
     p.add_argument("--no-report", action="store_true", help="skip the report: no table, no report.html (`archlab report` makes them later)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run each cell's load as shards on a Dask cluster: tcp://HOST:PORT of a scheduler, or local:N (N local workers)")
+    p.add_argument("--shards", metavar="S", type=int,
+                   help="load shards per cell with --cluster (default: one per load worker, i.e. per worker started with --resources load=1)")
     p.set_defaults(func=commands.run)
 
     p = sub.add_parser(

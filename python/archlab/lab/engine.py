@@ -1,9 +1,10 @@
 """The control plane's view of the data plane: where the ``archlab-engine`` binary is, what it
-says about itself, what each process of a cell is given (:func:`serve_options`: a server's
-options, checked and normalised by the data plane, as the JSON ``serve --options`` reads) and the
-command lines that start them (the one place in Python that spells them).
+says about itself, what each process of a cell is given (:func:`serve_options`, a server's
+options, and :func:`load_params`, a load run's parameters, each checked and normalised by the
+data plane, as the JSON ``serve --options`` and ``load --params`` read) and the command lines
+that start them (the one place in Python that spells them).
 :class:`DataPlaneRegistry` (defined with the spec, re-exported here) answers spec validation's
-questions through the ``archlab._native`` extension, a required part of the package."""
+questions (architectures, workload check) through the ``archlab._native`` extension, a required part of the package."""
 
 from __future__ import annotations
 
@@ -20,13 +21,9 @@ from archlab.errors import EngineNotFound, ProcessFailed
 from archlab.spec.model import Cell, DbSettings, Experiment, Placement
 from archlab.spec.registry import ArchitectureInfo
 from archlab.spec.registry import DataPlaneRegistry as DataPlaneRegistry  # re-exported: its home is the spec
-from archlab.spec.units import engine_duration
 
 ENGINE_ENV = "ARCHLAB_ENGINE"
 BINARY = "archlab-engine"
-# Seed of the open models' schedules when the spec names none (the engine's own default, made
-# explicit so the seed of every repetition is recorded in its command line and summary).
-DEFAULT_SEED = 24301
 _BUILD_HINT = "run `make build` (or `cargo build --release -p archlab-engine`)"
 
 
@@ -104,57 +101,11 @@ class Engine:
             "--options", str(options_path),
         ]  # fmt: skip
 
-    def load_argv(
-        self, target: str, cell: Cell, experiment: Experiment, json_path: Path, hdr_path: Path,
-        records_path: Path | None = None, repetition: int = 1,
-    ) -> list[str]:
-        """The ``load`` command of one cell and repetition. When the cell draws at random
-        (arrivals, session lengths, think times), the seed is the spec's seed plus the
-        repetition minus one: every repetition draws its own schedule (repetitions measure the
-        spread), and a rerun draws the same ones."""
-        load = experiment.load
-        argv = [
-            str(self.path),
-            "load",
-            "--target", target,
-            "--path", cell.workload,
-        ]  # fmt: skip
-        if load.model == "closed":
-            assert cell.concurrency is not None
-            argv += ["--connections", str(cell.concurrency)]
-        else:
-            argv += [
-                "--model", load.model,
-                "--arrivals", str(load.schedule),
-                "--connections", str(load.connections),
-                "--max-connections", str(load.max_connections),
-            ]  # fmt: skip
-            if load.model == "open":
-                argv += ["--rate", _rate(cell.rate_rps)]
-            else:
-                assert load.requests_per_session is not None
-                argv += [
-                    "--session-rate", _rate(cell.session_rate),
-                    "--requests-per-session", load.requests_per_session.engine_syntax(),
-                    "--session-connection", str(load.session_connection),
-                ]  # fmt: skip
-        argv += [
-            "--duration", engine_duration(experiment.duration_s),
-            "--warmup", engine_duration(experiment.warmup_s),
-        ]  # fmt: skip
-        if load.model != "open":  # the open model has no think time (the engine refuses it)
-            argv += ["--think-time", cell.think_time.engine_syntax()]
-        if load.is_random_with(cell.think_time):
-            argv += ["--seed", str((load.seed if load.seed is not None else DEFAULT_SEED) + repetition - 1)]
-        argv += [
-            "--timeout", engine_duration(load.timeout_s),
-            "--cpus", experiment.placement.client_cpu_list,
-            "--json", str(json_path),
-            "--hdr-log", str(hdr_path),
-        ]  # fmt: skip
-        if records_path is not None:
-            argv += ["--records", str(records_path)]
-        return argv
+    def load_argv(self, params_path: Path, json_path: Path, hdr_path: Path) -> list[str]:
+        """``load`` with the parameters of the JSON file ``params_path`` (written from
+        :func:`load_params`), its summary and interval log written to ``json_path`` and
+        ``hdr_path``."""
+        return [str(self.path), "load", "--params", str(params_path), "--json", str(json_path), "--hdr-log", str(hdr_path)]
 
 
 def serve_options(
@@ -179,9 +130,25 @@ def serve_options(
     return contract.check_server(cell.architecture, options)
 
 
-def _rate(value: float | None) -> str:
-    """A rate as the engine parses it: plain decimal, never an exponent."""
-    assert value is not None and value > 0
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def load_params(
+    cell: Cell, experiment: Experiment, target: str | None = None, repetition: int = 1, records_path: Path | None = None
+) -> dict:
+    """The load generator's parameters of one cell and repetition, checked and normalised by the
+    data plane (the JSON object ``archlab-engine load --params`` reads): the spec's
+    (:meth:`Experiment.load_params`), the server's address ``target`` (HOST:PORT), and where to
+    stream raw records. When the cell draws at random (arrivals, session lengths, think times,
+    as the data plane decides), the seed is the spec's seed, else the data plane's default, plus
+    the repetition minus one: every repetition draws its own schedule (repetitions measure the
+    spread), and a rerun draws the same ones."""
+    params = experiment.load_params(cell)
+    drawn = contract.check_load(params)
+    if "seed" in drawn:
+        seed = experiment.load.seed if experiment.load.seed is not None else drawn["seed"]
+        params["seed"] = seed + repetition - 1
+    if target is not None:
+        params["target"] = target
+    if records_path is not None:
+        params["records"] = str(records_path)
+    return contract.check_load(params)
 
 

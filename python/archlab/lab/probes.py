@@ -144,7 +144,7 @@ def cost_between(start: ProcSample, end: ProcSample, requests: int) -> ServerCos
         write_syscalls_per_request=_per(*_syscalls(start, end, "write_syscalls", "syscw"), n),
         peak_rss_kib=peak,
         server_threads=end.num_threads,
-        handoffs_per_request=_per(start.rusage and start.rusage.handoffs, end.rusage and end.rusage.handoffs, n),
+        handoffs_per_request=_per(start.rusage.handoffs if start.rusage else None, end.rusage.handoffs if end.rusage else None, n),
     )
 
 

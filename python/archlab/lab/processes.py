@@ -20,7 +20,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from archlab.errors import Interrupted, ProcessFailed
 
@@ -39,18 +39,23 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
-    """A preexec function asking the kernel to SIGKILL the child when the orchestrator dies.
-    libc is resolved before fork, so the child only makes one system call before exec."""
+def _die_with_parent(parent_pid: int, cpus: Sequence[int] | None = None) -> Callable[[], None] | None:
+    """A preexec function asking the kernel to SIGKILL the child when the orchestrator dies,
+    and pinning it to ``cpus`` before it runs a single instruction of its own (every thread and
+    child it makes inherits the set). libc is resolved before fork, so the child only makes one
+    or two system calls before exec."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: sessions and finally blocks still apply
         return None
+    cpu_set = set(cpus) if cpus else None
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(1)
+        if cpu_set is not None:
+            os.sched_setaffinity(0, cpu_set)
 
     return preexec
 
@@ -92,7 +97,8 @@ class ManagedProcess:
 
     def _read_stdout(self) -> None:
         try:
-            assert self.popen.stdout is not None
+            if self.popen.stdout is None:  # stdout goes to the stderr file (started with merge_stdout)
+                return
             for line in self.popen.stdout:
                 self._lines.put(line.rstrip("\r\n"))
         except (OSError, ValueError):  # pipe closed under us while stopping
@@ -208,20 +214,35 @@ class ProcessGroup:
     def processes(self) -> tuple[ManagedProcess, ...]:
         return tuple(self._procs)
 
-    def start(self, name: str, argv: Sequence[str], stderr_path: Path, run_as: RunAs | None = None, cwd: Path | None = None) -> ManagedProcess:
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        stderr_path: Path,
+        run_as: RunAs | None = None,
+        cwd: Path | None = None,
+        *,
+        cpus: Sequence[int] | None = None,
+        env: Mapping[str, str] | None = None,
+        merge_stdout: bool = False,
+    ) -> ManagedProcess:
+        """Start ``argv`` in its own session. ``cpus`` pins it from its first instruction,
+        ``env`` replaces its environment, ``merge_stdout`` sends stdout to the stderr file too
+        (a foreign program's output is kept, not read)."""
         with self.critical():  # a child must never exist without being tracked
             with open(stderr_path, "wb") as stderr:
                 try:
                     popen = subprocess.Popen(
                         list(argv),
                         stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
+                        stdout=stderr if merge_stdout else subprocess.PIPE,
                         stderr=stderr,
                         text=True,
                         bufsize=1,
                         start_new_session=True,
-                        preexec_fn=_die_with_parent(os.getpid()),
+                        preexec_fn=_die_with_parent(os.getpid(), cpus),
                         cwd=cwd,
+                        env=dict(env) if env is not None else None,
                         **(run_as.popen_kwargs() if run_as is not None else {}),
                     )
                 except OSError as e:

@@ -5,7 +5,14 @@ probes the server when the generator announces ``phase measure`` and ``phase end
 to just before the generator starts / just after it exits), stops the server, and records one
 catalog row. A pair that fails (server dies, generator cannot connect, summary missing) becomes a
 ``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
-every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130."""
+every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130. A cell whose
+architecture is a ``system:NAME`` level runs a foreign system or a remote target instead of the
+server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`).
+
+The load generator of a server cell runs here, as a child of this process (the default), or
+through a :class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's
+load hosts, merged into the same summary and interval log); :func:`_run_load` is that one seam.
+A :class:`~archlab.errors.ResumableFault` of an executor stops the run with the pair unrecorded."""
 
 from __future__ import annotations
 
@@ -14,18 +21,22 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
 
-from archlab.errors import ArchlabError, Interrupted, ProcessFailed
+from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
 from archlab.lab import probes
-from archlab.lab.engine import Engine, serve_options
+from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
 from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
 from archlab.spec.model import Cell, Experiment
+from archlab.spec.systems import is_system_level
 from archlab.store.records import CellRecord, ServerCost
 from archlab.store.runs import RunHandle
 from archlab.store.summary import LoadSummary, read_summary
+
+if TYPE_CHECKING:
+    from archlab.lab.system_cell import SystemPool
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,11 @@ class RepFiles:
     """The files of one (cell, repetition) directory."""
 
     directory: Path
+
+    @property
+    def load_params(self) -> Path:
+        """The load generator's parameters, as ``archlab-engine load --params`` read them."""
+        return self.directory / "load.params.json"
 
     @property
     def summary(self) -> Path:
@@ -80,38 +96,64 @@ class RepFiles:
 
 @dataclass
 class Window:
-    """The server probes bracketing the measurement window, and where each came from."""
+    """The server probes bracketing the measurement window, and where each came from (a
+    :class:`probes.ProcSample` of an archlab server, a tree sample of a foreign system)."""
 
-    start: probes.ProcSample
+    start: Any
     start_source: str
-    end: probes.ProcSample | None = None
+    end: Any | None = None
     end_source: str = "after load exit"
+
+
+class LoadExecutor(Protocol):
+    """Runs a cell's load command elsewhere than in this process (see :func:`_run_load`)."""
+
+    def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
+        """Run the load of ``argv`` within ``limit_s`` and leave in ``directory`` what a local
+        run leaves there (``summary.json``, ``hdr.log``, ``load.stderr``); raise an
+        :class:`ArchlabError` naming the cause on failure."""
+        ...
+
+    def describe(self) -> dict:
+        """Where the load runs (hosts, clocks...), recorded under ``load_hosts`` in the manifest
+        each time a run starts or resumes with this executor."""
+        ...
 
 
 class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
 
 
-def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None) -> str:
-    """Run the pending pairs of ``handle``; returns the run's final status (``complete``)."""
+def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None,
+            load_executor: LoadExecutor | None = None) -> str:
+    """Run the pending pairs of ``handle``, the load generator locally or through
+    ``load_executor``; returns the run's final status (``complete``)."""
     pending = handle.pending()
     planned = handle.experiment.cells_planned
     progress = Progress(total=planned, done=planned - len(pending), stream=stream)
+    if load_executor is not None:
+        handle.store.append_manifest_fact(handle.run_id, "load_hosts", load_executor.describe())
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
                 database = _start_database(group, handle) if any(needs_postgres(c.workload) for c, _ in pending) else None
+                # Systems declared reusable live for the run too (see archlab.lab.system_cell).
+                systems = _system_pool(group, handle)
                 try:
                     for cell, rep in pending:
                         progress.cell_started(cell, rep)
-                        record = _run_pair(group, engine, handle, cell, rep, config, database)
+                        record = _run_pair(group, engine, handle, cell, rep, config, database, systems, load_executor)
                         with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
                             handle.record(cell, rep, record)
                         progress.cell_finished(cell, rep, record)
                 finally:
-                    if database is not None:
-                        database.stop(group)
+                    try:
+                        if systems is not None:
+                            systems.stop_all()
+                    finally:
+                        if database is not None:
+                            database.stop(group)
                 with group.critical():
                     handle.set_status("complete")
             except Interrupted:
@@ -132,6 +174,15 @@ def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
     return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10))
 
 
+def _system_pool(group: ProcessGroup, handle: RunHandle) -> "SystemPool | None":
+    """The run's pool of reusable foreign systems, or None when the spec declares no system."""
+    if not handle.experiment.systems:
+        return None
+    from archlab.lab.system_cell import SystemPool  # it builds on this module
+
+    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus)
+
+
 def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
     with group.critical():
         group.stop_all()  # before anything else: no process may outlive this
@@ -139,11 +190,29 @@ def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
 
 
 def _run_pair(
-    group: ProcessGroup, engine: Engine, handle: RunHandle, cell: Cell, rep: int, config: RunnerConfig, database: Postgres | None = None
+    group: ProcessGroup,
+    engine: Engine,
+    handle: RunHandle,
+    cell: Cell,
+    rep: int,
+    config: RunnerConfig,
+    database: Postgres | None = None,
+    systems: "SystemPool | None" = None,
+    load_executor: LoadExecutor | None = None,
 ) -> CellRecord:
     files = RepFiles(handle.prepare_rep_dir(cell, rep))
     try:
-        summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database)
+        if is_system_level(cell.architecture):
+            from archlab.lab import system_cell  # it builds on this module
+
+            assert systems is not None  # a spec with system levels declares systems
+
+            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems)
+        else:
+            summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
+    except ResumableFault as e:
+        files.error.write_text(str(e) + "\n")
+        raise
     except (ArchlabError, OSError) as e:
         files.error.write_text(str(e) + "\n")
         return CellRecord(
@@ -174,6 +243,7 @@ def _measure(
     files: RepFiles,
     config: RunnerConfig,
     database: Postgres | None = None,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost, dict]:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
@@ -193,8 +263,10 @@ def _measure(
             host, port = _listening_address(server, config.ready_timeout_s)
             _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
             records = files.records if exp.load.records else None
-            argv = engine.load_argv(f"{host}:{port}", cell, exp, files.summary, files.hdr_log, records_path=records, repetition=rep)
-            window = _drive_load(group, argv, server, exp, files, config)
+            params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
+            files.load_params.write_text(json.dumps(params, indent=2) + "\n")
+            argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
+            window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         finally:
             server_exit = group.stop(server)
     finally:
@@ -218,9 +290,44 @@ def _measure(
     return summary, cost, probe_doc
 
 
+def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig,
+              load_executor: LoadExecutor | None, label: str) -> Window:
+    """The seam: the cell's load command run here, or by ``load_executor`` (whose processes
+    this one does not see: the server is probed just before and just after)."""
+    if load_executor is None:
+        return _drive_load(group, argv, server, exp, files, config)
+    window = Window(start=_probe(server, config), start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    load_executor.run_load(argv, files.directory, limit_s, label)
+    if server.poll() is not None:
+        raise server.failure(f"{describe_exit(server.poll())} during the load run")
+    window.end = _probe(server, config)
+    return window
+
+
 def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:
     """Run the load generator to its end, probing the server at the window's edges."""
-    before = _probe(server, config)  # fallback if the generator never announces its window
+
+    def check_alive() -> None:
+        # A dead server explains a failing generator better than the generator can.
+        if server.poll() is not None:
+            raise server.failure(f"{describe_exit(server.poll())} during the load run")
+
+    return drive_load(group, argv, lambda: _probe(server, config), check_alive, exp, files, config)
+
+
+def drive_load(
+    group: ProcessGroup,
+    argv: list[str],
+    probe: Callable[[], Any],
+    check_alive: Callable[[], None],
+    exp: Experiment,
+    files: RepFiles,
+    config: RunnerConfig,
+) -> Window:
+    """Run the load generator to its end, calling ``probe`` at the window's edges (before it
+    starts and after it exits when it does not announce them) and ``check_alive`` after it."""
+    before = probe()  # fallback if the generator never announces its window
     load = group.start("load generator", argv, files.load_stderr)
     window = Window(start=before, start_source="before load start")
     limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
@@ -234,19 +341,17 @@ def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, ex
             if line is None:
                 break
             if line == "phase measure":
-                window.start, window.start_source = _probe(server, config), "phase measure"
+                window.start, window.start_source = probe(), "phase measure"
             elif line == "phase end":
-                window.end, window.end_source = _probe(server, config), "phase end"
+                window.end, window.end_source = probe(), "phase end"
         load_exit = load.wait_exit(5.0)
     finally:
         group.stop(load)
-    # A dead server explains a failing generator better than the generator can.
-    if server.poll() is not None:
-        raise server.failure(f"{describe_exit(server.poll())} during the load run")
+    check_alive()
     if load_exit != 0:
         raise load.failure(describe_exit(load_exit))
     if window.end is None:
-        window.end = _probe(server, config)
+        window.end = probe()
     return window
 
 

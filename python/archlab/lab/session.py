@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from archlab.lab.engine import DataPlaneRegistry, Engine
-from archlab.lab.runner import RunnerConfig, execute
+from archlab.lab.runner import LoadExecutor, RunnerConfig, execute
 from archlab.spec import SpecEnvironment, load_spec, parse_spec
 from archlab.store import EngineFacts, RunHandle, Store
 
@@ -20,19 +20,22 @@ def run_spec(
     config: RunnerConfig = RunnerConfig(),
     stream: TextIO | None = None,
     on_created=None,
+    load_executor: LoadExecutor | None = None,
 ) -> RunHandle:
-    """Validate ``spec_path``, create a run in ``store`` and execute it. ``on_created(handle)`` is
-    called once the run exists (the CLI uses it to say where the run goes and how to resume)."""
+    """Validate ``spec_path``, create a run in ``store`` and execute it (the load through
+    ``load_executor`` when given). ``on_created(handle)`` is called once the run exists (the
+    CLI uses it to say where the run goes and how to resume)."""
     experiment, text = load_spec(spec_path, SpecEnvironment.local(DataPlaneRegistry()))
     engine = Engine.locate()
     with store.create_run(experiment, text, EngineFacts(engine.version, engine.build_profile)) as handle:
         if on_created is not None:
             on_created(handle)
-        execute(handle, engine, config, stream)
+        execute(handle, engine, config, stream, load_executor)
     return handle
 
 
-def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None, on_created=None) -> RunHandle:
+def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None, on_created=None,
+               load_executor: LoadExecutor | None = None) -> RunHandle:
     """Re-validate the run's stored spec and execute the (cell, repetition) pairs it lacks."""
     manifest = store.read_manifest(run_id)
     engine = Engine.locate()
@@ -40,5 +43,5 @@ def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(),
     with store.open_run(run_id, experiment) as handle:
         if on_created is not None:
             on_created(handle)
-        execute(handle, engine, config, stream)
+        execute(handle, engine, config, stream, load_executor)
     return handle

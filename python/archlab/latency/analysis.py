@@ -100,7 +100,7 @@ class LatencyAnalysis:
             discrete = isinstance(p, DiscretePowerLaw)
             tail["power_law_csn"] = {"model": "discrete (zeta)" if discrete else "continuous (Pareto)",
                                      "alpha": p.alpha_, "se": _finite(p.alpha_se_),
-                                     "exponent": p.exponent_ if discrete else p.alpha_ + 1,
+                                     "exponent": p.exponent_ if isinstance(p, DiscretePowerLaw) else p.alpha_ + 1,
                                      "xmin": p.xmin_, "n_tail": p.n_tail_, "ks": p.ks_, "pvalue": self.power_law_pvalue}
         if self.pot is not None:
             g = self.pot
@@ -212,6 +212,7 @@ class LatencyAnalysis:
             axes["mean-excess"] = plots.plot_mean_excess(mean_excess(self.samples), unit=self.samples.unit,
                                                          threshold=None if self.pot is None else self.pot.threshold)
         if self.pot is not None:
+            assert self.pot_samples is not None  # set with pot (analyse)
             axes["gpd-qq"] = plots.plot_gpd_qq(self.pot, self.pot_samples)
         if self.pot_stability is not None:
             axes["threshold-stability"] = plots.plot_threshold_stability(self.pot_stability, unit=self.samples.unit)

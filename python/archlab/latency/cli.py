@@ -207,9 +207,12 @@ def _run_of_files(args: argparse.Namespace) -> int:
         if len(args.files) > 1:
             raise LatencyError(f"{printed_only[0][0]}: holds only printed percentiles, which cannot be merged with "
                                "other files: analyse it alone")
-        return _print_percentiles(args.files[0], printed_only[0][1], args)
+        report = printed_only[0][1]
+        assert report is not None  # a reading holds samples or printed percentiles
+        return _print_percentiles(args.files[0], report, args)
     samples = readings[0].samples
     for reading in readings[1:]:
+        assert samples is not None and reading.samples is not None  # no printed-only reading here
         samples = samples.merge(reading.samples)
     hdr = all(r.format in ("hdr-log", "load-summary") for r in readings)
     result = _analyze(samples, args, "hdr" if hdr else "auto")

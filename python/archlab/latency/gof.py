@@ -102,5 +102,6 @@ def goodness_of_fit(fit: DistributionFit, samples: Samples, statistic: str = "ks
     if statistic == "ks":
         naive = float(sps.kstwo.sf(observed, n))
     else:
+        assert bins is not None  # chi2 always has its bins
         naive = float(sps.chi2.sf(observed, bins - 1 - fit.n_params_)) if bins - 1 > fit.n_params_ else math.nan
     return GoodnessOfFit(fit.name, statistic, observed, (1 + exceed) / (n_boot + 1), naive, n_boot, bins)

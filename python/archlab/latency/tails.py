@@ -194,6 +194,7 @@ class HillEstimator:
             else:
                 self.k_ = self._double_bootstrap(samples)
         else:
+            assert not isinstance(self.k, str)  # "auto" took the branch above
             if self.k >= samples.n:
                 raise ParameterError("k", f"an integer in [1, {samples.n - 1}] (n - 1)", self.k)
             self.k_ = int(self.k)

@@ -169,6 +169,7 @@ class DiscretePowerLaw:
                 eligible = eligible[np.unique(np.linspace(0, eligible.size - 1, self.max_candidates).round().astype(int))]
             xmins = values[eligible]
         else:
+            assert not isinstance(self.xmin, str)  # "auto" took the branch above
             start = int(np.searchsorted(values, round(self.xmin / self.step)))
             if start >= values.size:
                 raise InsufficientData(f"xmin={self.xmin!r} is above every observation (max {samples.max:g})")

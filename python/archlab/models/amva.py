@@ -126,11 +126,14 @@ def _seidmann(network: ClosedNetwork) -> tuple[np.ndarray, np.ndarray]:
     queue_part, delay_part = [], []
     for c in network.centres:
         if c.kind is CentreKind.DELAY:
-            queue_part.append(0.0), delay_part.append(1.0)
+            queue_part.append(0.0)
+            delay_part.append(1.0)
         elif c.kind is CentreKind.QUEUEING:
-            queue_part.append(1.0), delay_part.append(0.0)
+            queue_part.append(1.0)
+            delay_part.append(0.0)
         elif c.servers is not None:
-            queue_part.append(1.0 / c.servers), delay_part.append((c.servers - 1.0) / c.servers)
+            queue_part.append(1.0 / c.servers)
+            delay_part.append((c.servers - 1.0) / c.servers)
         else:
             raise ModelError(
                 f"{c.name}.kind", "queueing, delay or multiserver centres for approximate MVA", c.kind.value,

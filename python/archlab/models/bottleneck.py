@@ -76,7 +76,7 @@ def read_utilisations(utilisations: Mapping[str, float], threshold: float = 0.9)
     valid = {k: float(v) for k, v in utilisations.items() if v == v}
     if not valid:
         raise ModelError("utilisations", "at least one utilisation that is not NaN", dict(utilisations))
-    name = max(valid, key=valid.get)
+    name = max(valid, key=valid.__getitem__)
     u = valid[name]
     if u >= threshold:
         return BottleneckReading(name, None, f"{name} is busy {u:.1%} of the time (>= {threshold:.0%})")

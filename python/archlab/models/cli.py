@@ -157,7 +157,8 @@ def _read_columns(path: Path, n_column: str, x_column: str) -> tuple[list[float]
             if header is None or n_column not in header or x_column not in header:
                 raise ModelError(str(path), f"a header line naming the columns {n_column!r} and {x_column!r}", header or [])
             at = (header.index(n_column), header.index(x_column))
-            n, x = [], []
+            n: list[float] = []
+            x: list[float] = []
             for row in reader:
                 line = reader.line_num
                 if not row:

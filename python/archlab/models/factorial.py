@@ -10,6 +10,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from scipy import stats
@@ -196,7 +197,7 @@ def design_from_records(
             index |= (value == high) << bit
         if response not in rec:
             raise ModelError("response", f"a key present in every record ({response!r})", sorted(rec))
-        cells[index].append(float(rec[response]))
+        cells[index].append(float(cast(float, rec[response])))
     counts = {len(v) for v in cells.values()}
     if len(counts) != 1 or 0 in counts:
         raise ModelError("records", "the same number (>= 1) of runs in every cell", {i: len(v) for i, v in cells.items()})

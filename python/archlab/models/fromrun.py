@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
@@ -150,7 +150,8 @@ def design_from_run(
 
 def _low_high(levels: list[object]) -> tuple[object, object]:
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels):
-        return tuple(sorted(levels))  # type: ignore[return-value]
+        low, high = sorted(cast(list[float], levels))
+        return low, high
     return levels[0], levels[1]
 
 
@@ -266,7 +267,7 @@ class GroupFit:
 
 
 def fit_group(
-    key: GroupKey, rows: Sequence[ResultRow], confidence: float = 0.95, weighting: str = "relative"
+    key: GroupKey, rows: Sequence[ResultRow], confidence: float = 0.95, weighting: Literal["none", "relative"] = "relative"
 ) -> GroupFit:
     """Fit the USL (Amdahl when the USL is unidentifiable) to one group's rows and compare.
     Relative weighting by default: run-to-run spread is a percentage of the throughput, and
@@ -325,7 +326,7 @@ def _superlinear(levels: Sequence[LevelComparison], tolerance: float = 0.05) -> 
 
 
 def fit_run(
-    manifest: Manifest, rows: Iterable[ResultRow], confidence: float = 0.95, weighting: str = "relative",
+    manifest: Manifest, rows: Iterable[ResultRow], confidence: float = 0.95, weighting: Literal["none", "relative"] = "relative",
 ) -> list[GroupFit]:
     """One :class:`GroupFit` per group of a closed-model run, in the rows' order. An open or
     partly-open run is refused: there the concurrency does not set the population N."""

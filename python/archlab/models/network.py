@@ -11,6 +11,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class ClosedNetwork:
         if len(classes) != 1:
             raise ModelError("centres", "the same number of class demands at every centre", sorted(classes))
         (n_classes,) = classes
-        z = (think_time,) * n_classes if np.isscalar(think_time) else tuple(think_time)
+        z = (cast(float, think_time),) * n_classes if np.isscalar(think_time) else tuple(cast(Sequence[float], think_time))
         if len(z) != n_classes:
             raise ModelError("think_time", f"one value per class ({n_classes})", think_time)
         object.__setattr__(self, "centres", tuple(centres))
@@ -110,7 +111,7 @@ class ClosedNetwork:
         return ClosedNetwork(rest, self.think_times)
 
     def populations(self, population: int | Sequence[int]) -> tuple[int, ...]:
-        pop = (population,) if np.isscalar(population) else tuple(population)
+        pop = (cast(int, population),) if np.isscalar(population) else tuple(cast(Sequence[int], population))
         if len(pop) != self.n_classes:
             raise ModelError("population", f"one count per class ({self.n_classes})", population)
         return tuple(_check.count("population", p, minimum=0) for p in pop)
@@ -154,5 +155,5 @@ def utilisation(network: ClosedNetwork, throughput: np.ndarray, idle: dict[int, 
 
 
 def _demands(name: str, demand: float | Sequence[float]) -> tuple[float, ...]:
-    values = (demand,) if np.isscalar(demand) else tuple(demand)
+    values = (cast(float, demand),) if np.isscalar(demand) else tuple(cast(Sequence[float], demand))
     return tuple(_check.non_negative(f"{name}.demand", d) for d in values)

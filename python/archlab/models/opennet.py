@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def mixed_network(
     if both or neither:
         raise ModelError("classes", "each class open (rate > 0) or closed (population > 0), not both",
                          f"both: {both}, neither: {neither}")
-    z = (think_time,) * n_classes if np.isscalar(think_time) else tuple(think_time)
+    z = (cast(float, think_time),) * n_classes if np.isscalar(think_time) else tuple(cast(Sequence[float], think_time))
     if len(z) != n_classes:
         raise ModelError("think_time", f"one value per class ({n_classes})", think_time)
     closed = [c for c in range(n_classes) if pops[c] > 0]

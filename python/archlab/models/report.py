@@ -10,7 +10,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -26,7 +26,7 @@ _STYLE = style({"font.size": 9}, salt="archlab-models")
 
 def report_section(
     manifest: Manifest, rows: Sequence[ResultRow], confidence: float = 0.95,
-    weighting: str = "relative",
+    weighting: Literal["none", "relative"] = "relative",
 ) -> str:
     """HTML fragment: per architecture and workload, the USL fitted to the measured
     (concurrency, throughput) points, its parameters with intervals, its predicted throughput

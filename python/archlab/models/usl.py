@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 from scipy import optimize, stats
@@ -86,7 +86,7 @@ class USL:
         self.weighting = weighting
 
     # ------------------------------------------------------------------ fit
-    def fit(self, n: Sequence[float], x: Sequence[float]) -> USL:
+    def fit(self, n: Sequence[float], x: Sequence[float]) -> Self:
         conf = _check.probability("confidence", self.confidence)
         n_arr, x_arr = self._validate(n, x)
         if self.weighting not in ("none", "relative"):

@@ -12,9 +12,11 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Generator, Iterator
 
 from archlab.errors import SpecError
 from archlab.sim.compare import compare_cell
+from archlab.sim.results import SimulationResult
 from archlab.sim.spec import load_spec
 
 
@@ -31,6 +33,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--time-unit-s", type=float, default=1.0,
                    help="seconds per model time unit when recording (default: 1, model times are seconds)")
     p.add_argument("--json", type=Path, help="also write every cell's result as JSON lines here")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the sweep's cells on a Dask cluster (tcp://HOST:PORT, or local:N); results identical to a local run")
     p.set_defaults(sim_verb="simulate")
 
 
@@ -54,6 +58,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json and (args.json.is_dir() or not args.json.parent.is_dir()):
         raise SpecError("--json", "a file path in an existing directory", str(args.json))
     cells = spec.cells()
+    # The cluster before anything is written: an unreachable scheduler leaves no run behind.
+    cluster = None
+    results: Iterator[SimulationResult]
+    if getattr(args, "cluster", None) is not None:
+        from archlab.cluster import ClusterAddress, open_cluster, simulate_cells  # lazy: Dask only when asked for
+
+        cluster = open_cluster(ClusterAddress.parse(args.cluster))
+        results = simulate_cells(cluster, simulation, [cell.model for cell in cells])
+    else:
+        results = (simulation.run(cell.model) for cell in cells)
     recorder = None
     if getattr(args, "store", None) is not None:
         from archlab.cli.stores import open_store
@@ -71,15 +85,14 @@ def run(args: argparse.Namespace) -> int:
           f"seed {simulation.seed}; times in model units, {simulation.confidence:.0%} confidence intervals", flush=True)
     status = "interrupted"
     try:
-        for cell in cells:
-            result = simulation.run(cell.model)
+        for cell, result in zip(cells, results):
             if recorder is not None:
                 recorder.record(cell.levels, result, cell.model)
             levels = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in cell.levels.items()) or "(single cell)"
             r = result.response
             print(f"\n[{levels}]  X {r.throughput}  R {r.mean}  p99 {r.p99}")
             row = spec.reference.row(cell.levels) if spec.reference else None
-            if row is not None:
+            if spec.reference is not None and row is not None:
                 for c in compare_cell(result, spec.reference, row):
                     mark = "inside" if c.inside else "OUTSIDE"
                     print(f"    {c.metric:<14} published {c.published:<12.6g} ours {c.simulated.mean * c.scale:<12.6g}"
@@ -94,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps({"levels": cell.levels, "result": dataclasses.asdict(result)}, default=str) + "\n")
         status = "complete"
     finally:
+        if cluster is not None:
+            if isinstance(results, Generator):
+                results.close()  # cancels the cells not yet collected
+            cluster.close()
         if out:
             out.close()
         if recorder is not None:

@@ -9,6 +9,7 @@ their type hints, so adding a field means adding it in one place on each side.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from dataclasses import dataclass
@@ -280,10 +281,10 @@ class SimulationResult:
                          + ("  at the search limit: the run had not settled, lengthen the horizon"
                             if self.mser.at_limit else ""))
         if self.stop is not None:
-            s = self.stop
-            where = f", horizon {s.horizon:g}" if s.horizon is not None else ""
-            lines.append(f"  stop ({s.method}) {s.metric} {s.estimate}: relative half-width {s.achieved:.3g} "
-                         f"{'<=' if s.met else '>'} {s.target:g}{where}")
+            stop = self.stop
+            where = f", horizon {stop.horizon:g}" if stop.horizon is not None else ""
+            lines.append(f"  stop ({stop.method}) {stop.metric} {stop.estimate}: relative half-width {stop.achieved:.3g} "
+                         f"{'<=' if stop.met else '>'} {stop.target:g}{where}")
         for name, s in self.stations.items():
             util = f"util {s.utilisation}  " if s.utilisation is not None else ""
             lines.append(f"  station {name:<10} {util}jobs {s.mean_jobs}  queue {s.mean_queue}")
@@ -294,6 +295,15 @@ class SimulationResult:
                         lines.append(f"    class {cname:<10} {cutil}jobs {c.mean_jobs}  X {c.throughput}  "
                                      f"residence {c.mean_residence}")
         return "\n".join(lines)
+
+
+@functools.cache
+def _fields(cls) -> tuple[tuple[str, object], ...]:
+    """A dataclass's field names with their resolved types. Resolving the annotations (strings,
+    under ``from __future__ import annotations``) costs far more than building the value, and a
+    result holds hundreds of these values, so it is done once per class."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
 
 
 def _decode(hint, data):
@@ -308,8 +318,7 @@ def _decode(hint, data):
     if origin is list:
         return [_decode(args[0], item) for item in data]
     if dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return hint(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(hint)})
+        return hint(**{name: _decode(field_hint, data[name]) for name, field_hint in _fields(hint)})
     if hint is float:
         return math.nan if data is None else float(data)
     return data

@@ -61,7 +61,7 @@ class Simulation:
     stop: StopRule | None = None
 
     def to_spec(self) -> dict:
-        spec = {"horizon": self.horizon, "warmup": self.warmup, "replications": self.replications,
+        spec: dict[str, object] = {"horizon": self.horizon, "warmup": self.warmup, "replications": self.replications,
                 "seed": self.seed, "threads": self.threads, "batches": self.batches, "confidence": self.confidence}
         if self.stop is not None:
             spec["stop"] = self.stop.to_spec()

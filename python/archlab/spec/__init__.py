@@ -19,7 +19,9 @@ partly-open); requests_per_session, session_connection (partly-open). A key of a
 refused; ``[placement]`` server_cpus, client_cpus (default: server on the last CPU, client on the
 others); ``[db]`` pool (the server's ``db_pool``), wait (a duration in whole ms, the server's
 ``db_wait_ms``) and rows (default 10,000) of the ``/db`` workload's connection pool and table,
-refused when no workload is ``/db``. Ranges and defaults of the server's options are the data
+refused when no workload is ``/db``; ``[[systems]]`` systems under test the lab starts from a
+command or loads at a remote target, each a level ``system:NAME`` of the architecture factor
+(:mod:`archlab.spec.systems`). Ranges and defaults of the server's options are the data
 plane's, read through ``archlab._native`` (see :mod:`archlab.contract`).
 """
 

@@ -12,9 +12,10 @@ import itertools
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, Union, cast
 
-from archlab.spec.units import engine_duration, format_cpu_list, short_duration
+from archlab.spec.systems import SystemSpec
+from archlab.spec.units import format_cpu_list, short_duration
 
 Level = Union[str, int, float]
 
@@ -30,34 +31,17 @@ LOAD_MODELS: tuple[LoadModel, ...] = ("closed", "open", "partly-open")
 # arrival rate (req/s), the partly-open model's session arrival rate (sessions/s).
 LEVEL_FACTOR: dict[str, str] = {"closed": "concurrency", "open": "rate", "partly-open": "session_rate"}
 Schedule = Literal["poisson", "constant"]
-SCHEDULES: tuple[Schedule, ...] = ("poisson", "constant")
 SessionConnection = Literal["new", "pooled"]
-SESSION_CONNECTIONS: tuple[SessionConnection, ...] = ("new", "pooled")
 SessionLength = Literal["fixed", "geometric"]
 
-# Keys of [load], and the models each belongs to: a key given for another model is refused
-# rather than silently ignored.
-LOAD_KEY_MODELS: dict[str, tuple[LoadModel, ...]] = {
-    "model": LOAD_MODELS,
-    "timeout": LOAD_MODELS,
-    "records": LOAD_MODELS,
-    "think_time": ("closed", "partly-open"),
-    "schedule": ("open", "partly-open"),
-    "connections": ("open", "partly-open"),
-    "max_connections": ("open", "partly-open"),
-    # Every model: the closed one draws at random too when its think time is random.
-    "seed": LOAD_MODELS,
-    "requests_per_session": ("partly-open",),
-    "session_connection": ("partly-open",),
-}
-LOAD_KEYS = tuple(LOAD_KEY_MODELS)
-# Factors that belong to some models only (the others apply to every model).
-FACTOR_MODELS: dict[str, tuple[LoadModel, ...]] = {
-    "concurrency": ("closed",),
-    "rate": ("open",),
-    "session_rate": ("partly-open",),
-    "think_time": ("closed", "partly-open"),
-}
+# Keys of [load] (the spec's vocabulary; which model takes which parameter is the data plane's
+# rule, see archlab.contract.check_load).
+LOAD_KEYS = (
+    "model", "timeout", "records", "think_time", "schedule", "connections", "max_connections", "seed",
+    "requests_per_session", "session_connection",
+)  # fmt: skip
+# The factors that set the load of one model each (the inverse of LEVEL_FACTOR).
+FACTOR_MODELS: dict[str, tuple[LoadModel, ...]] = {"concurrency": ("closed",), "rate": ("open",), "session_rate": ("partly-open",)}
 
 # Server options the lab sets itself rather than [server]: the CPUs of [placement], the services
 # that /call and /db use, and the pool and wait of [db].
@@ -91,7 +75,8 @@ ThinkDistribution = Literal["constant", "exp", "uniform"]
 class ThinkTime:
     """Think time between a response and the next request of a user (closed) or session
     (partly-open): constant, exponential with mean ``low_s``, or uniform on [``low_s``,
-    ``high_s``]; the engine's ``5ms``, ``exp:5ms`` and ``uniform:2ms-8ms``."""
+    ``high_s``]; written ``5ms``, ``exp:5ms`` and ``uniform:2ms-8ms`` (the data plane's syntax,
+    read by it: :meth:`parse`)."""
 
     distribution: ThinkDistribution = "constant"
     low_s: float = 0.0  # the constant, the exponential's mean, or the uniform's minimum
@@ -105,14 +90,6 @@ class ThinkTime:
     @property
     def is_random(self) -> bool:
         return self.distribution != "constant"
-
-    def engine_syntax(self) -> str:
-        """As ``archlab-engine load --think-time`` takes it, in whole microseconds."""
-        if self.distribution == "uniform":
-            assert self.high_s is not None
-            return f"uniform:{engine_duration(self.low_s)}-{engine_duration(self.high_s)}"
-        prefix = "exp:" if self.distribution == "exp" else ""
-        return prefix + engine_duration(self.low_s)
 
     @property
     def text(self) -> str:
@@ -135,23 +112,21 @@ class ThinkTime:
         return self.text if self.is_random else None
 
     @classmethod
+    def parse(cls, value: object) -> "ThinkTime":
+        """A think time as the spec writes it (a duration or a number of seconds, ``exp:MEAN``,
+        ``uniform:MIN-MAX``), read by the data plane; raises
+        :class:`archlab.contract.OptionRefused`."""
+        from archlab import contract
+
+        kind, low, high = contract.think_time(value)
+        return cls({"exponential": "exp"}.get(kind, kind), low, high)  # type: ignore[arg-type]
+
+    @classmethod
     def from_level(cls, level: Level) -> "ThinkTime":
         """The inverse of :attr:`level` (the text of a random level is canonical, so exact)."""
         if not isinstance(level, str):
             return cls("constant", float(level))
-        kind, _, value = level.partition(":")
-        if kind == "uniform":
-            low, _, high = value.partition("-")
-            return cls("uniform", _label_seconds(low), _label_seconds(high))
-        return cls("exp", _label_seconds(value))
-
-
-def _label_seconds(text: str) -> float:
-    """Seconds of a :func:`short_duration` label (``10ms``, ``1500us``, ``2s``)."""
-    for unit, scale in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
-        if text.endswith(unit):
-            return int(text[: -len(unit)]) * scale
-    raise ValueError(f"not a duration label: {text!r}")
+        return cls.parse(level)
 
 
 # Rows of the lab database's table emp when [db] does not say (the lab's choice, not the
@@ -204,15 +179,23 @@ class SessionRequests:
     distribution: SessionLength
     mean: float
 
-    def engine_syntax(self) -> str:
-        """``fixed:5`` or ``geometric:2.5``, as ``archlab-engine load --requests-per-session``."""
+    @property
+    def text(self) -> str:
+        """``fixed:5`` or ``geometric:2.5``: canonical, as the catalog and spec hashes keep it."""
         return f"{self.distribution}:{self.mean:g}"
+
+    @classmethod
+    def of(cls, normalised: str) -> "SessionRequests":
+        """From the data plane's canonical form of a session length (``geometric:5``)."""
+        distribution, _, mean = normalised.partition(":")
+        return cls(distribution, float(mean))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class LoadSettings:
     """How the load generator drives every cell. The fields after ``timeout_s`` belong to the
-    open models only and are None for the closed model (validation refuses them there)."""
+    open models only and are None for the closed model (the data plane refuses them there); after
+    validation they hold what the data plane resolved (its defaults filled in)."""
 
     model: LoadModel
     think_time: ThinkTime
@@ -222,7 +205,7 @@ class LoadSettings:
     # Open and partly-open: connections opened before the start, and the most at once.
     connections: int | None = None
     max_connections: int | None = None
-    # Seed of the arrival schedule (and random session lengths); None: the engine's default.
+    # Seed of every random draw as the spec gives it; None: the data plane's default seed.
     seed: int | None = None
     # Partly-open only.
     requests_per_session: SessionRequests | None = None
@@ -234,18 +217,6 @@ class LoadSettings:
     def think_time_s(self) -> float:
         """The mean think time of ``[load] think_time``."""
         return self.think_time.mean_s
-
-    def is_random_with(self, think: ThinkTime) -> bool:
-        """Whether a cell with this think time draws anything at random (then ``seed`` matters;
-        the engine refuses a seed otherwise): Poisson arrivals, geometric session lengths or a
-        random think time."""
-        geometric = self.requests_per_session is not None and self.requests_per_session.distribution == "geometric"
-        return (self.model != "closed" and (self.schedule == "poisson" or geometric)) or (self.model != "open" and think.is_random)
-
-    @property
-    def is_random(self) -> bool:
-        """:meth:`is_random_with` the think time of ``[load]``."""
-        return self.is_random_with(self.think_time)
 
     def to_dict(self) -> dict:
         """JSON-able form; the closed model's keeps exactly its historical keys unless a random
@@ -260,7 +231,7 @@ class LoadSettings:
             d["seed"] = self.seed
         if self.model == "partly-open":
             assert self.requests_per_session is not None
-            d.update(requests_per_session=self.requests_per_session.engine_syntax(), session_connection=self.session_connection)
+            d.update(requests_per_session=self.requests_per_session.text, session_connection=self.session_connection)
         if self.records:
             d["records"] = True
         return d
@@ -323,6 +294,8 @@ class Experiment:
     placement: Placement
     # The [db] section; None when the spec has none (then the defaults of DbSettings apply).
     db: DbSettings | None = None
+    # The [[systems]] entries: systems under test the lab starts (or loads remotely) by name.
+    systems: tuple[SystemSpec, ...] = ()
 
     @property
     def db_settings(self) -> DbSettings:
@@ -364,6 +337,36 @@ class Experiment:
             n *= len(f.levels)
         return n * self.repetitions
 
+    def load_params(self, cell: Cell) -> dict[str, object]:
+        """The load generator's parameters of ``cell``, keyed as the data plane's contract
+        (``archlab-engine load --params``) names them, before the data plane checks and
+        completes them (:func:`archlab.contract.check_load`): what the spec says, with no default
+        of the data plane's filled in here, and no seed (the runner adds it per repetition)."""
+        load = self.load
+        params: dict[str, object] = {
+            "model": load.model,
+            "path": cell.workload,
+            "think_time": cell.think_time.level,
+            "warmup": self.warmup_s,
+            "duration": self.duration_s,
+            "timeout": load.timeout_s,
+            "cpus": self.placement.client_cpu_list,
+        }
+        if load.model == "closed":
+            params["connections"] = cell.concurrency
+        else:
+            given = {"connections": load.connections, "max_connections": load.max_connections, "arrivals": load.schedule}
+            params.update({k: v for k, v in given.items() if v is not None})
+        if load.model == "open":
+            params["rate"] = cell.rate_rps
+        if load.model == "partly-open":
+            params["session_rate"] = cell.session_rate
+            if load.requests_per_session is not None:
+                params["requests_per_session"] = load.requests_per_session.text
+            if load.session_connection is not None:
+                params["session_connection"] = load.session_connection
+        return params
+
     def to_dict(self) -> dict:
         """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
         server: dict[str, object] = {"threads": self.server.threads, "loops": self.server.loops}
@@ -381,6 +384,8 @@ class Experiment:
         }
         if self.db is not None:  # only when given: specs without [db] keep their hash
             d["db"] = self.db.to_dict()
+        if self.systems:  # only when given: specs without [[systems]] keep their hash
+            d["systems"] = [s.to_dict() for s in self.systems]
         return d
 
     def spec_hash(self) -> str:
@@ -390,7 +395,7 @@ class Experiment:
 
 
 def _opt_int(value: object) -> int | None:
-    return None if value is None else int(value)  # type: ignore[arg-type]
+    return None if value is None else int(cast(int, value))
 
 
 def _opt_float(value: object) -> float | None:

@@ -5,15 +5,21 @@ guarding against typos, and a typo is reported with the list of keys that would 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
+from archlab.spec.systems import SYSTEM_KEYS
+
+# Sections written as arrays of tables ([[systems]]): section -> keys each entry accepts.
+ARRAY_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"systems": SYSTEM_KEYS})
 
 
 @functools.cache
@@ -39,6 +45,11 @@ REQUIRED_SECTIONS = ("experiment", "factors")
 class RawSpec:
     source: str
     tables: Mapping[str, Mapping[str, object]]
+    arrays: Mapping[str, tuple[Mapping[str, object], ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def entries(self, name: str) -> tuple[Mapping[str, object], ...]:
+        """The entries of an array-of-tables section (``[[systems]]``); none if left out."""
+        return self.arrays.get(name, ())
 
     def section(self, name: str) -> Mapping[str, object]:
         """The section's table; an empty one if the spec leaves it out."""
@@ -55,19 +66,41 @@ def parse_toml(text: str, source: str = "<spec>") -> RawSpec:
     except tomllib.TOMLDecodeError as e:
         raise toml_error(text, source, e) from None
     known = sections()
+    arrays = {name: _entries(doc.pop(name), name, keys) for name, keys in ARRAY_SECTIONS.items() if name in doc}
     for section, table in doc.items():
         if section not in known:
-            raise SpecError(section, f"a section {_one_of(list(known))}", f"[{section}]")
+            raise SpecError(section, f"a section {_one_of([*known, *ARRAY_SECTIONS])}", f"[{section}]")
         if not isinstance(table, dict):
             raise SpecError(section, "a table ([" + section + "] followed by keys)", table)
         for key in table:
             if key not in known[section]:
-                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key)
+                raise SpecError(f"{section}.{key}", f"a key {_one_of(known[section])}", key, hint=_suggestion(section, key, known[section]))
     for section in REQUIRED_SECTIONS:
         if section not in doc:
             raise SpecError(section, f"a [{section}] section", "nothing")
     tables = {name: MappingProxyType(dict(table)) for name, table in doc.items()}
-    return RawSpec(source=source, tables=MappingProxyType(tables))
+    return RawSpec(source=source, tables=MappingProxyType(tables), arrays=MappingProxyType(arrays))
+
+
+def _entries(value: object, section: str, keys: tuple[str, ...]) -> tuple[Mapping[str, object], ...]:
+    """An array of tables, each entry's keys checked like a section's."""
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise SpecError(section, f"an array of tables ([[{section}]] followed by keys)", value)
+    for i, entry in enumerate(value):
+        for key in entry:
+            if key not in keys:
+                raise SpecError(f"{section}[{i}].{key}", f"a key {_one_of(keys)}", key)
+    return tuple(MappingProxyType(dict(e)) for e in value)
+
+
+def _suggestion(section: str, key: str, keys: tuple[str, ...]) -> str:
+    """The key meant, for a typo; for a server option with what the data plane says it is."""
+    close = difflib.get_close_matches(key, keys, n=1)
+    if not close:
+        return ""
+    if section == "server":
+        return f"did you mean {close[0]!r}: {contract.server_option(close[0]).doc}"
+    return f"did you mean {close[0]!r}?"
 
 
 def toml_error(text: str, source: str, error: tomllib.TOMLDecodeError) -> SpecError:

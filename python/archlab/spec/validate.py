@@ -1,18 +1,22 @@
 """Stage two of spec validation: :class:`~archlab.spec.raw.RawSpec` -> :class:`Experiment`.
-Every value is type-checked and range-checked here, architectures and workloads are checked
-against the data plane's registry, and cross-field rules are enforced (an option an architecture
-does not accept, a value fixed and varied at once, CPUs that overlap or do not exist). Each
-failure raises :class:`SpecError` naming the dotted field, the allowed values and the value
-received; the first failure stops validation, in the order the spec reads."""
+Values are type-checked here; what the data plane will run is checked by the data plane itself
+(:mod:`archlab.contract`): every architecture with its server options, and the load generator's
+parameters of every distinct cell (ranges, durations, think times, which parameter belongs to
+which load model, seeds). The spec's own rules are enforced here (a value fixed and varied at
+once, CPUs that overlap or do not exist, levels that would share a cell). Each failure raises
+:class:`SpecError` naming the dotted TOML field (``server.ring_size``, ``factors.rate[2]``,
+``load.schedule``), the allowed values and the value received; the first failure stops
+validation."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import itertools
+import json
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from archlab import contract
@@ -24,11 +28,9 @@ from archlab.spec.model import (
     FACTOR_MODELS,
     FACTOR_NAMES,
     LEVEL_FACTOR,
-    LOAD_KEY_MODELS,
     LOAD_MODELS,
     REQUIRED_FACTORS,
-    SCHEDULES,
-    SESSION_CONNECTIONS,
+    Cell,
     DbSettings,
     Experiment,
     Factor,
@@ -45,7 +47,8 @@ from archlab.spec.model import (
 )
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
-from archlab.spec.units import DURATION_SYNTAX, format_cpu_list, parse_cpu_list, parse_duration
+from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
+from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
 _WORKLOAD_EXAMPLES = "a workload target such as '/prime?n=27059', '/sort?n=100000' or '/echo?size=1024'"
@@ -74,13 +77,17 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
     server = _server(raw.section("server"))
     load = _load(raw.section("load"))
-    factors = _factors(raw.section("factors"), env.registry, load.model)
+    systems = parse_systems(raw.entries("systems"), env.cpus)
+    registry = registry_with(env.registry, systems, raw.section("factors").get("architecture"))
+    factors = _factors(raw.section("factors"), registry, load.model)
     _check_not_fixed_and_varied(factors, raw)
-    _check_seed(load, factors)
+    levels = [a for f in factors if f.name == "architecture" for a in f.levels]
+    check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
+    check_used(systems, levels)
     db = _db(raw, factors)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
-    return Experiment(
+    given = Experiment(
         name=name,
         description=description,
         repetitions=repetitions,
@@ -91,7 +98,9 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         load=load,
         placement=placement,
         db=db,
+        systems=systems,
     )
+    return dataclasses.replace(given, load=_check_load(given, raw))
 
 
 # --- scalar helpers ------------------------------------------------------------------------
@@ -122,8 +131,9 @@ def _experiment(t: Mapping[str, object]) -> tuple[str, str, int, float, float]:
         raise SpecError("experiment.name", f"1 to 64 {_NAME_CHARS}", name)
     description = _str(t.get("description", ""), "experiment.description", "a string")
     repetitions = _int(t.get("repetitions", 1), "experiment.repetitions", 1)
+    # The lab's defaults; their bounds are the load generator's (checked with the load).
     warmup_s = parse_duration(t.get("warmup", "1s"), "experiment.warmup")
-    duration_s = parse_duration(t.get("duration", "3s"), "experiment.duration", strict=True)
+    duration_s = parse_duration(t.get("duration", "3s"), "experiment.duration")
     return name, description, repetitions, warmup_s, duration_s
 
 
@@ -140,143 +150,129 @@ def _models_text(models: tuple[str, ...]) -> str:
 
 
 def _load(t: Mapping[str, object]) -> LoadSettings:
+    """``[load]`` as given: the model, think time, timeout (the lab's default 5 s) and records;
+    the other keys are passed to the data plane as given (:func:`_check_load`)."""
     model = t.get("model", "closed")
     if model not in LOAD_MODELS:
-        raise SpecError("load.model", "one of " + ", ".join(f"'{m}'" for m in LOAD_MODELS), model)
-    for key, value in t.items():
-        if model not in LOAD_KEY_MODELS[key]:
-            raise SpecError(
-                f"load.{key}",
-                f"no {key} for the '{model}' model",
-                value,
-                hint=f"{key} applies to the {_models_text(LOAD_KEY_MODELS[key])}",
-            )
-    think_time = parse_think_time(t.get("think_time", 0), "load.think_time")
-    timeout_s = parse_duration(t.get("timeout", "5s"), "load.timeout", strict=True)
+        try:
+            contract.check_load({"model": model})
+        except OptionRefused as e:
+            raise SpecError("load.model", e.allowed, model, hint=e.hint) from None
+        raise SpecError("load.model", "one of " + ", ".join(LOAD_MODELS), model)
+    if model == "closed" and "connections" in t:
+        raise SpecError(
+            "load.connections",
+            "no connections for the 'closed' model",
+            t["connections"],
+            hint="the closed model's users, one connection each, are the levels of factors.concurrency",
+        )
+    think_time = _think_time(t.get("think_time", 0), "load.think_time")
+    timeout_s = parse_duration(t.get("timeout", "5s"), "load.timeout")
     records = t.get("records", False)
     if not isinstance(records, bool):
         raise SpecError("load.records", "true or false", records)
-    if model == "closed":
-        seed = _int(t["seed"], "load.seed", 0) if "seed" in t else None
-        return LoadSettings(model="closed", think_time=think_time, timeout_s=timeout_s, seed=seed, records=records)
-    schedule = t.get("schedule", "poisson")
-    if schedule not in SCHEDULES:
-        raise SpecError("load.schedule", "one of " + ", ".join(f"'{s}'" for s in SCHEDULES), schedule)
-    connections = _int(t.get("connections", 16), "load.connections", 1)
-    max_connections = _int(t.get("max_connections", connections), "load.max_connections", 1)
-    if max_connections < connections:
-        raise SpecError(
-            "load.max_connections",
-            f"an integer >= load.connections ({connections})",
-            max_connections,
-            hint="the cap counts the connections opened before the start too",
-        )
-    seed = _int(t["seed"], "load.seed", 0) if "seed" in t else None
-    settings = LoadSettings(
-        model=model,  # type: ignore[arg-type]
-        think_time=think_time,
-        timeout_s=timeout_s,
-        schedule=schedule,  # type: ignore[arg-type]
-        connections=connections,
-        max_connections=max_connections,
-        seed=seed,
-        records=records,
+    return LoadSettings(model=model, think_time=think_time, timeout_s=timeout_s, seed=t.get("seed"), records=records)  # type: ignore[arg-type]
+
+
+def _think_time(value: object, field: str) -> ThinkTime:
+    try:
+        return ThinkTime.parse(value)
+    except OptionRefused as e:
+        raise SpecError(field, e.allowed, value, hint=e.hint) from None
+
+
+# Keys of [load] passed to the load generator as given, and the parameter each sets.
+_LOAD_PARAMS = {
+    "schedule": "arrivals",
+    "connections": "connections",
+    "max_connections": "max_connections",
+    "requests_per_session": "requests_per_session",
+    "session_connection": "session_connection",
+}
+# The TOML key behind each parameter the load generator may refuse (the others are the cell's).
+_LOAD_KEYS = {
+    "model": "load.model",
+    "arrivals": "load.schedule",
+    "max_connections": "load.max_connections",
+    "requests_per_session": "load.requests_per_session",
+    "session_connection": "load.session_connection",
+    "seed": "load.seed",
+    "timeout": "load.timeout",
+    "records": "load.records",
+    "warmup": "experiment.warmup",
+    "duration": "experiment.duration",
+    "cpus": "placement.client_cpus",
+    "threads": "placement.client_cpus",
+}
+
+
+def _check_load(exp: Experiment, raw: RawSpec) -> LoadSettings:
+    """The load generator's parameters of every distinct cell, checked by the data plane; returns
+    the load settings with what it resolved (arrivals, connections, session lengths). A seed
+    must be wanted by some cell (cells that draw nothing at random run without it)."""
+    t = raw.section("load")
+    given = {param: t[key] for key, param in _LOAD_PARAMS.items() if key in t}
+    shapes: dict[str, tuple[Cell, dict]] = {}
+    for cell in exp.cells():
+        params = {**exp.load_params(cell), **given}
+        # The client CPUs are checked against the CPUs the spec is checked for (_placement),
+        # which need not be this machine's.
+        del params["cpus"]
+        shapes.setdefault(json.dumps(params, sort_keys=True, default=str), (cell, params))
+    resolved, random = None, []
+    for cell, params in shapes.values():
+        out = _load_checked(exp, raw, cell, params)
+        resolved = resolved or out
+        if "seed" in out:
+            random.append((cell, params))
+    load = exp.load
+    if load.seed is not None:
+        # With the seed, on a cell that draws at random (which checks the seed itself), or on
+        # one that draws nothing (which the data plane refuses, saying why).
+        cell, params = random[0] if random else next(iter(shapes.values()))
+        _load_checked(exp, raw, cell, {**params, "seed": load.seed})
+    assert resolved is not None  # every spec has at least one cell
+    if load.model == "closed":
+        return load
+    load = dataclasses.replace(
+        load, schedule=resolved["arrivals"], connections=resolved["connections"], max_connections=resolved["max_connections"]
     )
-    if model == "partly-open":
-        session_connection = t.get("session_connection", "new")
-        if session_connection not in SESSION_CONNECTIONS:
-            raise SpecError("load.session_connection", "one of " + ", ".join(f"'{c}'" for c in SESSION_CONNECTIONS), session_connection)
-        settings = dataclasses.replace(
-            settings,
-            requests_per_session=_session_requests(t.get("requests_per_session", "geometric:5")),
-            session_connection=session_connection,  # type: ignore[arg-type]
+    if load.model == "partly-open":
+        load = dataclasses.replace(
+            load, requests_per_session=SessionRequests.of(resolved["requests_per_session"]), session_connection=resolved["session_connection"]
         )
-    return settings
+    return load
 
 
-def _check_seed(load: LoadSettings, factors: tuple[Factor, ...]) -> None:
-    """The engine refuses a seed when nothing is random; a think-time factor with a random level
-    makes the experiment random (its constant cells then run without the seed)."""
-    if load.seed is None:
-        return
-    think = next((f for f in factors if f.name == "think_time"), None)
-    thinks = [ThinkTime.from_level(v) for v in think.levels] if think is not None else [load.think_time]
-    if not any(load.is_random_with(z) for z in thinks):
-        raise SpecError(
-            "load.seed",
-            "no seed when nothing is random",
-            load.seed,
-            hint="a seed applies to schedule = 'poisson', geometric requests_per_session "
-            "or a random think_time ('exp:MEAN' or 'uniform:MIN-MAX')",
-        )
-
-
-THINK_TIME_SYNTAX = (
-    "a think time: a duration such as '5ms' (constant), 'exp:5ms' (exponential, mean 5 ms) "
-    "or 'uniform:2ms-8ms' (uniform from 2 to 8 ms), at most 24h"
-)
-# The engine's bound on every period (crates/load/src/config.rs, MAX_PERIOD).
-_MAX_THINK_S = 24 * 3600.0
-
-
-def parse_think_time(value: object, field: str) -> ThinkTime:
-    """``5ms`` or a number of seconds (constant), ``exp:MEAN`` (also ``exponential:``) or
-    ``uniform:MIN-MAX``, with the spec's duration syntax inside."""
-    if isinstance(value, str) and ":" in value:
-        kind, _, rest = value.partition(":")
-        kind = kind.strip()
-        if kind in ("exp", "exponential"):
-            think = ThinkTime("exp", _think_part(rest, field, value))
-            if think.low_s <= 0:
-                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="an exponential think time needs a mean > 0")
-        elif kind == "uniform":
-            low, dash, high = rest.partition("-")
-            if not dash:
-                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="uniform needs MIN-MAX")
-            think = ThinkTime("uniform", _think_part(low, field, value), _think_part(high, field, value))
-            assert think.high_s is not None
-            if think.high_s < think.low_s:
-                raise SpecError(field, THINK_TIME_SYNTAX, value, hint="uniform MIN-MAX needs MIN <= MAX")
-        else:
-            raise SpecError(field, THINK_TIME_SYNTAX, value, hint=f"unknown distribution {kind!r} (allowed: exp, uniform)")
-    else:
-        try:
-            think = ThinkTime("constant", parse_duration(value, field))
-        except SpecError:
-            raise SpecError(field, THINK_TIME_SYNTAX, value) from None
-    if max(think.low_s, think.high_s or 0.0) > _MAX_THINK_S:
-        raise SpecError(field, THINK_TIME_SYNTAX, value)
-    return think
-
-
-def _think_part(text: str, field: str, value: object) -> float:
+def _load_checked(exp: Experiment, raw: RawSpec, cell: Cell, params: dict) -> dict:
     try:
-        return parse_duration(text, field)
-    except SpecError:
-        raise SpecError(field, THINK_TIME_SYNTAX, value, hint=f"{text.strip()!r} is not {DURATION_SYNTAX}") from None
+        return contract.check_load(params)
+    except OptionRefused as e:
+        key, value = _load_key(exp, raw, cell, e.parameter, e.received)
+        raise SpecError(key, e.allowed, value, hint=e.hint) from None
 
 
-_SESSION_SYNTAX = "an integer >= 1 (fixed), 'fixed:N' or 'geometric:MEAN' with MEAN >= 1"
+def _load_key(exp: Experiment, raw: RawSpec, cell: Cell, param: str, received: object) -> tuple[str, object]:
+    """The TOML key and value behind a load parameter of ``cell``."""
+    levels = cell.factor_levels()
 
+    def level_of(factor: str) -> tuple[str, object] | None:
+        f = exp.factor(factor)
+        if f is None:
+            return None
+        i = f.levels.index(levels[factor])
+        return f"factors.{factor}[{i}]", raw.section("factors")[factor][i]  # type: ignore[index]
 
-def _session_requests(value: object) -> SessionRequests:
-    field = "load.requests_per_session"
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise SpecError(field, _SESSION_SYNTAX, value)
-        return SessionRequests("fixed", float(value))
-    if not isinstance(value, str):
-        raise SpecError(field, _SESSION_SYNTAX, value)
-    kind, _, number = value.partition(":")
-    try:
-        mean = float(number)
-    except ValueError:
-        raise SpecError(field, _SESSION_SYNTAX, value) from None
-    if kind == "fixed" and mean.is_integer() and mean >= 1:
-        return SessionRequests("fixed", mean)
-    if kind == "geometric" and 1 <= mean < float("inf"):
-        return SessionRequests("geometric", mean)
-    raise SpecError(field, _SESSION_SYNTAX, value)
+    by_factor = {"connections": "concurrency", "rate": "rate", "session_rate": "session_rate", "think_time": "think_time", "path": "workload"}
+    if param in by_factor and (found := level_of(by_factor[param])) is not None:
+        if param != "connections" or exp.load.model == "closed":
+            return found
+    key = _LOAD_KEYS.get(param) or {"connections": "load.connections", "think_time": "load.think_time"}.get(param)
+    if key is None:
+        return f"load ({param})", received
+    section, _, name = key.partition(".")
+    table = raw.section(section)
+    return key, table.get(name, received) if section != "placement" else table.get(name, exp.placement.client_cpu_list)
 
 
 def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel) -> tuple[Factor, ...]:
@@ -323,15 +319,11 @@ def _workload_level(value: object, field: str, registry: Registry) -> str:
     return target
 
 
-# The catalog stores concurrency, threads and loops as 32-bit integers (store/catalog.py).
-_MAX_LEVEL = 2**31 - 1
-
-
-def _positive_level(value: object, field: str, _registry: Registry) -> int:
-    level = _int(value, field, 1)
-    if level > _MAX_LEVEL:
-        raise SpecError(field, f"an integer in 1..={_MAX_LEVEL}", value)
-    return level
+def _integer_level(value: object, field: str, _registry: Registry) -> int:
+    """An integer level (the users of the closed model); its range is the load generator's."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, "an integer", value)
+    return value
 
 
 def _server_option_level(value: object, field: str, _registry: Registry) -> int:
@@ -343,23 +335,20 @@ def _server_option_level(value: object, field: str, _registry: Registry) -> int:
 
 
 def _think_time_level(value: object, field: str, _registry: Registry) -> Level:
-    return parse_think_time(value, field).level
+    return _think_time(value, field).level
 
 
 def _rate_level(value: object, field: str, _registry: Registry) -> float:
-    """A rate per second, > 0 and finite (an int or a float in TOML)."""
-    allowed = "a number > 0 per second"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(field, allowed, value)
-    if not 0 < float(value) < float("inf"):
-        raise SpecError(field, allowed, value)
+    """A rate per second (an int or a float in TOML); its range is the load generator's."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        raise SpecError(field, "a number per second", value)
     return float(value)
 
 
-_LEVEL_CHECKS = {
+_LEVEL_CHECKS: dict[str, Callable[[object, str, Registry], Level]] = {
     "architecture": _architecture_level,
     "workload": _workload_level,
-    "concurrency": _positive_level,
+    "concurrency": _integer_level,
     "rate": _rate_level,
     "session_rate": _rate_level,
     "threads": _server_option_level,
@@ -396,7 +385,7 @@ def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) ->
     """Every architecture with every level of threads and loops (and the fixed options) is
     checked by the data plane: an option the architecture does not take, or a value out of
     range, is refused against the TOML key that set it."""
-    archs = [str(a) for f in factors if f.name == "architecture" for a in f.levels]
+    archs = [str(a) for f in factors if f.name == "architecture" for a in f.levels if not is_system_level(a)]
     varied = {f.name: f for f in factors}
 
     def choices(option: str) -> list[tuple[str, object]]:
@@ -407,7 +396,7 @@ def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) ->
 
     for arch, (threads_key, threads), (loops_key, loops) in itertools.product(archs, choices("threads"), choices("loops")):
         options: dict[str, object] = dict(server.extra)
-        keys = {name: (f"server.{name}", value) for name, value in server.extra}
+        keys: dict[str, tuple[str, object]] = {name: (f"server.{name}", value) for name, value in server.extra}
         for name, key, value in (("threads", threads_key, threads), ("loops", loops_key, loops)):
             if value is not None:
                 options[name], keys[name] = value, (key, value)
@@ -444,7 +433,9 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
         wait_ms = round(wait_s * 1000)
         if abs(wait_s * 1000 - wait_ms) > 1e-6:
             raise SpecError("db.wait", whole_ms, t["wait"])
-    arch = next(str(a) for f in factors if f.name == "architecture" for a in f.levels)
+    arch = next((str(a) for f in factors if f.name == "architecture" for a in f.levels if not is_system_level(a)), None)
+    if arch is None:
+        raise SpecError("db", "no [db] section, since no cell runs an archlab architecture", "[db]", hint="a system's database is its own")
     try:
         contract.check_server(arch, {"db_pool": pool, "db_wait_ms": wait_ms})
     except OptionRefused as e:

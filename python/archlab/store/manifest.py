@@ -21,6 +21,7 @@ from typing import Any, Literal, Mapping
 
 import archlab
 from archlab.spec.model import Experiment
+from archlab.spec.systems import column_sources
 
 MANIFEST_SCHEMA = "archlab/run-manifest"
 MANIFEST_VERSION = 1
@@ -49,8 +50,10 @@ def machine_facts() -> dict:
 
 
 def experiment_facts(experiment: Experiment, engine: EngineFacts | None) -> dict:
-    """What an experiment's manifest adds: the engine that ran it and where it was pinned."""
-    return {
+    """What an experiment's manifest adds: the engine that ran it and where it was pinned; with
+    ``[[systems]]``, where each architecture level's columns come from and which levels are
+    remote targets (load and latency only)."""
+    facts: dict[str, Any] = {
         "build_profile": engine.build_profile if engine else None,
         "engine_version": engine.version if engine else None,
         "placement": {
@@ -59,6 +62,11 @@ def experiment_facts(experiment: Experiment, engine: EngineFacts | None) -> dict
         },
         "spec": experiment.to_dict(),
     }
+    if experiment.systems:
+        levels = [str(a) for f in experiment.factors if f.name == "architecture" for a in f.levels]
+        facts["column_sources"] = {level: column_sources(level, experiment.systems) for level in levels}
+        facts["remote_targets"] = {s.level: s.target.url for s in experiment.systems if s.target is not None}
+    return facts
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ class Manifest:
             status=status if status is not None else _text(doc.get("status")),
             finished_at=finished_at if finished_at is not None else _text(doc.get("finished_at")),
             load_model=_text(doc.get("load_model") or load.get("model")),
-            cells=tuple(str(c) for c in doc.get("cells") or ()),  # type: ignore[union-attr]
+            cells=tuple(str(c) for c in doc.get("cells") or ()),
             repetitions=_int(doc.get("repetitions") or spec.get("repetitions")),
             warmup_s=_number(spec.get("warmup_s")),
             duration_s=_number(spec.get("duration_s")),

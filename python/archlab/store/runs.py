@@ -179,6 +179,15 @@ class Store:
         self.catalog.set_status(run_id, "running", None)
         return RunHandle(self, run_id, experiment, lock)
 
+    def append_manifest_fact(self, run_id: str, key: str, fact: Mapping[str, object]) -> None:
+        """Append ``fact`` to the list ``key`` of the run's manifest (one entry per start or
+        resume, e.g. where a cluster ran its parts)."""
+        document = self._manifest_document(run_id)
+        found = document.get(key)
+        entries: list = found if isinstance(found, list) else []
+        document[key] = [*entries, {**fact, "recorded_at": utc_now().isoformat() + "Z"}]
+        _write_json(self.run_dir(run_id) / "manifest.json", document)
+
     def set_status(self, run_id: str, status: str) -> None:
         finished = None if status == "running" else utc_now()
         self.catalog.set_status(run_id, status, finished)

@@ -195,7 +195,7 @@ def parse_summary(doc: object, where: str = "load summary") -> LoadSummary:
     if doc.get("requests") == 0:
         # Valid, but its latency statistics are null: nothing to measure (a starved generator,
         # a server that answered nothing in time).
-        errors = doc.get("errors") if isinstance(doc.get("errors"), Mapping) else {}
+        errors: Mapping = doc["errors"] if isinstance(doc.get("errors"), Mapping) else {}
         by_class = {k: v for k, v in (errors.get("by_class") or {}).items() if v}
         raise SummaryError(f"{where}: no request completed in the measurement window (errors: {by_class or errors.get('total', 0)})")
     try:

@@ -9,7 +9,8 @@
 
 use crate::acceptor::Admitted;
 use crate::conn::{linger_close_blocking, InBuf, OutBuf};
-use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
+use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
+use crate::service::ClientConn;
 use crate::timeouts::{Expiry, Timeouts, Watch};
 use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
 use archlab_wire::http::{request_timeout_response, Limits};
@@ -85,7 +86,8 @@ impl BlockingConn {
             let flow = if self.input.is_empty() {
                 Flow::KeepOpen
             } else {
-                serve_buffered(&mut self.input, &mut self.output, limits, scratch, policy())
+                let conn = ClientConn { stream: &mut self.stream, input: &mut self.input, output: &mut self.output };
+                serve_connection(conn, limits, scratch, policy())
             };
             if self.output.pending() > 0 && self.output.flush_to(&mut self.stream).is_err() {
                 return;

@@ -16,8 +16,9 @@
 use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::WritePolicy;
 use crate::frontend::hybrid::Router;
-use crate::frontend::reactor::{EventLoop, Inline, WritePath};
+use crate::frontend::reactor::{EventLoop, Inline, Mode};
 use crate::options::ServerOptions;
+use crate::service::{Forwarding, Service};
 use crate::Server;
 use std::io;
 use std::net::TcpListener;
@@ -51,19 +52,24 @@ impl MultiReactor {
 impl Server for MultiReactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let spin = self.write_spin;
+        if let Service::Forward(f) = &self.options.service {
+            // Forwarding loops: the backends in each loop's poller (netty's loops only).
+            let f = f.clone();
+            return self.serve_with(listener, || Forwarding(f.event_loop()));
+        }
         match self.writes {
-            LoopWrites::Netty => self.serve_with(listener, || WritePolicy::SpinLimit(spin)),
-            LoopWrites::Hybrid => self.serve_with(listener, || Router::new(spin)),
+            LoopWrites::Netty => self.serve_with(listener, || Inline(WritePolicy::SpinLimit(spin))),
+            LoopWrites::Hybrid => self.serve_with(listener, || Inline(Router::new(spin))),
         }
     }
 }
 
 impl MultiReactor {
-    /// Start the loops, each writing along the path `path()` makes, and accept for them.
-    fn serve_with<W: WritePath>(&self, listener: TcpListener, path: impl Fn() -> W) -> io::Result<()> {
+    /// Start the loops, each in the mode `mode()` makes, and accept for them.
+    fn serve_with<M: Mode>(&self, listener: TcpListener, mode: impl Fn() -> M) -> io::Result<()> {
         let mut inboxes = Vec::with_capacity(self.loops);
         for i in 0..self.loops {
-            let (event_loop, inbox) = EventLoop::with_inbox(&self.options, Inline(path()))?;
+            let (event_loop, inbox) = EventLoop::with_inbox(&self.options, mode())?;
             let writes = self.writes;
             inboxes.push(inbox);
             let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));

@@ -15,10 +15,12 @@
 //! `frontend::hybrid::Router`). The dispatching front-ends' mode (`frontend::staged`) makes
 //! the loop a poller only: connections are registered one-shot, taken out of the loop when
 //! ready ([`Next::Away`]) to travel through the route's stages, and come back through the
-//! loop's [`Inbox`]. The same seam serves a mode whose response arrives later, such as a
-//! reverse proxy's: it would take the client connection away, register the backend connection
-//! under a token of its own in the same poller, and hand the client connection back through
-//! the inbox with the response (not built yet). Inline connections are registered
+//! loop's [`Inbox`]. A mode whose response arrives later on the same thread, a reverse proxy's
+//! (`crate::service::Forwarding`), keeps the client connection in its slot and registers the
+//! backend connection in the same poller under the slot's [`backend_token`]: the loop hands
+//! the backend's events to [`Mode::backend_ready`] with the client's slot, and the mode's own
+//! deadlines (a backend that does not answer) to [`Mode::timer`], so nothing changes threads.
+//! Inline connections are registered
 //! edge-triggered for both directions once (no `epoll_ctl` per request); a read shorter than
 //! the free buffer space proves the socket drained, which saves the extra `read` returning
 //! `EAGAIN`, except once the poller has reported the peer's close (EPOLLRDHUP, EPOLLHUP): the
@@ -43,6 +45,7 @@ use crate::acceptor::{accept_pending, Admission, Admitted, Backlog};
 use crate::conn::{FlushReport, Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::service::{Forwarding, Service};
 use crate::timeouts::{Expiry, Sweep, Timeouts, Watch};
 use crate::Server;
 use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
@@ -58,6 +61,15 @@ use std::time::Instant;
 const LISTENER: u64 = 0;
 const WAKER: u64 = 1;
 const FIRST_CONN: u64 = 2;
+/// Set in the token of a connection a mode opened for the client in slot `idx` (a proxy's
+/// backend connection): [`backend_token`].
+const BACKEND_BIT: u64 = 1 << 63;
+
+/// The poller token under which a mode registers the backend connection of the client
+/// connection in slot `idx`; its events reach [`Mode::backend_ready`] with that slot.
+pub fn backend_token(idx: usize) -> u64 {
+    BACKEND_BIT | (idx as u64 + FIRST_CONN)
+}
 const EVENTS_PER_WAIT: usize = 1024;
 
 /// A connection of a loop, with the per-connection state `S` of the loop's [`Mode`].
@@ -98,10 +110,12 @@ pub enum Next {
     Away,
 }
 
-/// What one loop's connections are served with: the limits and a thread's scratch space.
+/// What one loop's connections are served with: the limits and a thread's scratch space, and
+/// the loop's poller, in which a mode may register connections of its own ([`backend_token`]).
 pub struct Ctx<'a> {
     pub limits: &'a Limits,
     pub scratch: &'a mut Scratch,
+    pub poller: &'a Poller,
 }
 
 /// How a loop serves ready connections: implemented by each readiness front-end.
@@ -114,6 +128,20 @@ pub trait Mode: Send + 'static {
     /// A connection is ready (`read_first`: a readiness event, not a flush task). The mode
     /// may take it out of `slot` and return [`Next::Away`].
     fn ready(&mut self, slot: &mut Option<Box<Conn<Self::State>>>, idx: usize, ctx: Ctx<'_>, read_first: bool) -> Next;
+    /// The connection the mode registered under [`backend_token`]`(idx)` is ready; `conn` is
+    /// the client connection of slot `idx`. Events may be stale (the slot's exchange moved on):
+    /// a mode tries its non-blocking calls and takes `EAGAIN` as the answer.
+    fn backend_ready(&mut self, _conn: &mut Conn<Self::State>, _idx: usize, _ctx: Ctx<'_>) -> Next {
+        Next::Keep
+    }
+    /// Slots whose deadline has passed by `now` go to `fired`; returns the next deadline.
+    fn due(&mut self, _now: Instant, _fired: &mut Vec<usize>) -> Option<Instant> {
+        None
+    }
+    /// A deadline of the connection in slot `idx` (reported by [`Mode::due`]) has passed.
+    fn timer(&mut self, _conn: &mut Conn<Self::State>, _idx: usize, _ctx: Ctx<'_>) -> Next {
+        Next::Keep
+    }
 }
 
 /// How an [`Inline`] mode writes: a fixed policy, or one chosen per request class.
@@ -313,6 +341,14 @@ impl<M: Mode> EventLoop<M> {
         Ok((EventLoop::new(None, admission, inbox.clone(), options, mode)?, inbox))
     }
 
+    /// A loop fed by other threads (which took each connection's place) through `inbox` (made
+    /// beforehand, so that they can hold it before the loop exists).
+    pub fn with_inbox_of(inbox: Arc<Inbox<M::State>>, options: &ServerOptions, mode: M) -> io::Result<Self> {
+        // Nothing is admitted here: the loop has no listener.
+        let admission = Admission::new(&ServerOptions::default());
+        EventLoop::new(None, admission, inbox, options, mode)
+    }
+
     fn new(
         listener: Option<TcpListener>,
         admission: Arc<Admission>,
@@ -350,16 +386,16 @@ impl<M: Mode> EventLoop<M> {
     pub fn run(mut self) -> io::Result<()> {
         let mut events: Vec<Event> = Vec::with_capacity(EVENTS_PER_WAIT);
         let mut tasks = Vec::new();
+        let mut fired = Vec::new();
+        let mut mode_deadline = None;
         loop {
             // Before waiting: a place freed in the last turn wrote the inbox's eventfd, which
             // that turn's inbox may have drained already.
             self.resume_accepting()?;
             let timeout = if self.flush_tasks.is_empty() {
-                let next = [self.lingering.front().map(|(t, _)| *t), self.accept_resumes, self.sweep.wake_at()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                next.map(|t| t.saturating_duration_since(Instant::now()))
+                let next =
+                    [self.lingering.front().map(|(t, _)| *t), self.accept_resumes, self.sweep.wake_at(), mode_deadline];
+                next.into_iter().flatten().min().map(|t| t.saturating_duration_since(Instant::now()))
             } else {
                 Some(std::time::Duration::ZERO)
             };
@@ -369,6 +405,10 @@ impl<M: Mode> EventLoop<M> {
                 match ev.token {
                     LISTENER => self.accept()?,
                     WAKER => self.take_inbox(),
+                    token if token & BACKEND_BIT != 0 => {
+                        let idx = ((token & !BACKEND_BIT) - FIRST_CONN) as usize;
+                        self.on_mode_event(idx, Mode::backend_ready);
+                    }
                     token => {
                         let idx = (token - FIRST_CONN) as usize;
                         if ev.closed {
@@ -382,9 +422,24 @@ impl<M: Mode> EventLoop<M> {
             for idx in tasks.drain(..) {
                 self.on_ready(idx, false);
             }
+            mode_deadline = self.mode.due(Instant::now(), &mut fired);
+            for idx in fired.drain(..) {
+                self.on_mode_event(idx, Mode::timer);
+            }
             // After the events: a request whose last bytes arrived in this turn is not timed out.
             self.sweep_timeouts();
         }
+    }
+
+    /// A backend event or a deadline of the mode, for the client connection in slot `idx`.
+    fn on_mode_event(&mut self, idx: usize, call: fn(&mut M, &mut Conn<M::State>, usize, Ctx<'_>) -> Next) {
+        let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
+        if conn.lingering_until.is_some() {
+            return;
+        }
+        let ctx = Ctx { limits: &self.options.limits, scratch: &mut self.scratch, poller: &self.poller };
+        let next = call(&mut self.mode, conn, idx, ctx);
+        self.after(idx, next);
     }
 
     fn accept(&mut self) -> io::Result<()> {
@@ -540,10 +595,15 @@ impl<M: Mode> EventLoop<M> {
         let next = match slot {
             Some(conn) if conn.lingering_until.is_some() => discard(conn),
             _ => {
-                let ctx = Ctx { limits: &self.options.limits, scratch: &mut self.scratch };
+                let ctx = Ctx { limits: &self.options.limits, scratch: &mut self.scratch, poller: &self.poller };
                 self.mode.ready(slot, idx, ctx, read_first)
             }
         };
+        self.after(idx, next);
+    }
+
+    /// Do what the mode said about the connection in slot `idx`.
+    fn after(&mut self, idx: usize, next: Next) {
         match next {
             Next::Keep if self.one_shot() => self.rearm(idx, Interest::READABLE),
             Next::Keep | Next::Away => {}
@@ -681,8 +741,16 @@ impl SingleThread {
 
 impl Server for SingleThread {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
-        let mode = Inline(WritePolicy::Spin);
         let admission = Admission::new(&self.options);
-        EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
+        match &self.options.service {
+            Service::Workload => {
+                let mode = Inline(WritePolicy::Spin);
+                EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
+            }
+            Service::Forward(f) => {
+                let mode = Forwarding(f.event_loop());
+                EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
+            }
+        }
     }
 }

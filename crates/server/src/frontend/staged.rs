@@ -25,12 +25,18 @@
 //! reading, until they are answered.
 //! Expected bottleneck: the hand-offs themselves (a wake-up and often a context switch each)
 //! when requests are cheap; the stage with the fewest threads when they are not.
+//!
+//! With `pollers` > 1 the route has N pollers instead of one (seed 004's HTTPCore-NIO reactor
+//! and its Netty transport in front of a ring): an acceptor thread hands connections
+//! round-robin to the pollers' inboxes (one hand-off per connection, as `netty`'s boss does),
+//! and a connection always returns to the poller it came from.
 
-use crate::acceptor::Admission;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::WritePolicy;
 use crate::frontend::reactor::{Away, Back, Conn, Ctx, EventLoop, Inbox, Mode, Next};
-use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
+use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::service::ClientConn;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
 use archlab_netio::{Interest, Trigger};
@@ -71,6 +77,8 @@ pub enum Hop {
 #[derive(Default)]
 pub struct RouteState {
     resume_hop: usize,
+    /// The poller the connection belongs to.
+    home: usize,
 }
 
 /// A connection travelling between the poller and the stages.
@@ -82,7 +90,7 @@ pub struct Route {
     /// The first hop that handles requests (where requests that waited behind output resume).
     first_handle: usize,
     stages: OnceLock<Vec<Sender<Job>>>,
-    home: Arc<Inbox<RouteState>>,
+    homes: Vec<Arc<Inbox<RouteState>>>,
     limits: Limits,
     write: WritePolicy,
 }
@@ -132,7 +140,7 @@ impl Route {
             None => self.advance(job, false, scratch),
         };
         if let Some((job, back)) = back {
-            self.home.back(job, back);
+            self.homes[job.conn.state.home].back(job, back);
         }
     }
 
@@ -152,7 +160,8 @@ impl Route {
         }
         if ops.handle {
             conn.waiting = false;
-            let flow = serve_buffered(&mut conn.input, &mut conn.output, &self.limits, scratch, KeepAlive::AsRequested);
+            let client = ClientConn { stream: &mut conn.stream, input: &mut conn.input, output: &mut conn.output };
+            let flow = serve_connection(client, &self.limits, scratch, KeepAlive::AsRequested);
             match flow {
                 // Only part of a request so far: wait for the rest.
                 Flow::KeepOpen if conn.output.pending() == 0 => {
@@ -192,6 +201,7 @@ pub struct Staged {
     hops: Vec<Hop>,
     stages: Vec<HandOffSpec>,
     write: WritePolicy,
+    pollers: usize,
 }
 
 impl Staged {
@@ -206,13 +216,19 @@ impl Staged {
             hops.iter().any(|h| matches!(h, Hop::Stage { ops, .. } if ops.handle)),
             "requests are handled on a stage (where those that waited behind output resume)"
         );
-        Staged { options: options.clone(), hops, stages, write }
+        Staged { options: options.clone(), hops, stages, write, pollers: 1 }
+    }
+
+    /// The same route behind `pollers` pollers fed by an acceptor thread.
+    pub fn with_pollers(mut self, pollers: usize) -> Self {
+        self.pollers = pollers.max(1);
+        self
     }
 }
 
 impl Server for Staged {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
-        let home = Inbox::new()?;
+        let homes = (0..self.pollers).map(|_| Inbox::new()).collect::<io::Result<Vec<_>>>()?;
         let first_handle = self
             .hops
             .iter()
@@ -222,7 +238,7 @@ impl Server for Staged {
             first_handle,
             hops: self.hops,
             stages: OnceLock::new(),
-            home: home.clone(),
+            homes: homes.clone(),
             limits: self.options.limits.clone(),
             write: self.write,
         });
@@ -239,13 +255,40 @@ impl Server for Staged {
             unreachable!("stages are set once");
         }
         let admission = Admission::new(&self.options);
-        EventLoop::with_listener(listener, admission, home, &self.options, Poller(route))?.run()
+        if self.pollers == 1 {
+            let home = homes[0].clone();
+            return EventLoop::with_listener(listener, admission, home, &self.options, Poller { route, home: 0 })?.run();
+        }
+        for (i, inbox) in homes.iter().enumerate() {
+            let mode = Poller { route: route.clone(), home: i };
+            let event_loop = EventLoop::with_inbox_of(inbox.clone(), &self.options, mode)?;
+            let cpu = self.options.cpus.as_ref().filter(|c| c.ids().len() > 1).map(|c| c.nth(i));
+            std::thread::Builder::new().name(format!("poller-{i}")).spawn(move || {
+                if let Some(cpu) = cpu {
+                    // Best effort: the process is already confined to the list.
+                    let _ = archlab_netio::cpus::pin_current_thread(&[cpu]);
+                }
+                if let Err(e) = event_loop.run() {
+                    eprintln!("poller {i} failed: {e}");
+                    std::process::exit(1);
+                }
+            })?;
+        }
+        let mut next = 0;
+        accept_blocking(&listener, &self.options, &admission, |stream, place| {
+            homes[next].send(stream, place);
+            next = (next + 1) % homes.len();
+        })
     }
 }
 
 /// The event loop as the route's poller: connections registered one-shot, taken out of the
 /// loop when ready and sent along the route, re-armed when they come back.
-struct Poller(Arc<Route>);
+struct Poller {
+    route: Arc<Route>,
+    /// This poller's index in the route's `homes`.
+    home: usize,
+}
 
 impl Mode for Poller {
     type State = RouteState;
@@ -255,8 +298,9 @@ impl Mode for Poller {
     }
 
     fn ready(&mut self, slot: &mut Option<Box<Conn<RouteState>>>, idx: usize, ctx: Ctx<'_>, _: bool) -> Next {
-        let conn = slot.take().expect("the loop passes a present connection");
-        let Some((job, back)) = self.0.advance(Job { idx, conn }, true, ctx.scratch) else { return Next::Away };
+        let mut conn = slot.take().expect("the loop passes a present connection");
+        conn.state.home = self.home;
+        let Some((job, back)) = self.route.advance(Job { idx, conn }, true, ctx.scratch) else { return Next::Away };
         *slot = Some(job.conn);
         match back {
             Back::Rearm(interest) => Next::Rearm(interest),

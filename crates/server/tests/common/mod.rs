@@ -5,6 +5,8 @@
 // Each test binary uses some of these helpers.
 #![allow(dead_code)]
 
+pub mod conformance;
+
 use archlab_netio::socket::listen;
 use archlab_netio::socket::set_recv_buffer;
 use archlab_server::{registry, ServerOptions};

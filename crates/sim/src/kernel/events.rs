@@ -2,6 +2,11 @@
 //! sequence number is a counter incremented on every schedule, so events with equal time and
 //! priority run in the order they were scheduled (FIFO), exactly SimPy's tie rule; with no
 //! wall clock and no hash-ordered containers anywhere, a seed fixes the whole trajectory.
+//!
+//! The heap is the kernel's hottest structure (one push and one pop per event), so an entry
+//! carries its order as two integers compared in one step each: the time mapped to a `u64`
+//! whose unsigned order is `f64::total_cmp`'s (the same order as before, -0.0 before +0.0
+//! included), and the priority above the sequence number in a second `u64`.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -39,16 +44,36 @@ impl Event {
 }
 
 struct Entry {
-    time: f64,
-    priority: u8,
-    seq: u64,
+    /// [`time_key`] of the event's time.
+    time: u64,
+    /// Priority in the top two bits, sequence number below.
+    tie: u64,
     event: Event,
+}
+
+/// Bits of the sequence number: 2^62 schedules are centuries of events at 10^9 per second.
+const SEQ_BITS: u32 = 62;
+
+/// A `u64` whose order is `f64::total_cmp`'s: the same transform `total_cmp` applies (flip the
+/// magnitude bits of negative numbers), with the sign bit flipped so that unsigned order is signed
+/// order. It is its own inverse up to that last flip ([`time_of`]).
+#[inline]
+fn time_key(time: f64) -> u64 {
+    let bits = time.to_bits() as i64;
+    ((bits ^ ((((bits >> 63) as u64) >> 1) as i64)) as u64) ^ (1 << 63)
+}
+
+#[inline]
+fn time_of(key: u64) -> f64 {
+    let bits = (key ^ (1 << 63)) as i64;
+    f64::from_bits((bits ^ ((((bits >> 63) as u64) >> 1) as i64)) as u64)
 }
 
 impl Ord for Entry {
     /// Reversed, because `BinaryHeap` is a max-heap and the earliest entry must come out first.
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        other.time.total_cmp(&self.time).then(other.priority.cmp(&self.priority)).then(other.seq.cmp(&self.seq))
+        other.time.cmp(&self.time).then(other.tie.cmp(&self.tie))
     }
 }
 
@@ -74,20 +99,49 @@ pub struct EventList {
 }
 
 impl EventList {
+    #[inline]
     pub fn schedule(&mut self, time: f64, event: Event) {
         self.seq += 1;
-        self.heap.push(Entry { time, priority: event.priority(), seq: self.seq, event });
+        debug_assert!(self.seq < 1 << SEQ_BITS);
+        let tie = (event.priority() as u64) << SEQ_BITS | self.seq;
+        self.heap.push(Entry { time: time_key(time), tie, event });
     }
 
     /// The earliest event, removed from the list.
+    #[inline]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
-        self.heap.pop().map(|e| (e.time, e.event))
+        self.heap.pop().map(|e| (time_of(e.time), e.event))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_keys_order_as_total_cmp_and_invert_exactly() {
+        let times = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -1.5,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1e-300,
+            0.025,
+            0.1 + 0.2,
+            1000.0,
+            1e300,
+            f64::INFINITY,
+        ];
+        for a in times {
+            assert_eq!(time_of(time_key(a)).to_bits(), a.to_bits(), "{a}");
+            for b in times {
+                assert_eq!(time_key(a).cmp(&time_key(b)), a.total_cmp(&b), "{a} vs {b}");
+            }
+        }
+    }
 
     #[test]
     fn order_is_time_then_priority_then_fifo() {

@@ -49,37 +49,54 @@ fn reason_for(e: httparse::Error) -> &'static str {
     }
 }
 
-/// Parse one request at the start of `buf`.
-///
-/// Returns `Partial` until the head and the whole Content-Length body are in `buf`; then
-/// `Complete` with `consumed` = head + body bytes, so the caller drops exactly one request and
-/// calls again for the next pipelined one. Refusals (all of which end the connection):
-/// - no end of head within the first `limits.max_header_bytes` bytes, or more than 64 header
-///   lines -> [`HttpError::HeaderTooLarge`] (431), decided as soon as that many bytes are
-///   buffered, without waiting for the end of the head;
-/// - Content-Length over `limits.max_body_bytes` -> [`HttpError::PayloadTooLarge`] (413),
-///   decided as soon as the head is parsed, before the body arrives;
-/// - malformed request line or headers, non-numeric or conflicting Content-Length, any
-///   Transfer-Encoding (chunked is not supported), or both Content-Length and
-///   Transfer-Encoding -> [`HttpError::BadRequest`] (400) with a reason.
-///
-/// Keep-alive: HTTP/1.1 defaults to persistent, HTTP/1.0 to close; `Connection` tokens
-/// `close` / `keep-alive` (case-insensitive, comma lists, any number of headers) override,
-/// `close` winning if both appear. The target is split into path and query at the first '?'.
-pub fn parse_request<'a>(buf: &'a [u8], limits: &Limits) -> Result<Parse<'a>, HttpError> {
+/// The head of a request at the start of a buffer, for a proxy that forwards the headers and
+/// streams the body ([`parse_request_head`]). Borrows the buffer and the caller's header slots.
+#[derive(Debug)]
+pub struct RequestHead<'b, 'h> {
+    /// The method token as received (case-sensitive, RFC 9110 §9.1).
+    pub method: &'b str,
+    /// The request target as received, query included.
+    pub target: &'b str,
+    /// HTTP/1.x minor version.
+    pub version_minor: u8,
+    /// Whether the connection stays open after the response (rules of [`parse_request`]).
+    pub keep_alive: bool,
+    /// Bytes of request line, headers and blank line.
+    pub head_len: usize,
+    /// The body's Content-Length (0 without one), already checked against the limit.
+    pub body_len: usize,
+    /// Every header as received, in order.
+    pub headers: &'h [httparse::Header<'b>],
+}
+
+/// Header slots for [`parse_request_head`].
+pub type HeaderSlots<'b> = [httparse::Header<'b>; MAX_HEADERS];
+
+/// Empty header slots for [`parse_request_head`].
+pub fn header_slots<'b>() -> HeaderSlots<'b> {
+    [httparse::EMPTY_HEADER; MAX_HEADERS]
+}
+
+/// Parse the head of one request at the start of `buf`, with every rule and limit of
+/// [`parse_request`] (the same refusals, decided as early), without waiting for the body:
+/// `Ok(None)` until the head is complete.
+pub fn parse_request_head<'b, 'h>(
+    buf: &'b [u8],
+    limits: &Limits,
+    slots: &'h mut HeaderSlots<'b>,
+) -> Result<Option<RequestHead<'b, 'h>>, HttpError> {
     // Parse only the first max_header_bytes: a head that does not end in there is too large
     // whatever follows, and bounding the window also bounds the work spent on re-parsing a
     // head that arrives in many small reads.
     let window = &buf[..buf.len().min(limits.max_header_bytes)];
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut slots);
+    let mut req = httparse::Request::new(slots);
     let head_len = match req.parse(window) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             return if !buf.is_empty() && buf.len() >= limits.max_header_bytes {
                 Err(HttpError::HeaderTooLarge)
             } else {
-                Ok(Parse::Partial)
+                Ok(None)
             };
         }
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeaderTooLarge),
@@ -113,21 +130,54 @@ pub fn parse_request<'a>(buf: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Ht
     if body_len > limits.max_body_bytes as u64 {
         return Err(HttpError::PayloadTooLarge);
     }
+    Ok(Some(RequestHead {
+        method,
+        target,
+        version_minor,
+        keep_alive: connection.keep_alive(version_minor),
+        head_len,
+        // Fits: body_len <= max_body_bytes, a usize.
+        body_len: body_len as usize,
+        headers: req.headers,
+    }))
+}
+
+/// Parse one request at the start of `buf`.
+///
+/// Returns `Partial` until the head and the whole Content-Length body are in `buf`; then
+/// `Complete` with `consumed` = head + body bytes, so the caller drops exactly one request and
+/// calls again for the next pipelined one. Refusals (all of which end the connection):
+/// - no end of head within the first `limits.max_header_bytes` bytes, or more than 64 header
+///   lines -> [`HttpError::HeaderTooLarge`] (431), decided as soon as that many bytes are
+///   buffered, without waiting for the end of the head;
+/// - Content-Length over `limits.max_body_bytes` -> [`HttpError::PayloadTooLarge`] (413),
+///   decided as soon as the head is parsed, before the body arrives;
+/// - malformed request line or headers, non-numeric or conflicting Content-Length, any
+///   Transfer-Encoding (chunked is not supported), or both Content-Length and
+///   Transfer-Encoding -> [`HttpError::BadRequest`] (400) with a reason.
+///
+/// Keep-alive: HTTP/1.1 defaults to persistent, HTTP/1.0 to close; `Connection` tokens
+/// `close` / `keep-alive` (case-insensitive, comma lists, any number of headers) override,
+/// `close` winning if both appear. The target is split into path and query at the first '?'.
+pub fn parse_request<'a>(buf: &'a [u8], limits: &Limits) -> Result<Parse<'a>, HttpError> {
+    let mut slots = header_slots();
+    let Some(head) = parse_request_head(buf, limits, &mut slots)? else {
+        return Ok(Parse::Partial);
+    };
     // Cannot overflow: body_len <= max_body_bytes (a usize) and head_len <= buf.len().
-    let consumed = head_len.saturating_add(body_len as usize);
+    let consumed = head.head_len.saturating_add(head.body_len);
     if buf.len() < consumed {
         return Ok(Parse::Partial);
     }
-
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = head.target.split_once('?').unwrap_or((head.target, ""));
     Ok(Parse::Complete {
         request: Request {
-            method: Method::from_token(method),
+            method: Method::from_token(head.method),
             path,
             query,
-            version_minor,
-            keep_alive: connection.keep_alive(version_minor),
-            body: &buf[head_len..consumed],
+            version_minor: head.version_minor,
+            keep_alive: head.keep_alive,
+            body: &buf[head.head_len..consumed],
         },
         consumed,
     })

@@ -7,8 +7,13 @@ read here, and so is Parquet converted from the CSV (:func:`~archlab.latency.rea
   default of JMeter 2.x): the layout is recognised by its number of fields when it is one JMeter
   writes by default -- :data:`JMETER5_DEFAULT_COLUMNS` (17 fields, JMeter 5.x's
   ``bin/jmeter.properties``) or :data:`JMETER213_DEFAULT_COLUMNS` (12 fields, JMeter 2.13's) --
-  else ``columns`` names it. Quoting (labels with commas) is DuckDB's, every field is read as
-  text and converted in SQL, so a row that is not JMeter's is counted, not fatal.
+  else ``columns`` names it. The rows are counted by the Rust reader of ``crates/jtl`` (through
+  ``archlab._native.jtl_counts``): one pass over the file in fixed blocks, splitting each row only
+  as far as the columns needed, straight into exact counts, so memory stays flat whatever the
+  file's size. ``reader="duckdb"`` counts them in DuckDB instead (every field read as text and
+  converted in SQL), the reader the Rust one is checked against row for row. Either way quoting
+  (labels with commas, quotes, line breaks) is RFC 4180's and a row that is not JMeter's is
+  counted, not fatal.
 * XML: the attributes of the top-level samples (``<httpSample t= lt= ct= ts= s= lb=>``, or
   ``<sample>``; sub-results nested inside a sample are part of it, as JMeter's CSV leaves them
   out): ``t`` is elapsed, ``lt`` Latency, ``ct`` Connect.
@@ -60,6 +65,8 @@ XML_ATTRIBUTES = {"elapsed": "t", "Latency": "lt", "Connect": "ct"}
 # Which samples count: failed ones are left out by default, as a failed sample's time is not a
 # response time of the service (an error page, a timeout, a refused connection).
 FAILED = ("exclude", "include", "only")
+# Who counts the rows of a CSV file: the Rust scanner, or DuckDB (see the module's docstring).
+CSV_READERS = ("native", "duckdb")
 
 
 @dataclass(frozen=True)
@@ -112,11 +119,12 @@ class JtlRows:
 
 def read_jtl(paths: str | Path | Sequence[str | Path], *, measure: str = "elapsed", success_only: bool = True,
              labels: Sequence[str] | None = None, warmup_s: float = 0.0, cooldown_s: float = 0.0,
-             columns: Sequence[str] | None = None, memory_limit: str | None = None) -> Samples:
+             columns: Sequence[str] | None = None, memory_limit: str | None = None, reader: str = "native") -> Samples:
     """Exact counts (ms) of ``measure`` over all rows of the JTL files that pass the filters;
     :func:`read_jtl_rows` also says what was left out."""
     found = read_jtl_rows(paths, measure=measure, failed="exclude" if success_only else "include", labels=labels,
-                          warmup_s=warmup_s, cooldown_s=cooldown_s, columns=columns, memory_limit=memory_limit)
+                          warmup_s=warmup_s, cooldown_s=cooldown_s, columns=columns, memory_limit=memory_limit,
+                          reader=reader)
     return nonempty(found, paths)
 
 
@@ -130,13 +138,17 @@ def nonempty(found: JtlRows, paths: object) -> Samples:
 
 def read_jtl_rows(paths: str | Path | Sequence[str | Path], *, measure: str = "elapsed", failed: str = "exclude",
                   labels: Sequence[str] | None = None, warmup_s: float = 0.0, cooldown_s: float = 0.0,
-                  columns: Sequence[str] | None = None, memory_limit: str | None = None) -> JtlRows:
-    """:func:`read_jtl` of each file, merged exactly, with the account of rows left out."""
+                  columns: Sequence[str] | None = None, memory_limit: str | None = None,
+                  reader: str = "native") -> JtlRows:
+    """:func:`read_jtl` of each file, merged exactly, with the account of rows left out.
+    ``reader`` counts CSV rows in Rust (``native``) or in DuckDB (``duckdb``, which
+    ``memory_limit`` bounds)."""
     check_choice("measure", measure, MEASURES)
     check_choice("failed", failed, FAILED)
+    check_choice("reader", reader, CSV_READERS)
     check_nonnegative("warmup_s", warmup_s)
     check_nonnegative("cooldown_s", cooldown_s)
-    query = _Query(measure, failed, tuple(labels) if labels else None, warmup_s, cooldown_s, memory_limit)
+    query = _Query(measure, failed, tuple(labels) if labels else None, warmup_s, cooldown_s, memory_limit, reader)
     total = None
     for path in existing_paths(paths):
         part = _read_one(Path(path), query, tuple(columns) if columns else None)
@@ -153,6 +165,7 @@ class _Query:
     warmup_s: float
     cooldown_s: float
     memory_limit: str | None
+    reader: str = "native"
 
 
 def _names(paths: object) -> str:
@@ -207,12 +220,15 @@ def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] |
     with open(path, "rb") as handle:
         handle.seek(max(0, size - 1))
         complete = handle.read(1) == b"\n"
+    if query.reader == "native":
+        return _count_csv(path, names, header, layout, query, complete)
     with tempfile.TemporaryDirectory(prefix="archlab-jtl-") as scratch:
         source, cut = path, 0
         if not complete:  # a killed JMeter: read the complete lines only
-            source, cut = _complete_lines(path, Path(scratch) / path.name)
-            if source is None:
+            trimmed, cut = _complete_lines(path, Path(scratch) / path.name)
+            if trimmed is None:
                 return JtlRows(None, 0, cut=cut, unfinished=1, layouts=(layout,))
+            source = trimmed
         listed = ", ".join(f"{quote(n)}: 'VARCHAR'" for n in names)
         table = (f"read_csv('{_text(source)}', header = {str(header).lower()}, columns = {{{listed}}}, auto_detect = false, "
                  "delim = ',', quote = '\"', escape = '\"', ignore_errors = true, store_rejects = true)")
@@ -220,22 +236,56 @@ def _read_csv(path: Path, head: bytes, query: _Query, columns: tuple[str, ...] |
     return replace(found, cut=found.cut + cut, unfinished=found.unfinished + (0 if complete else 1))
 
 
-def _complete_lines(path: Path, copy: Path) -> tuple[Path | None, int]:
-    """A copy of ``path`` up to its last newline, and 1 if a partial row followed it."""
-    size = path.stat().st_size
+def _count_csv(path: Path, names: Sequence[str], header: bool, layout: str, query: _Query,
+               complete: bool) -> JtlRows:
+    """The rows of a CSV file counted by the Rust reader (only its complete lines when cut)."""
+    from archlab import _native
+
+    end = None if complete else _complete_end(path)
+    if end == 0:
+        return JtlRows(None, 0, cut=1, unfinished=1, layouts=(layout,))
+    index: dict[str, int] = {}
+    for i, name in enumerate(names):
+        index.setdefault(name, i)
+    trimming = bool(query.warmup_s or query.cooldown_s)
+    try:
+        found = _native.jtl_counts(
+            str(path), len(names), header, index[query.measure],
+            index["success"] if query.failed != "include" else None, query.failed,
+            labels=(index["label"], list(query.labels)) if query.labels else None,
+            trim=(index["timeStamp"], query.warmup_s * 1000.0, query.cooldown_s * 1000.0) if trimming else None,
+            end=end)
+    except OSError as error:
+        raise LatencyError(f"{path}: expected a readable JTL file, got {error}") from None
+    samples = Samples(np.array(found["values"], dtype=float), np.array(found["counts"], dtype=np.int64), "ms") \
+        if found["values"] else None
+    problems = (f"{path}: {found['first_problem']}",) if found["first_problem"] else ()
+    if found["malformed"] and not problems:
+        problems = (f"{path}: {found['malformed']:,} rows whose {query.measure} is not a number >= 0",)
+    return JtlRows(samples, found["rows"], found["failed"], found["other_labels"], found["trimmed"], found["malformed"],
+                   0 if complete else 1, 0 if complete else 1, (layout,), problems)
+
+
+def _complete_end(path: Path) -> int:
+    """The offset just past the last newline of ``path`` (0 when it has none)."""
     with open(path, "rb") as handle:
-        end = size
+        end = handle.seek(0, 2)
         while end > 0:  # the last newline, found by reading backwards in blocks
             start = max(0, end - 65536)
             handle.seek(start)
             at = handle.read(end - start).rfind(b"\n")
             if at >= 0:
-                end = start + at + 1
-                break
+                return start + at + 1
             end = start
-        if end == 0:
-            return None, 1
-        handle.seek(0)
+    return 0
+
+
+def _complete_lines(path: Path, copy: Path) -> tuple[Path | None, int]:
+    """A copy of ``path`` up to its last newline, and 1 if a partial row followed it."""
+    end = _complete_end(path)
+    if end == 0:
+        return None, 1
+    with open(path, "rb") as handle:
         with open(copy, "wb") as out:
             left = end
             while left:
@@ -303,8 +353,8 @@ def _read_table(path: Path, table: str, names: tuple[str, ...] | None, query: _Q
         problems.append(f"{by_category['malformed']:,} rows whose {query.measure} is not a number >= 0")
     samples = Samples.from_counts(np.array(kept_values, dtype=float), np.array(kept_counts, dtype=np.int64), "ms") \
         if kept_counts else None
-    rows = sum(by_category.values()) + rejected
-    return JtlRows(samples, rows, by_category["failed"], by_category["other_labels"], by_category["trimmed"],
+    n_rows = sum(by_category.values()) + rejected
+    return JtlRows(samples, n_rows, by_category["failed"], by_category["other_labels"], by_category["trimmed"],
                    by_category["malformed"] + rejected, 0, 0, (layout,), tuple(f"{path}: {p}" for p in problems))
 
 
@@ -340,7 +390,7 @@ def _read_xml(path: Path, query: _Query) -> JtlRows:
     counts: Counter[str] = Counter()
     first_problem = None
     seen, depth, ended = 0, 0, False
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser = ET.XMLPullParser(events=("start", "end"))
 
     def take(events) -> None:
         nonlocal seen, depth, ended, first_t, last_t, first_problem

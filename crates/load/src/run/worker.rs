@@ -1,7 +1,8 @@
 //! One load thread's connection machinery, the same for every load model: its connection
-//! slots, their request cycle, and its epoll loop. What to send when (the model) is decided in
-//! `driver.rs` through four calls: `start_driving`, `idle` (a connection can take a request),
-//! `completed` and `lost`; this file never looks at the model.
+//! slots, their request cycle, and its epoll loop. What to send when (the model) is decided
+//! through the [`Model`] trait, which `driver.rs` implements: chiefly `start_driving`, `idle` (a
+//! connection can take a request), `completed` and `lost`, plus the model's timers; this file
+//! never looks at the model.
 //!
 //! A connection is a small state machine (closed -> connecting -> open -> sending/awaiting ->
 //! open ...) driven by level-triggered readiness: readable is watched for the whole life of a
@@ -15,14 +16,15 @@
 //! written as one slice of D copies of the request, and responses, framed one by one from
 //! each read, complete the oldest first. A failure fails every request in flight on it.
 
-use super::driver::Driver;
 use super::recorder::Recorder;
 use super::{io_error, Msg, Shared, Start, GRACE};
+use crate::config::LoadConfig;
 use crate::error::LoadError;
-use crate::memcached::McClient;
+use crate::protocol::http::ResponseReader;
+use crate::protocol::memcached::McClient;
+use crate::protocol::{Codec, Progress};
 use crate::records::Record;
-use crate::response::{Codec, Outcome, Progress, ResponseReader};
-use crate::stats::ErrorClass;
+use crate::stats::{ErrorClass, Outcome};
 use crate::timer::Timers;
 use archlab_metrics::clock::now_ns;
 use archlab_netio::socket::{connect_nonblocking, set_nodelay, take_error};
@@ -49,9 +51,30 @@ pub(super) const ARRIVAL_TIMER: u32 = u32::MAX;
 pub(super) const USERS_TIMER: u32 = u32::MAX - 1;
 const WAKER_TOKEN: u64 = u64::MAX - 1;
 
+/// What a load model decides over the connection machinery of a thread (`driver.rs`): the
+/// worker calls these at the points of a connection's cycle and at the model's timers.
+pub(super) trait Model: Sized {
+    /// The model's state on load thread `thread`.
+    fn new(cfg: &LoadConfig, thread: usize) -> Self;
+    /// The start gate opened at `t0`: put the slots to work (the first `initial` are connected).
+    fn start_driving(w: &mut Worker<'_, Self>, t0: u64, initial: usize, now: u64);
+    /// Connection `idx` is open with nothing in flight.
+    fn idle(w: &mut Worker<'_, Self>, idx: usize, now: u64);
+    /// The response on `idx` completed at `t`; `reusable`: the connection can carry another.
+    fn completed(w: &mut Worker<'_, Self>, idx: usize, t: u64, reusable: bool);
+    /// Slot `idx` was closed by a failure; returns whether it should connect again.
+    fn lost(w: &mut Worker<'_, Self>, idx: usize, now: u64) -> bool;
+    /// The users timer ([`USERS_TIMER`]) fired.
+    fn users_due(w: &mut Worker<'_, Self>, now: u64);
+    /// The arrival timer ([`ARRIVAL_TIMER`]) fired.
+    fn arrivals_due(w: &mut Worker<'_, Self>, now: u64);
+    /// The window ended: count the arrivals that never started.
+    fn count_never_started(w: &mut Worker<'_, Self>);
+}
+
 /// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
-pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
-    let mut w = match Worker::new(sh, i, tx.clone()) {
+pub(super) fn worker_main<M: Model>(sh: &Shared, i: usize, tx: Sender<Msg>) {
+    let mut w = match Worker::<M>::new(sh, i, tx.clone()) {
         Ok(w) => w,
         Err(e) => {
             let _ = tx.send(Msg::Finished(Err(e)));
@@ -62,7 +85,7 @@ pub(super) fn worker_main(sh: &Shared, i: usize, tx: Sender<Msg>) {
     let _ = tx.send(Msg::Ready { established, first_error: w.first_connect_error.take() });
     let Some(Start::Go { t0_ns }) = sh.start.wait(sh.cfg.connect_timeout() + 2 * GRACE) else { return };
     let result = w.drive(t0_ns).map(|()| {
-        w.count_never_started();
+        M::count_never_started(&mut w);
         let mut summary = w.rec.finish();
         summary.in_flight = w.conns.iter().map(Conn::requests_in_flight).sum();
         summary.thread = i;
@@ -170,7 +193,7 @@ fn is_peer_reset(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED))
 }
 
-pub(super) struct Worker<'a> {
+pub(super) struct Worker<'a, M> {
     pub(super) sh: &'a Shared<'a>,
     waker: &'a Waker,
     poller: Poller,
@@ -180,7 +203,7 @@ pub(super) struct Worker<'a> {
     pub(super) depth: u32,
     rbuf: Box<[u8]>,
     pub(super) rec: Recorder,
-    pub(super) driver: Driver,
+    pub(super) driver: M,
     /// The start gate has opened: connections send requests and reconnect.
     pub(super) started: bool,
     /// Time of the current batch of events.
@@ -192,7 +215,7 @@ pub(super) struct Worker<'a> {
     conn_base: u32,
 }
 
-impl<'a> Worker<'a> {
+impl<'a, M: Model> Worker<'a, M> {
     fn new(sh: &'a Shared<'a>, i: usize, tx: Sender<Msg>) -> Result<Self, LoadError> {
         let cfg = sh.cfg;
         if let Some(cpu) = cfg.cpu_of_thread(i) {
@@ -233,7 +256,7 @@ impl<'a> Worker<'a> {
             depth: cfg.pipeline(),
             rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
             rec: Recorder::new(tx, cfg, records),
-            driver: Driver::new(cfg, i),
+            driver: M::new(cfg, i),
             started: false,
             now: now_ns(),
             initial: cfg.connections_of_thread(i),
@@ -274,7 +297,7 @@ impl<'a> Worker<'a> {
         self.rec.start(t0_ns, warmup_end, self.sh.end_ns.load(Ordering::SeqCst));
         self.started = true;
         self.now = now_ns();
-        self.start_driving(t0_ns, self.initial, self.now);
+        M::start_driving(self, t0_ns, self.initial, self.now);
         // Timeouts are found by scanning; a tenth of the timeout bounds how late.
         let shortest = cfg.request_timeout().min(cfg.connect_timeout()).as_nanos() as u64;
         let scan_every = (shortest / 10).clamp(1_000_000, 100_000_000);
@@ -365,7 +388,7 @@ impl<'a> Worker<'a> {
                 c.state = State::Open;
                 self.rec.opened(now);
                 if self.started {
-                    self.idle(idx, now);
+                    M::idle(self, idx, now);
                 }
             }
             Err(e) => self.connect_failed(idx, now, e),
@@ -375,7 +398,7 @@ impl<'a> Worker<'a> {
     fn connect_failed(&mut self, idx: usize, now: u64, e: io::Error) {
         self.rec.error(now, ErrorClass::Connect, &e);
         self.close(idx);
-        if self.started && self.lost(idx, now) {
+        if self.started && M::lost(self, idx, now) {
             self.timers.push(now + RECONNECT_BACKOFF_NS, idx as u32, self.conns[idx].epoch);
         }
         if self.first_connect_error.is_none() {
@@ -419,7 +442,7 @@ impl<'a> Worker<'a> {
             }
         }
         self.close(idx);
-        if self.started && self.lost(idx, now) && now < self.rec.end {
+        if self.started && M::lost(self, idx, now) && now < self.rec.end {
             self.connect(idx, now);
         }
     }
@@ -651,7 +674,7 @@ impl<'a> Worker<'a> {
             self.rec.memcached(t, &m.last);
         }
         self.record(idx, t, status, class);
-        self.completed(idx, t, reusable);
+        M::completed(self, idx, t, reusable);
     }
 
     /// Pipelining: the front request's response completed at `t`. The next request goes out
@@ -682,7 +705,7 @@ impl<'a> Worker<'a> {
         if c.queued == 0 && c.owed == 0 {
             c.state = State::Open;
         }
-        self.completed(idx, t, true);
+        M::completed(self, idx, t, true);
     }
 
     /// Keep the raw record of the request on `idx`, ended at `t` (when records are on).
@@ -710,11 +733,11 @@ impl<'a> Worker<'a> {
         let now = now_ns();
         while let Some((idx, epoch)) = self.timers.pop_due(now) {
             if idx == ARRIVAL_TIMER {
-                self.arrivals_due(now);
+                M::arrivals_due(self, now);
                 continue;
             }
             if idx == USERS_TIMER {
-                self.users_due(now);
+                M::users_due(self, now);
                 continue;
             }
             let idx = idx as usize;
@@ -722,7 +745,7 @@ impl<'a> Worker<'a> {
                 continue;
             }
             match self.conns[idx].state {
-                State::Open => self.idle(idx, now),
+                State::Open => M::idle(self, idx, now),
                 State::Closed if now < self.rec.end => self.connect(idx, now),
                 _ => {}
             }

@@ -1,6 +1,6 @@
 //! The three load models as decisions over the shared connection machinery of `worker.rs`:
-//! which request goes on which connection when. The worker calls four hooks and this file
-//! answers them per [`Pacing`]; nothing here touches a socket directly.
+//! which request goes on which connection when. The worker calls the hooks of its [`Model`]
+//! trait and [`Driver`] answers them per [`Pacing`]; nothing here touches a socket directly.
 //!
 //! - Closed: slot i is user i. After each response the user thinks (constant, exponential or
 //!   uniform) and its next request is planned at completion + think; nothing queues inside
@@ -22,7 +22,7 @@
 //! Memory: the backlog holds one u64 per waiting arrival; under a server stall it grows by
 //! rate x stall (8 MB per million waiting arrivals) and is bounded by the arrivals of the run.
 
-use super::worker::{State, Worker, ARRIVAL_TIMER, USERS_TIMER};
+use super::worker::{Model, State, Worker, ARRIVAL_TIMER, USERS_TIMER};
 use crate::config::{LoadConfig, Pacing, SessionConnection};
 use crate::dist::{self, ArrivalStream, Rng, SessionLength, ThinkTime};
 use crate::schedule::{user_changes, users_of_thread, Intensity};
@@ -105,7 +105,34 @@ impl Driver {
     }
 }
 
-impl Worker<'_> {
+impl Model for Driver {
+    fn new(cfg: &LoadConfig, thread: usize) -> Self {
+        Driver::new(cfg, thread)
+    }
+    fn start_driving(w: &mut Worker<'_, Self>, t0: u64, initial: usize, now: u64) {
+        w.start_driving(t0, initial, now)
+    }
+    fn idle(w: &mut Worker<'_, Self>, idx: usize, now: u64) {
+        w.idle(idx, now)
+    }
+    fn completed(w: &mut Worker<'_, Self>, idx: usize, t: u64, reusable: bool) {
+        w.completed(idx, t, reusable)
+    }
+    fn lost(w: &mut Worker<'_, Self>, idx: usize, now: u64) -> bool {
+        w.lost(idx, now)
+    }
+    fn users_due(w: &mut Worker<'_, Self>, now: u64) {
+        w.users_due(now)
+    }
+    fn arrivals_due(w: &mut Worker<'_, Self>, now: u64) {
+        w.arrivals_due(now)
+    }
+    fn count_never_started(w: &mut Worker<'_, Self>) {
+        w.count_never_started()
+    }
+}
+
+impl Worker<'_, Driver> {
     /// The start gate opened at `t0`: put every slot to work (the first `initial` slots were
     /// connected before) and arm the first arrival.
     pub(super) fn start_driving(&mut self, t0: u64, initial: usize, now: u64) {

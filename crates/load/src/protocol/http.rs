@@ -6,61 +6,15 @@
 //!
 //! With one request in flight per connection any byte after the end of the response is a
 //! protocol violation ([`ResponseReader::feed`]); with pipelining it is the start of the next
-//! response, in request order ([`ResponseReader::feed_prefix`] says where one ends). [`Codec`] puts this reader and
-//! the memcached client (`memcached.rs`) behind one interface for the connection engine.
+//! response, in request order ([`ResponseReader::feed_prefix`] says where one ends). `protocol/mod.rs` puts this
+//! reader and the memcached client behind one interface.
 
-use crate::memcached::McClient;
-use crate::stats::ErrorClass;
+use super::Progress;
+use crate::stats::Outcome;
 use archlab_wire::http::{parse_response_head, ResponseError};
 
 /// A head that has not ended after this many bytes is refused (servers use 8-64 KiB limits).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
-
-/// What one piece of input did to the response being read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// The response is not complete yet.
-    More,
-    /// The response ended exactly at the end of the piece.
-    Done { outcome: Outcome, keep_alive: bool },
-    /// The bytes are not a response the generator can frame.
-    Invalid(&'static str),
-}
-
-/// How a complete response ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// An HTTP status (2xx counts as a success, 4xx/5xx as errors of their class).
-    Status(u16),
-    /// A protocol without status codes answered as asked.
-    Ok,
-    /// A complete reply that is an error of this class; the connection stays usable.
-    Failed(ErrorClass),
-}
-
-/// The protocol of one connection: writes its requests and frames its responses. HTTP sends
-/// the one request built for the whole run; memcached builds each request.
-pub(crate) enum Codec {
-    Http(ResponseReader),
-    Memcached(Box<McClient>),
-}
-
-impl Codec {
-    #[inline]
-    pub(crate) fn feed(&mut self, data: &[u8]) -> Progress {
-        match self {
-            Codec::Http(r) => r.feed(data),
-            Codec::Memcached(m) => m.feed(data),
-        }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        match self {
-            Codec::Http(r) => r.reset(),
-            Codec::Memcached(m) => m.reset(),
-        }
-    }
-}
 
 /// The framing state of one HTTP connection, fed the bytes as they arrive. Public so that
 /// the fuzz targets (`fuzz/`) drive the generator's own framing, not a copy of it.
@@ -200,12 +154,12 @@ mod tests {
         let body = vec![b'x'; 100_000];
         let head = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n";
         assert_eq!(r.feed(head), Progress::More);
-        for chunk in body.chunks(30_000) {
-            let p = r.feed(chunk);
-            if p != Progress::More {
-                assert_eq!(p, Progress::Done { outcome: Outcome::Status(503), keep_alive: false });
-            }
-        }
+        // Chunks of 30 000, 30 000, 30 000 and 10 000 bytes: the response ends with the last
+        // one, exactly, and not before.
+        let progress: Vec<Progress> = body.chunks(30_000).map(|chunk| r.feed(chunk)).collect();
+        let done = Progress::Done { outcome: Outcome::Status(503), keep_alive: false };
+        assert_eq!(progress, [Progress::More, Progress::More, Progress::More, done]);
+        assert!(!r.is_partial());
         assert!(r.head.capacity() < 1024, "the body must not be buffered");
     }
 

@@ -6,9 +6,10 @@
 //! line of the command line (offered vs achieved rate, p50/p99, errors, schedule lag).
 
 use super::SECOND_NS;
+use crate::config::{LoadConfig, Pacing};
 use crate::error::LoadError;
 use crate::report::{rate, LiveSecond, TimelineEntry};
-use crate::schedule::Plan;
+use crate::schedule::{mean_users, user_changes, Profile, Segment};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::interval_log::IntervalLog;
 use std::collections::VecDeque;
@@ -149,5 +150,37 @@ impl Aggregator {
         }
         let log = self.log.finish().map_err(|e| LoadError::Internal(e.to_string()))?;
         Ok((self.total, self.timeline, log))
+    }
+}
+
+/// What a run planned, second by second of its window: the arrival rate (open, partly-open)
+/// and the users (closed), fixed or scheduled. Shown on the live line and in the timeline.
+#[derive(Clone, Debug)]
+pub(super) struct Plan {
+    rate: Option<Profile>,
+    users: Option<Vec<(u64, usize)>>,
+    warmup_s: f64,
+}
+
+impl Plan {
+    pub(super) fn of(cfg: &LoadConfig) -> Plan {
+        let p = cfg.pacing();
+        let constant = |v: f64| Profile::new(vec![Segment { from: v, to: v, duration: cfg.duration() }]);
+        let rate = p.arrivals().map(|a| p.rate_schedule().cloned().unwrap_or_else(|| constant(a.rate_per_s())));
+        let users = matches!(p, Pacing::Closed { .. }).then(|| {
+            let profile = p.users_schedule().cloned().unwrap_or_else(|| constant(p.max_connections() as f64));
+            user_changes(cfg.warmup(), &profile)
+        });
+        Plan { rate, users, warmup_s: cfg.warmup().as_secs_f64() }
+    }
+
+    /// Mean planned arrival rate over [a, b] seconds of the window.
+    pub(super) fn rate(&self, a: f64, b: f64) -> Option<f64> {
+        self.rate.as_ref().map(|r| r.mean_over(a, b))
+    }
+
+    /// Mean planned users over [a, b] seconds of the window.
+    pub(super) fn users(&self, a: f64, b: f64) -> Option<f64> {
+        self.users.as_ref().map(|c| mean_users(c, self.warmup_s + a, self.warmup_s + b))
     }
 }

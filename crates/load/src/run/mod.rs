@@ -1,4 +1,4 @@
-//! The load engine: one coordinator and T load threads, shared by the closed, open and
+//! A load run: one coordinator and T load threads, shared by the closed, open and
 //! partly-open models (the model is a [`Pacing`](crate::Pacing) decided per thread in
 //! `driver.rs`; the connection machinery in `worker.rs` is the same for all).
 //!
@@ -124,7 +124,7 @@ pub fn run_load_live(
             let (tx, shared) = (tx.clone(), &shared);
             let spawned = std::thread::Builder::new()
                 .name(format!("load-{i}"))
-                .spawn_scoped(scope, move || worker::worker_main(shared, i, tx));
+                .spawn_scoped(scope, move || worker::worker_main::<driver::Driver>(shared, i, tx));
             if let Err(e) = spawned {
                 shared.abort_all();
                 return Err(io_error("cannot start a load thread", e));
@@ -320,7 +320,7 @@ fn coordinate(
     let comments: Vec<&str> = comments.iter().map(String::as_str).collect();
     let log = IntervalLog::begin(Vec::new(), anchor.wall_of(warmup_end), &comments)
         .map_err(|e| LoadError::Internal(e.to_string()))?;
-    let mut agg = Aggregator::new(threads, warmup_end, log, crate::schedule::Plan::of(cfg));
+    let mut agg = Aggregator::new(threads, warmup_end, log, aggregate::Plan::of(cfg));
     if let Some(mut file) = sh.records.as_ref() {
         let header = RecordsHeader {
             connections: cfg.max_connections() as u32,

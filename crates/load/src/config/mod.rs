@@ -1,15 +1,24 @@
-//! Configuration of a load run in two stages: [`LoadParams`] is raw input with public fields
-//! and defaults (what a CLI or a spec file fills in, with `Option`s so that "given" can be told
-//! from "defaulted"), [`LoadConfig`] is the validated, immutable form the engine accepts. The
-//! load model is a closed enum, [`Pacing`], so that a combination that means nothing (a rate
-//! for the closed model, a session length for the open one) cannot be represented: it is
-//! refused here, naming the parameter, the allowed values and the value received, so an
-//! experiment spec or a command line can point at the offending option.
+//! Configuration of a load run in two stages: [`LoadParams`] (`params.rs`) is raw input with
+//! public fields and defaults, defined once for the command line, JSON and the control plane
+//! (with `Option`s so that "given" can be told from "defaulted"); [`LoadConfig`] is the
+//! validated, immutable form a run accepts. The load model is a closed enum, [`Pacing`], so that
+//! a combination that means nothing (a rate for the closed model, a session length for the open
+//! one) cannot be represented: it is refused here, naming the parameter by its key, the allowed
+//! values and the value received, so that an experiment spec or a command line can point at the
+//! offending option. [`normalise`] gives back what a run would do, every default filled in, as
+//! parameters again.
+
+pub mod memcached;
+pub mod params;
+
+pub use params::{LoadParams, Protocol};
 
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
-use crate::memcached::McWorkload;
+pub use crate::error::ConfigError;
 use crate::schedule::Profile;
 use archlab_netio::CpuList;
+use archlab_wire::memcached::Retrieval;
+use memcached::{McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX};
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,7 +26,7 @@ use std::time::Duration;
 /// Longest duration accepted for the window, the warm-up and the timeouts: bounds a run.
 const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
 /// More connections than this would exhaust file descriptors or ports before measuring anything.
-const MAX_CONNECTIONS: usize = 1_000_000;
+pub(crate) const MAX_CONNECTIONS: usize = 1_000_000;
 /// Highest arrival rate accepted (requests or sessions per second).
 const MAX_RATE: f64 = 1e8;
 /// Seed used when none is given, so that two runs of the same spec get the same schedule.
@@ -36,6 +45,8 @@ pub enum Model {
 }
 
 impl Model {
+    pub const ALL: [Model; 3] = [Model::Closed, Model::Open, Model::PartlyOpen];
+
     pub fn name(self) -> &'static str {
         match self {
             Model::Closed => "closed",
@@ -55,6 +66,8 @@ pub enum SessionConnection {
 }
 
 impl SessionConnection {
+    pub const ALL: [SessionConnection; 2] = [SessionConnection::New, SessionConnection::Pooled];
+
     pub fn name(self) -> &'static str {
         match self {
             SessionConnection::New => "new",
@@ -150,74 +163,6 @@ impl Pacing {
     }
 }
 
-/// Raw parameters of a run; validate with [`LoadConfig::new`].
-#[derive(Clone, Debug)]
-pub struct LoadParams {
-    pub target: SocketAddr,
-    /// Value of the `Host` header; `None` uses the target address.
-    pub host: Option<String>,
-    /// Request target including the query, e.g. `/prime?n=27059`.
-    pub path: String,
-    pub model: Model,
-    /// Closed: users N (one connection each). Open and partly-open: connections opened before
-    /// the start (the pool).
-    pub connections: usize,
-    /// Open and partly-open: most connections at once (default: `connections`).
-    pub max_connections: Option<usize>,
-    /// Open: requests per second.
-    pub rate: Option<f64>,
-    /// Partly-open: sessions per second.
-    pub session_rate: Option<f64>,
-    /// Open: requests per second varying over the window (instead of `rate`); the window
-    /// (`duration`) must be the schedule's length.
-    pub rate_schedule: Option<Profile>,
-    /// Partly-open: sessions per second varying over the window (instead of `session_rate`).
-    pub session_rate_schedule: Option<Profile>,
-    /// Closed: users varying over the window; `connections` must be its peak.
-    pub users_schedule: Option<Profile>,
-    /// HTTP pipelining: requests kept in flight per connection (closed model; 1 = none).
-    pub pipeline: u32,
-    /// Open and partly-open: spacing of arrivals (default Poisson).
-    pub arrivals: Option<ArrivalKind>,
-    /// Closed and partly-open: think time between a response and the next request.
-    pub think: ThinkTime,
-    /// Partly-open: requests per session (default geometric with mean 5).
-    pub requests_per_session: Option<SessionLength>,
-    /// Partly-open: new connection per session or a pool (default new).
-    pub session_connection: Option<SessionConnection>,
-    /// Seed of every random draw (arrivals, think times, session lengths).
-    pub seed: Option<u64>,
-    /// An arrival sent later than this after its planned time counts as late.
-    pub late_after: Duration,
-    /// Poll the sockets without sleeping (epoll with a zero timeout): each load thread spins on
-    /// its CPU, so no response waits for the thread to be woken up. For latency measurements
-    /// on CPUs reserved for the generator; the CPU-busy test of `generator_bound` is then off.
-    pub busy_poll: bool,
-    /// Length of the measurement window.
-    pub duration: Duration,
-    /// Time before the window during which completions are not recorded.
-    pub warmup: Duration,
-    /// Load threads; `None` = one per CPU of `cpus`, or 1 without `cpus` (capped by connections).
-    pub threads: Option<usize>,
-    /// CPUs to pin the load threads to (thread i on `cpus.nth(i)`).
-    pub cpus: Option<CpuList>,
-    /// A request not answered within this (from its send) is counted as `timeout` and its
-    /// connection reopened.
-    pub request_timeout: Duration,
-    /// A connection not established within this is counted as a `connect` error.
-    pub connect_timeout: Duration,
-    /// Speak the memcached text protocol with this workload instead of HTTP.
-    pub memcached: Option<McWorkload>,
-    /// Stream one raw record per request of the window to this file (see `records.rs`).
-    pub records: Option<std::path::PathBuf>,
-    /// HTTP: ask for persistent connections (`false`: `Connection: close`, one request per
-    /// connection, like `ab` without `-k`).
-    pub keep_alive: bool,
-    /// Close a connection after this many responses and open a new one (memtier's
-    /// `--reconnect-interval`; JMeter's connection reset per iteration when 1).
-    pub requests_per_connection: Option<u32>,
-}
-
 /// Spacing of arrivals as given in raw input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArrivalKind {
@@ -226,6 +171,8 @@ pub enum ArrivalKind {
 }
 
 impl ArrivalKind {
+    pub const ALL: [ArrivalKind; 2] = [ArrivalKind::Constant, ArrivalKind::Poisson];
+
     pub fn name(self) -> &'static str {
         match self {
             ArrivalKind::Constant => "constant",
@@ -234,68 +181,162 @@ impl ArrivalKind {
     }
 }
 
-impl LoadParams {
-    /// Defaults: closed model, path `/`, 16 connections, 10 s window after 1 s of warm-up, no
-    /// think time, 2 s request and connect timeouts (wrk's default timeout), late after 1 ms.
-    pub fn new(target: SocketAddr) -> Self {
-        LoadParams {
+/// The parameters with their defaults resolved and the memcached workload built: what the
+/// checks below read. A schedule keeps the key it was given under (`rate_steps` or
+/// `rate_ramp`), so that a refusal names it.
+struct Given {
+    target: SocketAddr,
+    host: Option<String>,
+    path: String,
+    model: Model,
+    connections: usize,
+    max_connections: Option<usize>,
+    rate: Option<f64>,
+    session_rate: Option<f64>,
+    rate_schedule: Option<(&'static str, Profile)>,
+    session_rate_schedule: Option<(&'static str, Profile)>,
+    users_schedule: Option<(&'static str, Profile)>,
+    pipeline: u32,
+    arrivals: Option<ArrivalKind>,
+    think: ThinkTime,
+    requests_per_session: Option<SessionLength>,
+    session_connection: Option<SessionConnection>,
+    seed: Option<u64>,
+    late_after: Duration,
+    busy_poll: bool,
+    duration: Duration,
+    warmup: Duration,
+    threads: Option<usize>,
+    cpus: Option<CpuList>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    memcached: Option<McWorkload>,
+    records: Option<std::path::PathBuf>,
+    keep_alive: bool,
+    requests_per_connection: Option<u32>,
+}
+
+/// One schedule from a `*_steps` / `*_ramp` pair (both given is refused).
+fn one_schedule(
+    steps: (&'static str, Option<Profile>),
+    ramp: (&'static str, Option<Profile>),
+) -> Result<Option<(&'static str, Profile)>, ConfigError> {
+    match (steps, ramp) {
+        ((s, Some(_)), (r, Some(ramp))) => Err(refuse(
+            r,
+            format!("not with {s}; write a ramp as a FROM-TO@DURATION segment of {s}"),
+            format_args!("{ramp}"),
+        )),
+        ((s, Some(p)), _) | (_, (s, Some(p))) => Ok(Some((s, p))),
+        _ => Ok(None),
+    }
+}
+
+const MC_ONLY: &str = "only with protocol memcached (this run speaks http)";
+
+impl Given {
+    fn of(p: LoadParams) -> Result<Given, ConfigError> {
+        let target = p.target.ok_or_else(|| missing("target", "HOST:PORT of the server, e.g. 127.0.0.1:8080"))?;
+        let rate_schedule = one_schedule(("rate_steps", p.rate_steps), ("rate_ramp", p.rate_ramp))?;
+        let session_rate_schedule =
+            one_schedule(("session_rate_steps", p.session_rate_steps), ("session_rate_ramp", p.session_rate_ramp))?;
+        let users_schedule = one_schedule(("users_steps", p.users_steps), ("users_ramp", p.users_ramp))?;
+        let users_peak = users_schedule.as_ref().filter(|_| p.model == Model::Closed).map(|(_, u)| u.peak() as usize);
+        let schedule = rate_schedule.as_ref().or(session_rate_schedule.as_ref()).or(users_schedule.as_ref());
+        let duration = p.duration.or(schedule.map(|(_, s)| s.duration())).unwrap_or(Duration::from_secs(10));
+        let memcached = match p.protocol {
+            Protocol::Http => {
+                let given: [(&'static str, Option<String>); 12] = [
+                    ("mc_command", p.mc_command.map(|c| format!("{c:?}").to_lowercase())),
+                    ("multi_get", p.multi_get.map(|v| v.to_string())),
+                    ("ratio", p.ratio.map(|v| v.to_string())),
+                    ("key_pattern", p.key_pattern.map(|v| v.to_string())),
+                    ("key_prefix", p.key_prefix.clone()),
+                    ("key_min", p.key_min.map(|v| v.to_string())),
+                    ("key_max", p.key_max.map(|v| v.to_string())),
+                    ("key_median", p.key_median.map(|v| v.to_string())),
+                    ("key_stddev", p.key_stddev.map(|v| v.to_string())),
+                    ("key_zipf_exp", p.key_zipf_exp.map(|v| v.to_string())),
+                    ("data_size", p.data_size.map(|v| v.to_string())),
+                    ("verify", p.verify.then(|| "true".to_string())),
+                ];
+                if let Some((parameter, value)) = given.into_iter().find_map(|(k, v)| v.map(|v| (k, v))) {
+                    return Err(ConfigError { parameter, allowed: MC_ONLY.into(), received: value });
+                }
+                None
+            }
+            Protocol::Memcached => {
+                for (parameter, value) in [("path", &p.path), ("host", &p.host)] {
+                    if let Some(v) = value {
+                        return Err(refuse(parameter, "only with protocol http (this run speaks memcached)", v));
+                    }
+                }
+                let w = McWorkload::new(
+                    p.mc_command.unwrap_or(Retrieval::Get),
+                    p.multi_get.unwrap_or(1),
+                    p.ratio.unwrap_or(Ratio { sets: 1, gets: 10 }),
+                    p.key_pattern.unwrap_or_else(|| "R:R".parse().expect("valid")),
+                    p.key_prefix.clone().unwrap_or_else(|| DEFAULT_KEY_PREFIX.into()),
+                    p.key_min.unwrap_or(0),
+                    p.key_max.unwrap_or(DEFAULT_KEY_MAX),
+                    p.key_median,
+                    p.key_stddev,
+                    p.data_size.unwrap_or(ValueSize::Fixed(32)),
+                    p.verify,
+                )?;
+                Some(match p.key_zipf_exp {
+                    Some(s) => w.with_zipf_exponent(s)?,
+                    None => w,
+                })
+            }
+        };
+        Ok(Given {
             target,
-            host: None,
-            path: "/".into(),
-            model: Model::Closed,
-            connections: 16,
-            max_connections: None,
-            rate: None,
-            session_rate: None,
-            rate_schedule: None,
-            session_rate_schedule: None,
-            users_schedule: None,
-            pipeline: 1,
-            arrivals: None,
-            think: ThinkTime::default(),
-            requests_per_session: None,
-            session_connection: None,
-            seed: None,
-            late_after: Duration::from_millis(1),
-            busy_poll: false,
-            duration: Duration::from_secs(10),
-            warmup: Duration::from_secs(1),
-            threads: None,
-            cpus: None,
-            request_timeout: Duration::from_secs(2),
-            connect_timeout: Duration::from_secs(2),
-            memcached: None,
-            records: None,
-            keep_alive: true,
-            requests_per_connection: None,
-        }
+            // memcached sends no path: the default is kept only as a valid placeholder.
+            path: p.path.unwrap_or_else(|| "/".into()),
+            host: p.host,
+            model: p.model,
+            connections: p.connections.or(users_peak).unwrap_or(16),
+            max_connections: p.max_connections,
+            rate: p.rate,
+            session_rate: p.session_rate,
+            rate_schedule,
+            session_rate_schedule,
+            users_schedule,
+            pipeline: p.pipeline,
+            arrivals: p.arrivals,
+            think: p.think,
+            requests_per_session: p.requests_per_session,
+            session_connection: p.session_connection,
+            seed: p.seed,
+            late_after: p.late_after,
+            busy_poll: p.busy_poll,
+            duration,
+            warmup: p.warmup,
+            threads: p.threads,
+            cpus: p.cpus,
+            request_timeout: p.request_timeout,
+            connect_timeout: p.connect_timeout,
+            memcached,
+            records: p.records,
+            keep_alive: p.keep_alive,
+            requests_per_connection: p.requests_per_connection,
+        })
     }
 }
-
-/// A parameter that was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub parameter: &'static str,
-    pub allowed: String,
-    pub received: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {}: {} (allowed: {})", self.parameter, self.received, self.allowed)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Validated parameters of a run.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     target: SocketAddr,
     host: String,
+    /// `host` was given (not the target's text).
+    host_given: bool,
     path: String,
     pacing: Pacing,
     seed: u64,
+    /// Something is drawn at random, so the seed matters.
+    random: bool,
     late_after: Duration,
     busy_poll: bool,
     duration: Duration,
@@ -311,11 +352,29 @@ pub struct LoadConfig {
     pipeline: u32,
 }
 
+/// What a run of `p` would do, every default resolved, as parameters: the canonical form of a
+/// run's parameters (`archlab-engine load --params` reads it back to the same run). Refused
+/// as [`LoadConfig::new`] refuses; `p` may leave the target out (the control plane checks a
+/// spec before any server listens), and then so does the result.
+pub fn normalise(mut p: LoadParams) -> Result<LoadParams, ConfigError> {
+    let without_target = p.target.is_none();
+    if without_target {
+        // A stand-in: nothing but the default Host header depends on the target, and a
+        // default is not part of the result.
+        p.target = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
+    let mut out = LoadConfig::new(p)?.params();
+    if without_target {
+        out.target = None;
+    }
+    Ok(out)
+}
+
 /// Deepest pipeline accepted (wrk2's and memtier's users rarely go past a few dozen).
 const MAX_PIPELINE: u32 = 1024;
 
 /// Pipelining is written for the closed model over HTTP keep-alive: refuse the rest by name.
-fn check_pipeline(p: &LoadParams) -> Result<(), ConfigError> {
+fn check_pipeline(p: &Given) -> Result<(), ConfigError> {
     let depth = p.pipeline;
     if !(1..=MAX_PIPELINE).contains(&depth) {
         return Err(refuse("pipeline", format!("an integer in 1..={MAX_PIPELINE}"), depth));
@@ -386,11 +445,16 @@ fn only_for<T: fmt::Display>(
 
 fn check_think(think: ThinkTime) -> Result<ThinkTime, ConfigError> {
     let ok = match think {
-        ThinkTime::Constant(d) | ThinkTime::Exponential { mean: d } => d <= MAX_PERIOD,
+        ThinkTime::Constant(d) => d <= MAX_PERIOD,
+        ThinkTime::Exponential { mean } => !mean.is_zero() && mean <= MAX_PERIOD,
         ThinkTime::Uniform { min, max } => min <= max && max <= MAX_PERIOD,
     };
     ok.then_some(think).ok_or_else(|| {
-        refuse("think_time", "a duration <= 24h; for uniform:MIN-MAX, MIN <= MAX", format_args!("{think}"))
+        refuse(
+            "think_time",
+            "durations <= 24h; for exp:MEAN, MEAN > 0; for uniform:MIN-MAX, MIN <= MAX",
+            format_args!("{think}"),
+        )
     })
 }
 
@@ -402,9 +466,13 @@ fn is_header_safe(s: &str) -> bool {
 /// The rate of the model: a fixed one, or the mean of a schedule (never both).
 fn rate_or_schedule(
     (rate_name, rate): (&'static str, Option<f64>),
-    (schedule_name, schedule): (&'static str, Option<&Profile>),
+    schedule: Option<&(&'static str, Profile)>,
     required: &str,
 ) -> Result<f64, ConfigError> {
+    let (schedule_name, schedule) = match schedule {
+        Some((key, s)) => (*key, Some(s)),
+        None => ("", None),
+    };
     match (rate, schedule) {
         (Some(r), None) => check_rate(rate_name, r),
         (None, None) => Err(missing(rate_name, required)),
@@ -425,12 +493,12 @@ fn rate_or_schedule(
     }
 }
 
-fn check_users_schedule(users: &Profile, connections: usize) -> Result<(), ConfigError> {
+fn check_users_schedule(key: &'static str, users: &Profile, connections: usize) -> Result<(), ConfigError> {
     let whole = users.segments().iter().all(|s| s.from.fract() == 0.0 && s.to.fract() == 0.0);
     let peak = users.peak();
     if users.is_empty() || !whole || peak < 1.0 || peak > MAX_CONNECTIONS as f64 || users.duration() > MAX_PERIOD {
         return Err(refuse(
-            "users_schedule",
+            key,
             format!("segments of whole numbers of users in 0..={MAX_CONNECTIONS}, peak >= 1, lasting <= 24h in all"),
             format_args!("{users}"),
         ));
@@ -445,14 +513,18 @@ fn check_users_schedule(users: &Profile, connections: usize) -> Result<(), Confi
     Ok(())
 }
 
-fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
+fn pacing_of(p: &Given) -> Result<Pacing, ConfigError> {
     use Model::*;
     let m = p.model;
     only_for("rate", p.rate, m, &[Open])?;
     only_for("session_rate", p.session_rate, m, &[PartlyOpen])?;
-    only_for("rate_schedule", p.rate_schedule.as_ref(), m, &[Open])?;
-    only_for("session_rate_schedule", p.session_rate_schedule.as_ref(), m, &[PartlyOpen])?;
-    only_for("users_schedule", p.users_schedule.as_ref(), m, &[Closed])?;
+    for (schedule, meaningful) in
+        [(&p.rate_schedule, Open), (&p.session_rate_schedule, PartlyOpen), (&p.users_schedule, Closed)]
+    {
+        if let Some((key, s)) = schedule {
+            only_for(key, Some(s), m, &[meaningful])?;
+        }
+    }
     only_for("arrivals", p.arrivals.map(|a| a.name()), m, &[Open, PartlyOpen])?;
     only_for("max_connections", p.max_connections, m, &[Open, PartlyOpen])?;
     only_for("requests_per_session", p.requests_per_session, m, &[PartlyOpen])?;
@@ -481,29 +553,29 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
     }
     Ok(match m {
         Closed => {
-            if let Some(users) = &p.users_schedule {
-                check_users_schedule(users, p.connections)?;
+            if let Some((key, users)) = &p.users_schedule {
+                check_users_schedule(key, users, p.connections)?;
             }
-            Pacing::Closed { users: p.connections, think, schedule: p.users_schedule.clone() }
+            Pacing::Closed { users: p.connections, think, schedule: p.users_schedule.clone().map(|(_, s)| s) }
         }
         Open => {
             let rate = rate_or_schedule(
                 ("rate", p.rate),
-                ("rate_schedule", p.rate_schedule.as_ref()),
-                "requests per second, required by the open model (or a rate_schedule)",
+                p.rate_schedule.as_ref(),
+                "requests per second, required by the open model (or rate_steps)",
             )?;
             Pacing::Open {
                 arrivals: arrivals(rate),
                 connections: p.connections,
                 max_connections: pool(p.connections)?,
-                schedule: p.rate_schedule.clone(),
+                schedule: p.rate_schedule.clone().map(|(_, s)| s),
             }
         }
         PartlyOpen => {
             let rate = rate_or_schedule(
                 ("session_rate", p.session_rate),
-                ("session_rate_schedule", p.session_rate_schedule.as_ref()),
-                "sessions per second, required by the partly-open model (or a session_rate_schedule)",
+                p.session_rate_schedule.as_ref(),
+                "sessions per second, required by the partly-open model (or session_rate_steps)",
             )?;
             let length = p.requests_per_session.unwrap_or(SessionLength::Geometric { mean: 5.0 });
             let ok = match length {
@@ -519,7 +591,7 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
             }
             Pacing::PartlyOpen {
                 sessions: arrivals(rate),
-                schedule: p.session_rate_schedule.clone(),
+                schedule: p.session_rate_schedule.clone().map(|(_, s)| s),
                 length,
                 think,
                 connection: p.session_connection.unwrap_or(SessionConnection::New),
@@ -532,6 +604,7 @@ fn pacing_of(p: &LoadParams) -> Result<Pacing, ConfigError> {
 
 impl LoadConfig {
     pub fn new(p: LoadParams) -> Result<Self, ConfigError> {
+        let p = Given::of(p)?;
         let pacing = pacing_of(&p)?;
         let slots = pacing.max_connections();
         let threads = match (p.threads, &p.cpus) {
@@ -568,7 +641,7 @@ impl LoadConfig {
             }
         }
         check_period("warmup", p.warmup, true)?;
-        check_period("request_timeout", p.request_timeout, false)?;
+        check_period("timeout", p.request_timeout, false)?;
         check_period("connect_timeout", p.connect_timeout, false)?;
         check_period("late_after", p.late_after, true)?;
         if !p.path.starts_with('/') || !is_header_safe(&p.path) {
@@ -602,16 +675,18 @@ impl LoadConfig {
         if let (Some(_), Some(host)) = (&p.memcached, &p.host) {
             return Err(refuse("host", "only with HTTP (this run speaks memcached)", host));
         }
-        let host = p.host.unwrap_or_else(|| p.target.to_string());
+        let host = p.host.clone().unwrap_or_else(|| p.target.to_string());
         if !is_header_safe(&host) {
             return Err(refuse("host", "a non-empty Host value without spaces or control characters", &host));
         }
         Ok(LoadConfig {
             target: p.target,
             host,
+            host_given: p.host.is_some(),
             path: p.path,
             pacing,
             seed: p.seed.unwrap_or(DEFAULT_SEED),
+            random,
             late_after: p.late_after,
             busy_poll: p.busy_poll,
             duration: p.duration,
@@ -630,6 +705,66 @@ impl LoadConfig {
 
     pub fn target(&self) -> SocketAddr {
         self.target
+    }
+
+    /// The run as parameters again, every default resolved: `LoadConfig::new` of them is this
+    /// configuration. The seed is there only when something is random.
+    pub fn params(&self) -> LoadParams {
+        let mut p = LoadParams::new(self.target);
+        p.model = self.pacing.model();
+        let arrival_kind = |a: &Arrivals| match a {
+            Arrivals::Constant { .. } => ArrivalKind::Constant,
+            Arrivals::Poisson { .. } => ArrivalKind::Poisson,
+        };
+        match &self.pacing {
+            Pacing::Closed { users, think, schedule } => {
+                p.connections = Some(*users);
+                p.think = *think;
+                p.users_steps = schedule.clone();
+            }
+            Pacing::Open { arrivals, connections, max_connections, schedule } => {
+                (p.connections, p.max_connections) = (Some(*connections), Some(*max_connections));
+                p.arrivals = Some(arrival_kind(arrivals));
+                match schedule {
+                    Some(s) => p.rate_steps = Some(s.clone()),
+                    None => p.rate = Some(arrivals.rate_per_s()),
+                }
+            }
+            Pacing::PartlyOpen { sessions, length, think, connection, connections, max_connections, schedule } => {
+                (p.connections, p.max_connections) = (Some(*connections), Some(*max_connections));
+                p.arrivals = Some(arrival_kind(sessions));
+                match schedule {
+                    Some(s) => p.session_rate_steps = Some(s.clone()),
+                    None => p.session_rate = Some(sessions.rate_per_s()),
+                }
+                (p.requests_per_session, p.session_connection, p.think) = (Some(*length), Some(*connection), *think);
+            }
+        }
+        p.seed = self.random.then_some(self.seed);
+        (p.late_after, p.busy_poll, p.duration, p.warmup) =
+            (self.late_after, self.busy_poll, Some(self.duration), self.warmup);
+        (p.threads, p.cpus) = (Some(self.threads), self.cpus.clone());
+        (p.request_timeout, p.connect_timeout) = (self.request_timeout, self.connect_timeout);
+        (p.keep_alive, p.requests_per_connection, p.pipeline) =
+            (self.keep_alive, self.requests_per_connection, self.pipeline);
+        p.records = self.records.clone();
+        match &self.memcached {
+            None => {
+                p.path = Some(self.path.clone());
+                p.host = self.host_given.then(|| self.host.clone());
+            }
+            Some(w) => {
+                p.protocol = Protocol::Memcached;
+                (p.mc_command, p.multi_get, p.ratio, p.key_pattern) =
+                    (Some(w.retrieval), Some(w.multi_get), Some(w.ratio), Some(w.keys));
+                (p.key_prefix, p.key_min, p.key_max) = (Some(w.key_prefix.clone()), Some(w.key_min), Some(w.key_max));
+                (p.key_median, p.key_stddev) = (Some(w.key_median), Some(w.key_stddev));
+                let zipf = [w.keys.set, w.keys.get].contains(&memcached::KeyPattern::Zipf);
+                p.key_zipf_exp = zipf.then_some(w.key_zipf_exp);
+                (p.data_size, p.verify) = (Some(w.value_size), w.verify);
+            }
+        }
+        p
     }
     pub fn host(&self) -> &str {
         &self.host
@@ -744,7 +879,7 @@ mod tests {
         assert_eq!(c.pacing(), &Pacing::Closed { users: 16, think: ThinkTime::default(), schedule: None });
         let mut p = params();
         p.cpus = Some(CpuList::new(vec![0, 1, 2, 3]).unwrap());
-        p.connections = 3;
+        p.connections = Some(3);
         // One thread per CPU, but never more threads than connections.
         assert_eq!(LoadConfig::new(p).unwrap().threads(), 3);
     }
@@ -752,7 +887,7 @@ mod tests {
     #[test]
     fn connections_are_spread_evenly() {
         let mut p = params();
-        p.connections = 10;
+        p.connections = Some(10);
         p.threads = Some(4);
         let c = LoadConfig::new(p).unwrap();
         let per: Vec<usize> = (0..4).map(|i| c.connections_of_thread(i)).collect();
@@ -774,7 +909,7 @@ mod tests {
         let mut p = params();
         p.model = Model::PartlyOpen;
         p.session_rate = Some(10.0);
-        p.connections = 0;
+        p.connections = Some(0);
         p.max_connections = Some(8);
         p.think = ThinkTime::Exponential { mean: Duration::from_millis(1) };
         let c = LoadConfig::new(p).unwrap();
@@ -844,14 +979,14 @@ mod tests {
     #[test]
     fn refusals_name_parameter_allowed_and_received() {
         let mut p = params();
-        p.connections = 0;
+        p.connections = Some(0);
         let e = refused(p);
         assert_eq!(e.parameter, "connections");
         assert_eq!(e.received, "0");
         assert!(e.to_string().contains("invalid connections: 0 (allowed: an integer in 1..="), "{e}");
 
         let mut p = params();
-        p.connections = 2;
+        p.connections = Some(2);
         p.threads = Some(3);
         let e = refused(p);
         assert_eq!((e.parameter, e.received.as_str()), ("threads", "3"));
@@ -862,14 +997,14 @@ mod tests {
         assert_eq!(refused(p).parameter, "threads");
 
         let mut p = params();
-        p.duration = Duration::ZERO;
+        p.duration = Some(Duration::ZERO);
         let e = refused(p);
         assert_eq!(e.parameter, "duration");
         assert!(e.to_string().contains("> 0"), "{e}");
 
         let mut p = params();
         p.request_timeout = Duration::ZERO;
-        assert_eq!(refused(p).parameter, "request_timeout");
+        assert_eq!(refused(p).parameter, "timeout");
 
         let mut p = params();
         p.warmup = Duration::from_secs(100_000);
@@ -877,11 +1012,65 @@ mod tests {
 
         for bad in ["prime", "/a b", "/x\r\nEvil: 1", ""] {
             let mut p = params();
-            p.path = bad.into();
+            p.path = Some(bad.into());
             assert_eq!(refused(p).parameter, "path", "{bad:?}");
         }
         let mut p = params();
         p.host = Some("a b".into());
         assert_eq!(refused(p).parameter, "host");
+    }
+
+    #[test]
+    fn normalising_resolves_every_default_and_reads_back_the_same() {
+        // No target: the control plane checks before any server listens.
+        let p = LoadParams {
+            model: Model::PartlyOpen,
+            session_rate: Some(10.0),
+            think: "exp:5ms".parse().unwrap(),
+            ..Default::default()
+        };
+        let n = normalise(p).unwrap();
+        assert_eq!(n.target, None);
+        let j = n.to_json();
+        assert_eq!(j["seed"], DEFAULT_SEED, "something is random: the default seed is explicit");
+        assert_eq!(
+            (&j["arrivals"], &j["requests_per_session"], &j["session_connection"]),
+            (&"poisson".into(), &"geometric:5".into(), &"new".into())
+        );
+        assert_eq!((&j["connections"], &j["max_connections"], &j["duration"]), (&16.into(), &16.into(), &"10s".into()));
+        assert_eq!(
+            (&j["think_time"], &j["timeout"], &j["session_rate"]),
+            (&"exp:5ms".into(), &"2s".into(), &10.into())
+        );
+        let again = normalise(LoadParams::from_json_value(&j).unwrap()).unwrap();
+        assert_eq!(again.to_json(), j);
+        // Nothing random: no seed at all.
+        assert!(normalise(LoadParams::default()).unwrap().to_json().get("seed").is_none());
+        // memcached: the workload's resolved defaults, no path.
+        let mut p = LoadParams::new("127.0.0.1:1".parse().unwrap());
+        p.protocol = Protocol::Memcached;
+        let j = normalise(p).unwrap().to_json();
+        assert_eq!((&j["ratio"], &j["key_pattern"], &j["data_size"]), (&"1:10".into(), &"R:R".into(), &"32".into()));
+        assert!(j.get("path").is_none() && j.get("key_zipf_exp").is_none());
+        assert_eq!(normalise(LoadParams::from_json_value(&j).unwrap()).unwrap().to_json(), j);
+    }
+
+    #[test]
+    fn parameters_of_the_other_protocol_are_refused_by_key() {
+        let mut p = params();
+        p.ratio = Some("1:1".parse().unwrap());
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("ratio", "1:1"));
+        assert!(e.allowed.contains("only with protocol memcached"), "{e}");
+        let mut p = params();
+        p.protocol = Protocol::Memcached;
+        p.path = Some("/x".into());
+        assert_eq!(refused(p).parameter, "path");
+        let mut p = params();
+        p.rate_steps = Some("1@1s".parse().unwrap());
+        p.rate_ramp = Some("1-2@1s".parse().unwrap());
+        p.model = Model::Open;
+        assert_eq!(refused(p).parameter, "rate_ramp");
+        assert_eq!(refused(LoadParams::default()).parameter, "target");
     }
 }

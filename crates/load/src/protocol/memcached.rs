@@ -1,247 +1,19 @@
-//! The memcached workload of the load generator, memtier-compatible where memtier defines
-//! something (notes/load-generators.md §4.3): what to send on one connection (a deterministic
-//! `set`:`get` cycle, keys from the R/S/G/P/Z key patterns of `keys.rs`, multi-get of k keys, value sizes from
-//! a distribution) and how to read the reply (`archlab_wire::memcached::parse_reply`, element
-//! by element), with optional verification of every value read back. It plugs into the one
-//! connection engine through `response::Codec`; the engine never looks at the protocol.
-//!
-//! Values are a pure function of their key index (length drawn from the size distribution by
-//! a keyed hash, bytes from a fixed cycle that contains CR LF), so a `get` can be verified
-//! without remembering what was set, across connections and threads. A reply is complete at
-//! `END` (retrievals), at a storage reply (`set`) or at one of the three error lines of seed
-//! 002 §1.2, which are counted by class (`mc_error`, `mc_client_error`, `mc_server_error`) and
-//! leave the connection usable; a verification failure counts `mc_verify`.
+//! The memcached text protocol on one connection (seed 002 §1.2, memtier's client): the next
+//! request of the workload's `set`:`get` cycle, keys drawn by the key patterns of `keys.rs`, a
+//! multi-get of k keys, and the reply read element by element
+//! (`archlab_wire::memcached::parse_reply`), with optional verification of every value read
+//! back against `values.rs`. A reply is complete at `END` (retrievals), at a storage reply
+//! (`set`) or at one of the three error lines, which are counted by class (`mc_error`,
+//! `mc_client_error`, `mc_server_error`) and leave the connection usable; a verification
+//! failure counts `mc_verify`.
 
-use crate::config::ConfigError;
+use super::Progress;
+use crate::config::memcached::{KeyPattern, McWorkload, Ratio};
 use crate::dist::{stream, Rng};
 use crate::keys::{gaussian_key, parallel_slice, Zipf};
-pub use crate::keys::{KeyPattern, KeyPatterns};
-use crate::response::{Outcome, Progress};
-use crate::stats::ErrorClass;
-use archlab_wire::memcached::{is_valid_key, parse_reply, write_retrieval, write_set, Parse, Reply, Retrieval};
-use std::fmt;
-use std::str::FromStr;
-
-/// memtier's defaults: `--key-prefix memtier-`, keys 0..=10 000 000, `--ratio 1:10`.
-pub const DEFAULT_KEY_PREFIX: &str = "memtier-";
-pub const DEFAULT_KEY_MAX: u64 = 10_000_000;
-/// Largest value the generator writes (memcached's default item limit is 1 MiB).
-pub const MAX_VALUE_SIZE: usize = 1 << 20;
-/// Byte cycle of every value: contains CR LF so that framing by length is exercised.
-const VALUE_BYTES: &[u8] = b"0123456789abcdef\r\n";
-
-/// `--ratio S:G`: a deterministic cycle of S sets then G gets per connection (memtier).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ratio {
-    pub sets: u32,
-    pub gets: u32,
-}
-
-impl FromStr for Ratio {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("expected SETS:GETS with integers, not both 0, e.g. 1:10, got {s:?}");
-        let (a, b) = s.split_once(':').ok_or_else(bad)?;
-        let r = Ratio { sets: a.trim().parse().map_err(|_| bad())?, gets: b.trim().parse().map_err(|_| bad())? };
-        if r.sets == 0 && r.gets == 0 {
-            return Err(bad());
-        }
-        Ok(r)
-    }
-}
-
-impl fmt::Display for Ratio {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.sets, self.gets)
-    }
-}
-
-/// Size of the value of each key: `32` (fixed) or `uniform:MIN-MAX` (memtier `-d` and
-/// `--data-size-range`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueSize {
-    Fixed(usize),
-    Uniform { min: usize, max: usize },
-}
-
-impl FromStr for ValueSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("expected N or uniform:MIN-MAX (bytes, <= {MAX_VALUE_SIZE}), got {s:?}");
-        let size = |t: &str| t.trim().parse::<usize>().ok().filter(|&n| n <= MAX_VALUE_SIZE).ok_or_else(bad);
-        match s.strip_prefix("uniform:") {
-            Some(range) => {
-                let (a, b) = range.split_once('-').ok_or_else(bad)?;
-                let (min, max) = (size(a)?, size(b)?);
-                if min > max {
-                    return Err(bad());
-                }
-                Ok(ValueSize::Uniform { min, max })
-            }
-            None => Ok(ValueSize::Fixed(size(s)?)),
-        }
-    }
-}
-
-impl fmt::Display for ValueSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ValueSize::Fixed(n) => write!(f, "{n}"),
-            ValueSize::Uniform { min, max } => write!(f, "uniform:{min}-{max}"),
-        }
-    }
-}
-
-/// The memcached workload, validated by [`McWorkload::new`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct McWorkload {
-    pub retrieval: Retrieval,
-    /// Keys per retrieval request (memtier `--multi-key-get`), at least 1.
-    pub multi_get: u32,
-    pub ratio: Ratio,
-    pub keys: KeyPatterns,
-    pub key_prefix: String,
-    pub key_min: u64,
-    pub key_max: u64,
-    pub key_median: f64,
-    pub key_stddev: f64,
-    /// Exponent s of the Z pattern (memtier `--key-zipf-exp`, in (0, 5), default 1).
-    pub key_zipf_exp: f64,
-    pub value_size: ValueSize,
-    /// Check every value read back (length and bytes) and the order of multi-get replies.
-    pub verify: bool,
-}
-
-impl McWorkload {
-    /// memtier's defaults except the key range (`key_max`) and the ratio, which callers give.
-    /// Gaussian median and stddev default to the centre and range/6 (memtier).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        retrieval: Retrieval,
-        multi_get: u32,
-        ratio: Ratio,
-        keys: KeyPatterns,
-        key_prefix: String,
-        key_min: u64,
-        key_max: u64,
-        key_median: Option<f64>,
-        key_stddev: Option<f64>,
-        value_size: ValueSize,
-        verify: bool,
-    ) -> Result<McWorkload, ConfigError> {
-        let err =
-            |parameter, allowed: &str, received: String| ConfigError { parameter, allowed: allowed.into(), received };
-        if !(1..=1000).contains(&multi_get) {
-            return Err(err("multi_get", "an integer in 1..=1000", multi_get.to_string()));
-        }
-        if key_min > key_max {
-            return Err(err("key_max", "an integer >= key_min", format!("{key_max} (key_min {key_min})")));
-        }
-        // The longest key: prefix and 20 digits.
-        let longest = format!("{key_prefix}{}", u64::MAX);
-        if !is_valid_key(longest.as_bytes()) {
-            return Err(err(
-                "key_prefix",
-                "at most 230 bytes without spaces or control characters",
-                format!("{key_prefix:?}"),
-            ));
-        }
-        let range = (key_max - key_min) as f64;
-        // memtier's defaults (obj_gen.cpp): median len/2 + min + 0.5, then floored draws.
-        let key_median = key_median.unwrap_or(key_min as f64 + range / 2.0 + 0.5);
-        let key_stddev = key_stddev.unwrap_or(range / 6.0);
-        if !key_stddev.is_finite() || key_stddev < 0.0 || !key_median.is_finite() {
-            return Err(err("key_stddev", "a finite number >= 0", key_stddev.to_string()));
-        }
-        Ok(McWorkload {
-            retrieval,
-            multi_get,
-            ratio,
-            keys,
-            key_prefix,
-            key_min,
-            key_max,
-            key_median,
-            key_stddev,
-            key_zipf_exp: 1.0,
-            value_size,
-            verify,
-        })
-    }
-
-    /// Set the exponent of the Z pattern (memtier `--key-zipf-exp`: 0 < s < 5).
-    pub fn with_zipf_exponent(mut self, s: f64) -> Result<McWorkload, ConfigError> {
-        if !(s > 0.0 && s < 5.0) {
-            return Err(ConfigError {
-                parameter: "key_zipf_exp",
-                allowed: "a number in (0, 5), as memtier".into(),
-                received: s.to_string(),
-            });
-        }
-        if ![self.keys.set, self.keys.get].contains(&KeyPattern::Zipf) {
-            return Err(ConfigError {
-                parameter: "key_zipf_exp",
-                allowed: "only with a Z key pattern".into(),
-                received: s.to_string(),
-            });
-        }
-        self.key_zipf_exp = s;
-        Ok(self)
-    }
-
-    /// Uses the P pattern: the range is split between the connections.
-    pub fn is_parallel(&self) -> bool {
-        self.keys.set == KeyPattern::Parallel
-    }
-
-    /// Whether any draw is random (so that a seed means something).
-    pub fn is_random(&self) -> bool {
-        (self.ratio.sets > 0 && self.keys.set.is_random())
-            || (self.ratio.gets > 0 && self.keys.get.is_random())
-            || matches!(self.value_size, ValueSize::Uniform { .. })
-    }
-
-    /// Length of the value of key `index`: a keyed hash, so every connection agrees.
-    fn value_len(&self, seed: u64, index: u64) -> usize {
-        match self.value_size {
-            ValueSize::Fixed(n) => n,
-            ValueSize::Uniform { min, max } => {
-                let mut state = seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                let h = archlab_prng::splitmix64(&mut state);
-                min + (h % (max - min + 1) as u64) as usize
-            }
-        }
-    }
-}
-
-/// Byte `j` of the value of key `index`.
-#[inline]
-fn value_byte(index: u64, j: usize) -> u8 {
-    VALUE_BYTES[((index as usize).wrapping_add(j)) % VALUE_BYTES.len()]
-}
-
-/// Counters of memcached commands, by phase (summed like the other tallies).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct McCounts {
-    /// `set` replies received.
-    pub sets: u64,
-    /// Retrieval replies received (one per request, whatever its number of keys).
-    pub gets: u64,
-    /// Keys asked for by those retrievals.
-    pub get_keys: u64,
-    pub hits: u64,
-    pub misses: u64,
-}
-
-impl McCounts {
-    pub(crate) fn add(&mut self, o: &McCounts) {
-        self.sets += o.sets;
-        self.gets += o.gets;
-        self.get_keys += o.get_keys;
-        self.hits += o.hits;
-        self.misses += o.misses;
-    }
-}
+use crate::stats::{ErrorClass, McCounts, Outcome};
+use crate::values::{value_byte, value_len};
+use archlab_wire::memcached::{parse_reply, write_retrieval, write_set, Parse, Reply};
 
 /// What the request in flight expects back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,7 +51,7 @@ pub struct McClient {
     /// Reused for building keys and values, so that steady state allocates nothing.
     scratch: Vec<u8>,
     bounds: Vec<std::ops::Range<usize>>,
-    /// Counts of the reply that completed last (read by the engine at completion).
+    /// Counts of the reply that completed last (read by the connection machinery at completion).
     pub(crate) last: McCounts,
 }
 
@@ -357,7 +129,7 @@ impl McClient {
             let index = self.draw(self.w.keys.set, true);
             Self::push_key(&mut scratch, &self.w.key_prefix, index);
             let key_len = scratch.len();
-            let len = self.w.value_len(self.seed, index);
+            let len = value_len(self.w.value_size, self.seed, index);
             scratch.extend((0..len).map(|j| value_byte(index, j)));
             write_set(&mut self.request, &scratch[..key_len], 0, 0, &scratch[key_len..], false);
             self.expect = Expect::Storage;
@@ -489,7 +261,7 @@ impl McClient {
         let index: u64 = std::str::from_utf8(digits).ok().and_then(|d| d.parse().ok()).ok_or("key not generated")?;
         let pos = self.keys[self.matched..].iter().position(|&k| k == index).ok_or("value out of request order")?;
         self.matched += pos + 1;
-        if data.len() != self.w.value_len(self.seed, index) {
+        if data.len() != value_len(self.w.value_size, self.seed, index) {
             return Err("value of the wrong length");
         }
         if !data.iter().enumerate().all(|(j, &b)| b == value_byte(index, j)) {
@@ -502,6 +274,7 @@ impl McClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use archlab_wire::memcached::Retrieval;
 
     fn workload(ratio: &str, multi: u32, keys: &str, size: &str) -> McWorkload {
         McWorkload::new(
@@ -536,17 +309,6 @@ mod tests {
         assert_eq!(reqs[3], "set k-1 0 0 4\r\n1234\r\n");
         assert_eq!(reqs[4], "get k-4 k-5 k-6\r\n");
         assert_eq!(reqs[5], "get k-7\r\n");
-    }
-
-    #[test]
-    fn patterns_and_sizes_parse_and_refuse() {
-        assert_eq!("R:G".parse::<KeyPatterns>().unwrap().to_string(), "R:G");
-        assert!("P:R".parse::<KeyPatterns>().unwrap_err().contains("P:P"));
-        assert!("R".parse::<KeyPatterns>().is_err());
-        assert!("0:0".parse::<Ratio>().is_err());
-        assert_eq!("uniform:10-20".parse::<ValueSize>(), Ok(ValueSize::Uniform { min: 10, max: 20 }));
-        assert!("uniform:20-10".parse::<ValueSize>().is_err());
-        assert!("2000000".parse::<ValueSize>().is_err());
     }
 
     #[test]
@@ -613,7 +375,7 @@ mod tests {
         let w = workload("0:3", 3, "S:S", "uniform:0-40");
         let mut c = McClient::new(&w, 3, 0, 0, 0, 1);
         assert_eq!(text(c.next_request()), "get k-0 k-1 k-2\r\n");
-        let value = |i: u64| -> Vec<u8> { (0..w.value_len(3, i)).map(|j| value_byte(i, j)).collect() };
+        let value = |i: u64| -> Vec<u8> { (0..value_len(w.value_size, 3, i)).map(|j| value_byte(i, j)).collect() };
         let mut reply = Vec::new();
         for i in [0u64, 2] {
             reply.extend_from_slice(format!("VALUE k-{i} 0 {}\r\n", value(i).len()).as_bytes());

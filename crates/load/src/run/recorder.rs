@@ -14,10 +14,8 @@
 use super::aggregate::Interval;
 use super::{Msg, WorkerSummary, SECOND_NS};
 use crate::config::LoadConfig;
-use crate::memcached::McCounts;
 use crate::records::{Record, RecordSink};
-use crate::response::Outcome;
-use crate::stats::{ErrorClass, Tally};
+use crate::stats::{ErrorClass, McCounts, Outcome, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::rusage::{thread_usage, ResourceUsage};
 use std::collections::BTreeMap;

@@ -1,0 +1,266 @@
+"""The method every benchmark in bench/ shares, so that a skeptic reads one rule for all of them.
+
+Contenders are measured in many short repetitions after the same warm-up, alternating in every
+repetition (the order is rotated, so no contender always runs first, right after a warm cache or
+a quiet neighbour), and each repetition yields the same statistic for every contender (a rate of
+work, higher is better, or a time, lower is better). Comparisons are made per repetition: the
+ratio of the two contenders' statistics in the same repetition, which cancels the slow drift of
+a shared VM; the table quotes the median of those per-pair ratios with a seeded percentile
+bootstrap 95% interval, and a target counts as met only when the whole interval clears it. Each
+contender's CPU time per unit of work is taken from the kernel's own accounting (utime + stime of
+``/proc/<pid>/stat`` for a process, ``getrusage`` for this one or its children), which steal time
+on a VM does not inflate, unlike wall time. Every bench writes its table with the machine's facts
+(CPU model, kernel, cores, the versions of every peer) as JSON under ``bench/results/``.
+
+Nothing here blocks except the contenders' own calls: a repetition runs them one after another
+on the calling thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20261122
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One contender's result in one repetition: ``value`` is the compared statistic (its
+    meaning and unit are the comparison's), ``work`` the units of work done (requests, events,
+    rows) and ``cpu_s`` the CPU seconds spent on them (NaN when not measured)."""
+
+    value: float
+    work: float = float("nan")
+    cpu_s: float = float("nan")
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def cpu_per_unit_us(self) -> float:
+        return self.cpu_s / self.work * 1e6 if self.work and self.work == self.work else float("nan")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The median of per-pair ratios and its bootstrap interval."""
+
+    median: float
+    low: float
+    high: float
+    confidence: float = 0.95
+
+    def clears(self, target: float) -> bool:
+        """The interval lies entirely at or above ``target`` (ratios are oriented so that
+        larger means archlab is ahead)."""
+        return self.low >= target
+
+    def __str__(self) -> str:
+        return f"{self.median:.3g}x [{self.low:.3g}, {self.high:.3g}]"
+
+
+def median_ratio_interval(numerators: Sequence[float], denominators: Sequence[float], *,
+                          confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                          seed: int = BOOTSTRAP_SEED) -> Interval:
+    """Median of the per-pair ratios ``numerators[i] / denominators[i]`` with a percentile
+    bootstrap interval: the pairs are resampled with replacement ``resamples`` times (seeded, so
+    a table is reproducible from its raw repetitions) and the interval is the central
+    ``confidence`` share of the resampled medians."""
+    if len(numerators) != len(denominators) or not numerators:
+        raise ValueError(f"pairs: expected two equal, non-empty lists, got {len(numerators)} and {len(denominators)}")
+    import numpy as np
+
+    ratios = np.asarray(numerators, dtype=float) / np.asarray(denominators, dtype=float)
+    rng = np.random.default_rng(seed)
+    medians = np.sort(np.median(ratios[rng.integers(0, ratios.size, (resamples, ratios.size))], axis=1))
+    tail = (1.0 - confidence) / 2.0
+    low = medians[int(tail * resamples)]
+    high = medians[min(resamples - 1, int((1.0 - tail) * resamples))]
+    return Interval(float(np.median(ratios)), float(low), float(high), confidence)
+
+
+@dataclass
+class Contender:
+    """A named way of doing the work: ``run()`` performs one timed repetition and returns its
+    :class:`Sample`; ``warmup()`` (default: one untimed ``run()``) prepares it."""
+
+    name: str
+    run: Callable[[], Sample]
+    version: str = ""
+    warmup: Callable[[], object] | None = None
+
+
+@dataclass
+class Alternation:
+    """Every contender's samples, repetition by repetition (``samples[name][i]``)."""
+
+    contenders: list[str]
+    samples: dict[str, list[Sample]]
+
+    def values(self, name: str) -> list[float]:
+        return [s.value for s in self.samples[name]]
+
+    def ratio(self, archlab: str, peer: str, higher_is_better: bool) -> Interval:
+        """archlab's advantage over ``peer``: rate_archlab / rate_peer, or time_peer / time_archlab."""
+        a, p = self.values(archlab), self.values(peer)
+        return median_ratio_interval(a, p) if higher_is_better else median_ratio_interval(p, a)
+
+    def cpu_ratio(self, archlab: str, peer: str) -> Interval:
+        """archlab's advantage in CPU time per unit of work: (peer's CPU per unit) / (archlab's),
+        pair by pair. Steal time and waiting for a busy CPU do not enter it, unlike wall time."""
+        return median_ratio_interval([s.cpu_per_unit_us for s in self.samples[peer]],
+                                     [s.cpu_per_unit_us for s in self.samples[archlab]])
+
+    def cpu_per_unit_us(self, name: str) -> float:
+        """Median CPU microseconds per unit of work over the repetitions."""
+        values = [s.cpu_per_unit_us for s in self.samples[name]]
+        values = [v for v in values if v == v]
+        return statistics.median(values) if values else float("nan")
+
+
+def alternate(contenders: Sequence[Contender], repetitions: int, *, progress: bool = True) -> Alternation:
+    """Warm every contender up once, then run ``repetitions`` rounds; round i starts with
+    contender i mod k and goes on in order, so each runs first equally often."""
+    if repetitions < 1:
+        raise ValueError(f"repetitions: expected an integer >= 1, got {repetitions}")
+    for c in contenders:
+        (c.warmup or c.run)()
+    names = [c.name for c in contenders]
+    samples: dict[str, list[Sample]] = {n: [] for n in names}
+    k = len(contenders)
+    for i in range(repetitions):
+        for j in range(k):
+            c = contenders[(i + j) % k]
+            samples[c.name].append(c.run())
+        if progress:
+            shown = "  ".join(f"{n} {samples[n][-1].value:.4g}" for n in names)
+            print(f"  rep {i + 1:>2}/{repetitions}: {shown}", file=sys.stderr, flush=True)
+    return Alternation(names, samples)
+
+
+# --- CPU time -------------------------------------------------------------------------------------
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a live process, in seconds (fields 14 and 15 of /proc/<pid>/stat, after the
+    parenthesised command name, which may itself hold spaces)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def self_cpu_s() -> float:
+    """CPU seconds of this process, every thread (getrusage RUSAGE_SELF)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of the waited-for children of this process (getrusage RUSAGE_CHILDREN)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(work: Callable[[], float]) -> Sample:
+    """Run ``work()`` in this process; the sample's value is its wall time in seconds, ``work``
+    what it returned (units of work) and ``cpu_s`` this process's CPU time meanwhile."""
+    cpu, wall = self_cpu_s(), time.perf_counter()
+    units = work()
+    return Sample(time.perf_counter() - wall, float(units), self_cpu_s() - cpu)
+
+
+def pin_self(cpu: int) -> None:
+    """Run this process (and the children it starts from now on) on one CPU."""
+    os.sched_setaffinity(0, {cpu})
+
+
+# --- machine facts and results --------------------------------------------------------------------
+
+def machine_facts(tools: dict[str, str] | None = None) -> dict:
+    """What a reader needs to compare figures across machines."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    steal = ""
+    try:
+        steal = Path("/proc/stat").read_text().splitlines()[0].split()[8]
+    except (OSError, IndexError):
+        pass
+    return {"cpu_model": model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "steal_ticks_at_start": steal, "tools": dict(tools or {}),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def tool_version(command: Sequence[str], pattern: str | None = None) -> str:
+    """The first line a tool prints about its version (or the part matching ``pattern``)."""
+    import re
+
+    try:
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    text = (done.stdout + done.stderr).strip()
+    if pattern:
+        m = re.search(pattern, text)
+        return m.group(0) if m else text.splitlines()[0] if text else "unknown"
+    return text.splitlines()[0] if text else "unknown"
+
+
+def package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def write_results(bench: str, table: list[dict], facts: dict, settings: dict, raw: dict | None = None) -> Path:
+    """bench/results/<bench>.json: the table, the settings it was measured with, the machine, and
+    the raw repetitions (so that intervals can be recomputed)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{bench}.json"
+    document = {"bench": bench, "machine": facts, "settings": settings, "table": table, "raw": raw or {}}
+    path.write_text(json.dumps(_clean(document), indent=1, default=_plain, allow_nan=False))
+    return path
+
+
+def raw_samples(alternation: Alternation) -> dict:
+    return {n: [asdict(s) for s in alternation.samples[n]] for n in alternation.contenders}
+
+
+def _clean(value: object) -> object:
+    """JSON has no NaN or infinity: they are written as null."""
+    if hasattr(value, "__dataclass_fields__"):
+        value = asdict(value)  # type: ignore[arg-type]
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+def _plain(value: object) -> object:
+    return str(value)
+
+
+def verdict(interval: Interval, target: float) -> str:
+    return f"meets >= {target:g}" if interval.clears(target) else f"does NOT establish >= {target:g}"

@@ -1,0 +1,401 @@
+"""Systems under test that the lab does not build: the spec's ``[[systems]]`` entries, validated
+into frozen :class:`SystemSpec` values. A system is either a command the lab starts (a template
+with the placeholders ``{port}``, ``{cpus}``, ``{dir}`` and ``{host}``, filled per cell or once
+per run when ``reusable``) or a remote ``target`` URL the lab only sends load to. Either is a
+level of the ``architecture`` factor, written ``system:NAME``. Everything that can be refused is
+refused here, before any process starts: unknown placeholders, CPUs this machine does not have,
+two systems on one fixed port, a ``system:`` level naming no system. How a system is started,
+pinned, probed and stopped is :mod:`archlab.lab.foreign`'s business; this module only says what
+the spec asked for."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+import signal
+import string
+from dataclasses import dataclass
+from typing import Literal, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from archlab.errors import SpecError
+from archlab.spec.registry import ArchitectureInfo, Registry
+from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
+
+#: The prefix of an ``architecture`` level that names a ``[[systems]]`` entry.
+SYSTEM_PREFIX = "system:"
+#: Placeholders a command template may use, and what the lab puts there.
+PLACEHOLDERS = {
+    "port": "the TCP port the system must listen on",
+    "cpus": "its CPU list, e.g. 2-3",
+    "dir": "a scratch directory of the cell (of the run, when reusable)",
+    "host": "the address it must listen on",
+}
+SYSTEM_KEYS = (
+    "name",
+    "command",
+    "preset",
+    "target",
+    "host",
+    "port",
+    "cpus",
+    "env",
+    "ready",
+    "ready_path",
+    "ready_timeout",
+    "stop_signal",
+    "stop_grace",
+    "setup",
+    "teardown",
+    "reusable",
+)
+ReadyKind = Literal["port", "http"]
+READY_KINDS: tuple[ReadyKind, ...] = ("port", "http")
+# Signals a system may ask to be stopped with (what servers document as their graceful stop).
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2")
+#: Peers the lab knows how to configure itself (:mod:`archlab.lab.presets`): the command, its
+#: generated configuration, readiness and stop rule come from the preset.
+PRESETS = {"nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path"}
+# What a preset sets unless the entry says otherwise.
+_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """``http://HOST:PORT/BASE``: a system the lab cannot start; it sends load there and
+    measures only what the load generator sees."""
+
+    url: str
+    host: str
+    port: int
+    base_path: str  # prefixed to every workload path ("" for none)
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One ``[[systems]]`` entry. ``command`` is a list of argument templates (no shell), None
+    for a remote ``target``; ``cpus`` None means the spec's server CPUs."""
+
+    name: str
+    command: tuple[str, ...] | None = None
+    preset: str | None = None  # a peer the lab configures itself (PRESETS); then command is None
+    target: RemoteTarget | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None  # fixed port; None: a free port per start
+    cpus: tuple[int, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    ready: ReadyKind = "port"
+    ready_path: str = "/"
+    ready_timeout_s: float = 10.0
+    stop_signal: str = "SIGTERM"
+    stop_grace_s: float = 3.0
+    setup: tuple[tuple[str, ...], ...] = ()
+    teardown: tuple[tuple[str, ...], ...] = ()
+    reusable: bool = False
+
+    @property
+    def level(self) -> str:
+        return SYSTEM_PREFIX + self.name
+
+    @property
+    def is_remote(self) -> bool:
+        return self.target is not None
+
+    @property
+    def signal_number(self) -> int:
+        return int(getattr(signal, self.stop_signal))
+
+    def to_dict(self) -> dict:
+        d: dict[str, object] = {"name": self.name}
+        if self.target is not None:
+            d["target"] = self.target.url
+            return d
+        if self.preset is not None:
+            d["preset"] = self.preset
+        d.update(
+            command=list(self.command or ()),
+            host=self.host,
+            port=self.port,
+            cpus=format_cpu_list(self.cpus) if self.cpus else None,
+            env=dict(self.env),
+            ready=self.ready,
+            ready_path=self.ready_path,
+            ready_timeout_s=self.ready_timeout_s,
+            stop_signal=self.stop_signal,
+            stop_grace_s=self.stop_grace_s,
+            setup=[list(c) for c in self.setup],
+            teardown=[list(c) for c in self.teardown],
+            reusable=self.reusable,
+        )
+        return d
+
+
+def is_system_level(level: object) -> bool:
+    return isinstance(level, str) and level.startswith(SYSTEM_PREFIX)
+
+
+def system_name(level: str) -> str:
+    return level[len(SYSTEM_PREFIX) :]
+
+
+def find_system(systems: Sequence[SystemSpec], level: str) -> SystemSpec:
+    """The system an architecture level ``system:NAME`` names (validation made sure it exists)."""
+    name = system_name(level)
+    return next(s for s in systems if s.name == name)
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def parse_systems(entries: Sequence[Mapping[str, object]], cpus_here: frozenset[int]) -> tuple[SystemSpec, ...]:
+    systems = tuple(_system(e, f"systems[{i}]", cpus_here) for i, e in enumerate(entries))
+    seen: dict[str, int] = {}
+    ports: dict[tuple[str, int], int] = {}
+    for i, s in enumerate(systems):
+        if s.name in seen:
+            raise SpecError(f"systems[{i}].name", "a name no other system has", s.name, hint=f"systems[{seen[s.name]}] has it")
+        seen[s.name] = i
+        if s.port is not None:
+            key = (s.host, s.port)
+            if key in ports:
+                raise SpecError(
+                    f"systems[{i}].port",
+                    "a port no other system listens on (or none: the lab picks a free one)",
+                    s.port,
+                    hint=f"systems[{ports[key]}] ({systems[ports[key]].name}) is fixed on {s.host}:{s.port} too",
+                )
+            ports[key] = i
+    return systems
+
+
+def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> SystemSpec:
+    name = t.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise SpecError(f"{field}.name", "1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit", name if name is not None else "nothing")
+    given = [k for k in ("command", "preset", "target") if k in t]
+    if len(given) != 1:
+        raise SpecError(
+            f"{field}",
+            "exactly one of command (a system the lab starts), preset (a peer it configures: " + ", ".join(PRESETS) + ") and target (a remote URL it only loads)",
+            " and ".join(given) or "none of them",
+        )
+    if "target" in t:
+        extra = sorted(k for k in t if k not in ("name", "target"))
+        if extra:
+            raise SpecError(f"{field}.{extra[0]}", "no such key for a remote target (it has only name and target)", t[extra[0]])
+        return SystemSpec(name=name, target=_target(t["target"], f"{field}.target"))
+    preset = None
+    if "preset" in t:
+        preset = t["preset"]
+        if preset not in PRESETS:
+            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset)
+        defaults = dict(_PRESET_DEFAULTS[str(preset)])
+        if "ready" in t:  # the entry chose its own readiness check
+            defaults.pop("ready_path", None)
+        t = {**defaults, **t}
+    command = _command(t["command"], f"{field}.command") if preset is None else None
+    host = t.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        raise SpecError(f"{field}.host", "an address to listen on, such as 127.0.0.1", host)
+    port = t.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        raise SpecError(f"{field}.port", "a TCP port in 1..=65535 (leave it out for a free port)", port)
+    cpus = None
+    if "cpus" in t:
+        cpus = parse_cpu_list(t["cpus"], f"{field}.cpus")
+        missing = [c for c in cpus if c not in cpus_here]
+        if missing:
+            raise SpecError(
+                f"{field}.cpus", f"CPUs that exist here ({format_cpu_list(sorted(cpus_here))})", t["cpus"], hint=f"CPU {missing[0]} is not available"
+            )
+    env = t.get("env", {})
+    if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+        raise SpecError(f"{field}.env", "a table of NAME = \"value\" strings", env)
+    ready = t.get("ready", "http" if "ready_path" in t else "port")
+    if ready not in READY_KINDS:
+        raise SpecError(f"{field}.ready", "one of 'port' (accepts a connection) and 'http' (ready_path answers 2xx)", ready)
+    ready_path = t.get("ready_path", "/")
+    if not isinstance(ready_path, str) or not ready_path.startswith("/"):
+        raise SpecError(f"{field}.ready_path", "a path starting with '/'", ready_path)
+    if ready == "port" and "ready_path" in t:
+        raise SpecError(f"{field}.ready_path", "no ready_path when ready = 'port'", ready_path, hint="set ready = 'http' to poll a path")
+    stop_signal = t.get("stop_signal", "SIGTERM")
+    if stop_signal not in STOP_SIGNALS:
+        raise SpecError(f"{field}.stop_signal", "one of " + ", ".join(STOP_SIGNALS), stop_signal)
+    reusable = t.get("reusable", False)
+    if not isinstance(reusable, bool):
+        raise SpecError(f"{field}.reusable", "true or false", reusable)
+    return SystemSpec(
+        name=name,
+        command=command,
+        preset=preset,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        cpus=cpus,
+        env=tuple((str(k), str(v)) for k, v in env.items()),
+        ready=ready,
+        ready_path=ready_path,
+        ready_timeout_s=_positive_duration(t.get("ready_timeout", "10s"), f"{field}.ready_timeout"),
+        stop_signal=stop_signal,
+        stop_grace_s=parse_duration(t.get("stop_grace", "3s"), f"{field}.stop_grace"),
+        setup=_commands(t.get("setup", []), f"{field}.setup"),
+        teardown=_commands(t.get("teardown", []), f"{field}.teardown"),
+        reusable=reusable,
+    )
+
+
+_COMMAND_SYNTAX = "a command: a string split like a shell would (no shell runs it) or a list of arguments"
+
+
+def _command(value: object, field: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as e:
+            raise SpecError(field, _COMMAND_SYNTAX, value, hint=str(e)) from None
+    elif isinstance(value, list) and all(isinstance(a, str) for a in value):
+        argv = list(value)
+    else:
+        raise SpecError(field, _COMMAND_SYNTAX, value)
+    if not argv:
+        raise SpecError(field, _COMMAND_SYNTAX, value, hint="it is empty")
+    for arg in argv:
+        check_placeholders(arg, field)
+    return tuple(argv)
+
+
+def _commands(value: object, field: str) -> tuple[tuple[str, ...], ...]:
+    if not isinstance(value, list):
+        raise SpecError(field, "a list of commands", value)
+    return tuple(_command(c, f"{field}[{i}]") for i, c in enumerate(value))
+
+
+def check_placeholders(template: str, field: str) -> None:
+    """Refuse a placeholder the lab does not fill (``{{`` and ``}}`` are literal braces)."""
+    allowed = "placeholders among " + ", ".join("{" + p + "}" for p in PLACEHOLDERS) + " (write {{ and }} for literal braces)"
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as e:
+        raise SpecError(field, allowed, template, hint=str(e)) from None
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS or spec or conversion:
+            close = difflib.get_close_matches(name, list(PLACEHOLDERS), n=1)
+            raise SpecError(field, allowed, template, hint=f"unknown placeholder {{{name}}}" + (f"; did you mean {{{close[0]}}}?" if close else ""))
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """A template with its placeholders filled (they were checked by validation)."""
+    return template.format(**values)
+
+
+def _target(value: object, field: str) -> RemoteTarget:
+    allowed = "an http://HOST:PORT[/PATH] URL of a system the lab does not start"
+    if not isinstance(value, str):
+        raise SpecError(field, allowed, value)
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None or parts.query or parts.fragment:
+        raise SpecError(field, allowed, value, hint="https is not supported by the load generator" if parts.scheme == "https" else "")
+    return RemoteTarget(url=value, host=parts.hostname, port=port, base_path=parts.path.rstrip("/"))
+
+
+# --- the architecture factor -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WithSystems:
+    """The data plane's registry plus the spec's systems as ``system:NAME`` architectures, so
+    the architecture factor is validated in one place. A workload of a spec whose levels are all
+    systems is only required to be a path: a foreign system's paths are its own."""
+
+    inner: Registry
+    systems: tuple[SystemSpec, ...]
+    systems_only: bool
+
+    def architectures(self) -> Sequence[ArchitectureInfo]:
+        own = tuple(ArchitectureInfo(s.level, f"[[systems]] {s.name}", frozenset()) for s in self.systems)
+        return (*self.inner.architectures(), *own)
+
+    def check_workload(self, target: str) -> None:
+        if not self.systems_only:
+            self.inner.check_workload(target)
+        elif not target.startswith("/"):
+            raise ValueError(f"workload: expected a path starting with '/', got {target!r}")
+
+
+def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture_levels: object) -> Registry:
+    if not systems and not (isinstance(architecture_levels, list) and any(is_system_level(a) for a in architecture_levels)):
+        return inner
+    only = isinstance(architecture_levels, list) and bool(architecture_levels) and all(is_system_level(a) for a in architecture_levels)
+    return WithSystems(inner, systems, only)
+
+
+def check_used(systems: Sequence[SystemSpec], architecture_levels: Sequence[object]) -> None:
+    """A declared system no cell runs would be ignored silently: refused instead."""
+    for i, s in enumerate(systems):
+        if s.level not in architecture_levels:
+            raise SpecError(
+                f"systems[{i}]",
+                f"a system that factors.architecture names (add '{s.level}' to its levels)",
+                s.name,
+                hint="or remove the entry",
+            )
+
+
+def check_settings_apply(architecture_levels: Sequence[object], server: Mapping[str, object], varied: Sequence[str]) -> None:
+    """``[server]`` options and the threads/loops factors set archlab's servers only: refused
+    when every architecture level is a system, rather than silently ignored."""
+    if not architecture_levels or not all(is_system_level(a) for a in architecture_levels):
+        return
+    hint = "every architecture level is a system; a system's own options go into its command"
+    if server:
+        key = next(iter(server))
+        raise SpecError(f"server.{key}", "no [server] options, since no cell runs an archlab architecture", server[key], hint=hint)
+    for name in ("threads", "loops"):
+        if name in varied:
+            raise SpecError(f"factors.{name}", f"no {name} levels, since no cell runs an archlab architecture", name, hint=hint)
+
+
+def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str, str]:
+    """Where each column of a row comes from, for a cell of ``architecture``: the report and the
+    manifest say which numbers a system measured itself and which the lab took from outside."""
+    generator = "load generator"
+    if not is_system_level(architecture):
+        return {
+            "throughput_latency": generator,
+            "cpu": "server itself (getrusage)",
+            "context_switches": "server itself (getrusage, every thread)",
+            "rss": "/proc status VmHWM (outside)",
+            "syscalls": "server itself (its socket-call counters)",
+        }
+    system = find_system(systems, architecture)
+    if system.is_remote:
+        return {
+            "throughput_latency": generator,
+            "cpu": "unavailable (remote target)",
+            "context_switches": "unavailable (remote target)",
+            "rss": "unavailable (remote target)",
+            "syscalls": "unavailable (remote target)",
+        }
+    return {
+        "throughput_latency": generator,
+        "cpu": "/proc/<pid>/stat of the process tree (outside)",
+        "context_switches": "/proc/<pid>/task/*/status of the process tree, every thread at its last 100 ms reading (outside)",
+        "rss": "/proc/<pid>/status VmRSS of the process tree, sampled (outside)",
+        "syscalls": "unavailable (the system does not count its own socket calls)",
+    }
+
+
+def _positive_duration(value: object, field: str) -> float:
+    """A duration that must be more than zero (a readiness timeout of 0 could never be met)."""
+    seconds = parse_duration(value, field)
+    if seconds <= 0:
+        raise SpecError(field, "a duration > 0 such as \"10s\"", value)
+    return seconds
