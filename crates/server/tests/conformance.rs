@@ -139,7 +139,6 @@ fn the_suite_covers_every_registered_architecture() {
     assert_eq!(covered, registered, "add each registered architecture to `conformance_suite!` in this file");
 }
 
-
 /// The socket options of `[server]` are read back from the server's side of a connection:
 /// the descriptor the server accepted (it lives in this process), asked with getsockopt.
 /// Linux doubles SO_SNDBUF/SO_RCVBUF to make room for its bookkeeping and reports the doubled

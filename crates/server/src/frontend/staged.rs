@@ -257,7 +257,8 @@ impl Server for Staged {
         let admission = Admission::new(&self.options);
         if self.pollers == 1 {
             let home = homes[0].clone();
-            return EventLoop::with_listener(listener, admission, home, &self.options, Poller { route, home: 0 })?.run();
+            return EventLoop::with_listener(listener, admission, home, &self.options, Poller { route, home: 0 })?
+                .run();
         }
         for (i, inbox) in homes.iter().enumerate() {
             let mode = Poller { route: route.clone(), home: i };
