@@ -115,9 +115,21 @@ pub enum LimitEvent {
     /// An accept that failed for lack of descriptors with no reserve left to make room: the
     /// acceptor stopped accepting for a while instead of retrying at once.
     AcceptPaused,
+    /// A request that had not fully arrived within the request timeout: answered 408, closed.
+    RequestTimedOut,
+    /// A connection closed after the idle timeout with no request in progress.
+    IdleClosed,
+    /// An acceptor stopped accepting because the server held `max_connections` connections
+    /// (once per stop: it resumes when one closes).
+    AcceptCapped,
+    /// A response whose body was larger than `max_output_bytes`, produced in parts.
+    ResponseStreamed,
+    /// A connection that stopped answering its further requests because its unsent output was
+    /// over `max_output_bytes` (once per stop: it resumes when the output has drained).
+    OutputWaited,
 }
 
-const LIMIT_EVENTS: usize = 2;
+const LIMIT_EVENTS: usize = 7;
 static LIMITS: [AtomicU64; LIMIT_EVENTS] = [const { AtomicU64::new(0) }; LIMIT_EVENTS];
 
 /// The counts of every [`LimitEvent`], as reported in the `rusage` line.
@@ -125,6 +137,11 @@ static LIMITS: [AtomicU64; LIMIT_EVENTS] = [const { AtomicU64::new(0) }; LIMIT_E
 pub struct LimitTotals {
     pub closed_out_of_descriptors: u64,
     pub accept_paused: u64,
+    pub request_timeouts: u64,
+    pub idle_closed: u64,
+    pub accept_capped: u64,
+    pub responses_streamed: u64,
+    pub output_waits: u64,
 }
 
 /// Count one event at a limit.
@@ -138,6 +155,11 @@ pub fn limit_totals() -> LimitTotals {
     LimitTotals {
         closed_out_of_descriptors: get(LimitEvent::ClosedOutOfDescriptors),
         accept_paused: get(LimitEvent::AcceptPaused),
+        request_timeouts: get(LimitEvent::RequestTimedOut),
+        idle_closed: get(LimitEvent::IdleClosed),
+        accept_capped: get(LimitEvent::AcceptCapped),
+        responses_streamed: get(LimitEvent::ResponseStreamed),
+        output_waits: get(LimitEvent::OutputWaited),
     }
 }
 

@@ -21,6 +21,17 @@
 //! connection can be taken by another's accept, which then serves that connection. Each kind of
 //! error is reported on stderr once per process; other transient errors (aborted handshakes)
 //! are simply retried.
+//!
+//! The cap on connections (`max_connections`, [`Admission`]) works the other way: at the cap a
+//! server stops accepting, as nginx (`worker_connections`), HAProxy (`maxconn`) and Tomcat
+//! (`maxConnections`) do, rather than accept and close. New connections wait in the listen
+//! backlog (the kernel completes their handshake; beyond the backlog it drops SYNs and
+//! clients retry), so a closed-loop client sees a longer response time, not an error. Every
+//! acceptor takes a place ([`Admitted`]) before it accepts and the connection keeps it until it
+//! is closed: a blocking acceptor parks on a condition variable until a place is free, a
+//! reactor stops watching its listener and is woken (through its inbox) when one is, and
+//! io_uring rings post one accept at a time, each holding its place, and post the next when one
+//! of their connections closes. Each stop counts `LimitEvent::AcceptCapped`.
 
 use crate::options::ServerOptions;
 use archlab_metrics::counters::{count_limit, LimitEvent};
@@ -29,12 +40,122 @@ use std::fs::File;
 use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// How long accepting stops when the process is out of descriptors and no reserve is left.
 pub const PAUSE: Duration = Duration::from_millis(100);
+
+/// The cap on connections a server holds at once, shared by all its acceptors (see the module
+/// comment). Without a cap (`max_connections = 0`) nothing is counted.
+pub struct Admission {
+    max: usize,
+    open: AtomicUsize,
+    /// An acceptor stopped at the cap and waits to hear that a place is free.
+    stopped: AtomicBool,
+    lock: Mutex<()>,
+    freed: Condvar,
+    /// How to wake the reactors that stopped watching their listener.
+    wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+/// A connection's place under the cap, given back when it is dropped (with the connection).
+pub struct Admitted(Option<Arc<Admission>>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some(admission) = self.0.take() {
+            admission.release();
+        }
+    }
+}
+
+impl Admission {
+    pub fn new(options: &ServerOptions) -> Arc<Admission> {
+        Arc::new(Admission {
+            max: options.max_connections,
+            open: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            freed: Condvar::new(),
+            wakers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether there is a cap at all.
+    pub fn capped(&self) -> bool {
+        self.max > 0
+    }
+
+    /// Whether a place is free now.
+    pub fn has_room(&self) -> bool {
+        self.max == 0 || self.open.load(Ordering::SeqCst) < self.max
+    }
+
+    /// Connections holding a place.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// Take a place for one connection, or None at the cap (then whoever frees a place next
+    /// tells the stopped acceptors: [`Admission::on_free`], the condition variable).
+    pub fn try_admit(self: &Arc<Self>) -> Option<Admitted> {
+        if self.max == 0 {
+            return Some(Admitted(None));
+        }
+        let mut n = self.open.load(Ordering::SeqCst);
+        loop {
+            if n >= self.max {
+                self.stopped.store(true, Ordering::SeqCst);
+                // A place freed before `stopped` was seen set would tell nobody: look again.
+                n = self.open.load(Ordering::SeqCst);
+                if n >= self.max {
+                    return None;
+                }
+            }
+            match self.open.compare_exchange_weak(n, n + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Some(Admitted(Some(self.clone()))),
+                Err(now) => n = now,
+            }
+        }
+    }
+
+    /// Take a place, waiting until one is free (blocking acceptors).
+    pub fn admit_blocking(self: &Arc<Self>) -> Admitted {
+        if let Some(a) = self.try_admit() {
+            return a;
+        }
+        count_limit(LimitEvent::AcceptCapped);
+        let mut guard = self.lock.lock().unwrap();
+        loop {
+            if let Some(a) = self.try_admit() {
+                return a;
+            }
+            guard = self.freed.wait(guard).unwrap();
+        }
+    }
+
+    /// Call `wake` whenever a place frees after an acceptor stopped at the cap.
+    pub fn on_free(&self, wake: impl Fn() + Send + Sync + 'static) {
+        if self.max > 0 {
+            self.wakers.lock().unwrap().push(Box::new(wake));
+        }
+    }
+
+    fn release(&self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+        if self.stopped.swap(false, Ordering::SeqCst) {
+            // Under the lock, so that a blocking acceptor between its failed try and its wait
+            // cannot miss the notification.
+            drop(self.lock.lock().unwrap());
+            self.freed.notify_all();
+            for wake in self.wakers.lock().unwrap().iter() {
+                wake();
+            }
+        }
+    }
+}
 
 fn prepare(stream: &TcpStream, options: &ServerOptions) {
     // Best effort: a socket that was reset already fails here and will fail its first read.
@@ -133,8 +254,9 @@ fn shed(listener: &TcpListener, blocking: bool) -> Shed {
     outcome
 }
 
-/// A connection a completion-based front-end got from the kernel (io_uring's accept): set its
-/// socket options as every accept loop does.
+/// A connection a completion-based front-end got from the kernel (io_uring's accept, which
+/// took its place under the cap before it posted the accept): set its socket options as every
+/// accept loop does.
 pub fn accepted(stream: &TcpStream, options: &ServerOptions) {
     keep_reserve();
     prepare(stream, options);
@@ -160,15 +282,18 @@ pub fn accept_failed(e: io::Error, listener: &TcpListener) -> io::Result<()> {
     Ok(())
 }
 
-/// Block in `accept` forever, handing each connection to `on_accept`.
+/// Block in `accept` forever, handing each connection and its place to `on_accept`; at the cap,
+/// wait for a place first.
 pub fn accept_blocking(
     listener: &TcpListener,
     options: &ServerOptions,
-    mut on_accept: impl FnMut(TcpStream),
+    admission: &Arc<Admission>,
+    mut on_accept: impl FnMut(TcpStream, Admitted),
 ) -> io::Result<()> {
     keep_reserve();
     loop {
-        if let Backlog::Paused(pause) = accept_one(listener, options, true, &mut on_accept)? {
+        let place = admission.admit_blocking();
+        if let Backlog::Paused(pause) = accept_one(listener, options, true, place, &mut on_accept)? {
             std::thread::sleep(pause);
         }
     }
@@ -181,19 +306,27 @@ pub enum Backlog {
     Drained,
     /// Out of descriptors with no reserve: do not watch the listener for this long.
     Paused(Duration),
+    /// At `max_connections`: do not watch the listener until a place is free
+    /// ([`Admission::on_free`] tells when).
+    Capped,
     /// One connection handed over or shed (internal: [`accept_pending`] goes on).
     More,
 }
 
-/// Accept every pending connection of a non-blocking listener (until `WouldBlock`).
+/// Accept every pending connection of a non-blocking listener (until `WouldBlock`, or the cap).
 pub fn accept_pending(
     listener: &TcpListener,
     options: &ServerOptions,
-    mut on_accept: impl FnMut(TcpStream),
+    admission: &Arc<Admission>,
+    mut on_accept: impl FnMut(TcpStream, Admitted),
 ) -> io::Result<Backlog> {
     keep_reserve();
     loop {
-        match accept_one(listener, options, false, &mut on_accept)? {
+        let Some(place) = admission.try_admit() else {
+            count_limit(LimitEvent::AcceptCapped);
+            return Ok(Backlog::Capped);
+        };
+        match accept_one(listener, options, false, place, &mut on_accept)? {
             Backlog::More => {}
             done => return Ok(done),
         }
@@ -204,13 +337,14 @@ fn accept_one(
     listener: &TcpListener,
     options: &ServerOptions,
     blocking: bool,
-    on_accept: &mut impl FnMut(TcpStream),
+    place: Admitted,
+    on_accept: &mut impl FnMut(TcpStream, Admitted),
 ) -> io::Result<Backlog> {
     match listener.accept() {
         Ok((stream, _)) => {
             keep_reserve();
             prepare(&stream, options);
-            on_accept(stream);
+            on_accept(stream, place);
             Ok(Backlog::More)
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Backlog::Drained),
@@ -236,5 +370,49 @@ fn accept_one(
             Ok(Backlog::More)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capped(max: usize) -> Arc<Admission> {
+        Admission::new(&ServerOptions { max_connections: max, ..Default::default() })
+    }
+
+    #[test]
+    fn places_are_taken_up_to_the_cap_and_given_back_on_drop() {
+        let a = capped(2);
+        let first = a.try_admit().unwrap();
+        let second = a.try_admit().unwrap();
+        assert!(a.try_admit().is_none());
+        assert_eq!(a.open(), 2);
+        drop(first);
+        assert!(a.has_room());
+        let third = a.try_admit().unwrap();
+        drop((second, third));
+        assert_eq!(a.open(), 0);
+        let uncapped = capped(0);
+        let many: Vec<_> = (0..10).map(|_| uncapped.try_admit().unwrap()).collect();
+        assert_eq!((uncapped.open(), many.len()), (0, 10), "without a cap nothing is counted");
+    }
+
+    #[test]
+    fn a_freed_place_wakes_the_stopped_acceptors() {
+        let a = capped(1);
+        let held = a.try_admit().unwrap();
+        let (woke_tx, woke_rx) = std::sync::mpsc::channel();
+        a.on_free(move || {
+            let _ = woke_tx.send(());
+        });
+        assert!(a.try_admit().is_none(), "a reactor stops");
+        let waiter = {
+            let a = a.clone();
+            std::thread::spawn(move || drop(a.admit_blocking()))
+        };
+        drop(held);
+        woke_rx.recv().unwrap();
+        waiter.join().unwrap();
     }
 }

@@ -6,9 +6,14 @@
 //! [`OutBuf`] holds response bytes not yet accepted by the kernel, with a write cursor so that
 //! a partial write never copies; [`OutBuf::flush`] writes it under a [`WritePolicy`] (seed
 //! 001's write-spin: SingleT-Async spins on a full send buffer, Netty bounds its write loop).
+//! A response body larger than the server's `max_output_bytes` is not held whole: the OutBuf
+//! keeps its [`BodyStream`] and produces the next part (at most `max_output_bytes`) each time
+//! the kernel has taken everything before it, so a client that does not read holds at most one
+//! part of the server's memory.
 //! [`linger_close_blocking`] and the constants beside it define how a server closes a
 //! connection after its last response.
 
+use archlab_work::BodyStream;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
@@ -51,12 +56,14 @@ pub struct InBuf {
     start: usize,
     end: usize,
     max: usize,
+    /// Bytes consumed since the connection opened (moves on with every request answered).
+    consumed: u64,
 }
 
 impl InBuf {
     /// `max`: the largest buffer a valid request can need (header limit + body limit).
     pub fn new(max: usize) -> InBuf {
-        InBuf { buf: vec![0; INITIAL_IN.min(max.max(1))], start: 0, end: 0, max: max.max(1) }
+        InBuf { buf: vec![0; INITIAL_IN.min(max.max(1))], start: 0, end: 0, max: max.max(1), consumed: 0 }
     }
 
     pub fn filled(&self) -> &[u8] {
@@ -72,7 +79,14 @@ impl InBuf {
         self.buf.len() - self.end
     }
 
+    /// Bytes consumed since the connection opened: a change tells that a request was answered
+    /// (the request timeout of the next one starts then).
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
     pub fn consume(&mut self, n: usize) {
+        self.consumed += n as u64;
         self.start += n;
         debug_assert!(self.start <= self.end);
         if self.start == self.end {
@@ -139,6 +153,10 @@ pub struct OutBuf {
     buf: Vec<u8>,
     pos: usize,
     last: FlushReport,
+    /// The rest of a streamed response body, produced in parts of `part_bytes` once `buf` has
+    /// gone out.
+    stream: Option<BodyStream>,
+    part_bytes: usize,
 }
 
 /// What the last [`OutBuf::flush`] did (HybridNetty's profiling reads it).
@@ -151,13 +169,44 @@ pub struct FlushReport {
 }
 
 impl OutBuf {
-    /// The buffer to append responses to.
+    /// The buffer to append responses to (not while a body is streamed: what is appended
+    /// would overtake the rest of it).
     pub fn vec(&mut self) -> &mut Vec<u8> {
+        debug_assert!(self.stream.is_none(), "a response appended while a body is streamed");
         &mut self.buf
     }
 
+    /// Bytes still to send: buffered, and not yet produced of a streamed body.
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.pos
+        self.buf.len() - self.pos + self.stream.as_ref().map_or(0, BodyStream::remaining)
+    }
+
+    /// Send the rest of `body` after what is buffered (the head of its response, and maybe its
+    /// first part), producing it in parts of at most `part_bytes` as the kernel takes them.
+    pub fn stream_body(&mut self, body: BodyStream, part_bytes: usize) {
+        debug_assert!(self.stream.is_none());
+        if body.remaining() > 0 {
+            self.stream = Some(body);
+            self.part_bytes = part_bytes.max(1);
+        }
+    }
+
+    /// Whether a streamed body is still being produced.
+    pub fn is_streaming(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// Everything buffered went out: produce the next part of a streamed body, if any. An
+    /// error (a `/file` read) means the response cannot be completed: the connection must close.
+    fn refill(&mut self) -> io::Result<()> {
+        let Some(stream) = self.stream.as_mut() else { return Ok(()) };
+        self.buf.clear();
+        self.pos = 0;
+        stream.fill(self.part_bytes, &mut self.buf).map_err(io::Error::other)?;
+        if stream.remaining() == 0 {
+            self.stream = None;
+        }
+        Ok(())
     }
 
     /// The bytes not yet accepted by the kernel. A completion-based front-end hands them to
@@ -167,14 +216,16 @@ impl OutBuf {
     }
 
     /// Record that the kernel accepted `n` more bytes; the buffer empties (keeping its
-    /// capacity) once everything went out.
-    pub fn advance(&mut self, n: usize) {
+    /// capacity) once everything went out, and the next part of a streamed body comes in.
+    pub fn advance(&mut self, n: usize) -> io::Result<()> {
         self.pos += n;
         debug_assert!(self.pos <= self.buf.len());
         if self.pos >= self.buf.len() {
             self.buf.clear();
             self.pos = 0;
+            self.refill()?;
         }
+        Ok(())
     }
 
     /// Write as much as the socket takes. Ok(true) when everything went out; Ok(false) on
@@ -196,7 +247,13 @@ impl OutBuf {
 
     fn flush_inner(&mut self, w: &mut impl Write, policy: WritePolicy) -> io::Result<Flushed> {
         let mut calls = 0usize;
-        while self.pos < self.buf.len() {
+        loop {
+            if self.pos >= self.buf.len() {
+                if self.stream.is_none() {
+                    break;
+                }
+                self.refill()?;
+            }
             if let WritePolicy::SpinLimit(limit) = policy {
                 if calls >= limit {
                     return Ok(Flushed::SpinLimit);

@@ -5,10 +5,18 @@
 //! the output buffer, stopping at a partial request. Refused requests (400/431/413) get their
 //! error response and close the connection; a workload error (404, 400 for a bad parameter)
 //! is an ordinary response on a healthy connection.
+//!
+//! The output a connection holds is bounded by `max_output_bytes`: a response body larger
+//! than the bound is streamed (its head is appended with the first part of the body, and the
+//! [`OutBuf`] produces the rest as the client takes it), and once the unsent output is over the
+//! bound, the requests behind it wait in the input ([`Flow::Drain`]) until it has drained, so
+//! a client that pipelines requests and does not read holds at most about one bound of memory.
+//! The bound applies the same way to every architecture, whatever its write path.
 
-use crate::conn::InBuf;
+use crate::conn::{InBuf, OutBuf};
 use crate::options::ServerOptions;
 use crate::service::{BlockingForward, ClientConn, Service};
+use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_work::{Context, WorkError, Workload};
 
@@ -23,6 +31,10 @@ pub enum Flow {
     /// Flush the error response, then close lingering: the client may still be sending the
     /// rest of a refused request (see `conn::LINGER`).
     Refused,
+    /// Flush the output, and once it has all gone out, call again without reading: a complete
+    /// request waits behind output over `max_output_bytes` (the connection reads no further
+    /// requests meanwhile).
+    Drain,
 }
 
 /// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
@@ -34,13 +46,16 @@ pub struct Scratch {
     work: Context,
     /// The request class (path and query, `/echo?size=10`) of the last request answered.
     class: String,
+    /// `max_output_bytes`: the unsent output beyond which requests wait, and the largest
+    /// response body produced at once.
+    max_output: usize,
     /// The handler of a forwarding service, for a thread that may block.
     forward: Option<Box<dyn BlockingForward>>,
 }
 
 impl Scratch {
     /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
-    /// `--programs`, and its service).
+    /// `--programs`, `max_output_bytes`, and its service).
     pub fn new(options: &ServerOptions) -> Scratch {
         let work =
             Context::new(options.downstream).with_db(options.database.clone()).with_programs(options.programs.clone());
@@ -48,7 +63,7 @@ impl Scratch {
             Service::Workload => None,
             Service::Forward(f) => Some(f.blocking()),
         };
-        Scratch { body: Vec::new(), work, class: String::new(), forward }
+        Scratch { body: Vec::new(), work, class: String::new(), max_output: options.max_output_bytes, forward }
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -71,7 +86,7 @@ pub enum KeepAlive {
 /// the scratch was made for: the workloads ([`serve_buffered`]) or a forwarding handler.
 pub fn serve_connection(conn: ClientConn<'_>, limits: &Limits, scratch: &mut Scratch, policy: KeepAlive) -> Flow {
     match &mut scratch.forward {
-        None => serve_buffered(conn.input, conn.output.vec(), limits, scratch, policy),
+        None => serve_buffered(conn.input, conn.output, limits, scratch, policy),
         Some(forward) => forward.serve(conn, limits, policy),
     }
 }
@@ -79,7 +94,7 @@ pub fn serve_connection(conn: ClientConn<'_>, limits: &Limits, scratch: &mut Scr
 /// Answer every complete request in `input`, appending responses to `out`.
 pub fn serve_buffered(
     input: &mut InBuf,
-    out: &mut Vec<u8>,
+    out: &mut OutBuf,
     limits: &Limits,
     scratch: &mut Scratch,
     policy: KeepAlive,
@@ -89,6 +104,10 @@ pub fn serve_buffered(
         let keep_alive;
         match http::parse_request(input.filled(), limits) {
             Ok(Parse::Partial) => return Flow::KeepOpen,
+            Ok(Parse::Complete { .. }) if out.pending() >= scratch.max_output => {
+                count_limit(LimitEvent::OutputWaited);
+                return Flow::Drain;
+            }
             Ok(Parse::Complete { mut request, consumed: n }) => {
                 request.keep_alive &= policy == KeepAlive::AsRequested;
                 respond(&request, out, scratch);
@@ -96,7 +115,7 @@ pub fn serve_buffered(
                 keep_alive = request.keep_alive;
             }
             Err(e) => {
-                out.extend_from_slice(http::error_response(e));
+                out.vec().extend_from_slice(http::error_response(e));
                 return Flow::Refused;
             }
         }
@@ -110,7 +129,7 @@ pub fn serve_buffered(
     }
 }
 
-fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch) {
+fn respond(request: &http::Request<'_>, out: &mut OutBuf, scratch: &mut Scratch) {
     scratch.class.clear();
     scratch.class.push_str(request.path);
     if !request.query.is_empty() {
@@ -120,7 +139,7 @@ fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch
     let head_only = request.method == Method::Head;
     if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
         http::write_response(
-            out,
+            out.vec(),
             Status::MethodNotAllowed,
             request.keep_alive,
             b"405 method not allowed (use GET, HEAD or POST)\n",
@@ -129,23 +148,47 @@ fn respond(request: &http::Request<'_>, out: &mut Vec<u8>, scratch: &mut Scratch
     }
     let body = &mut scratch.body;
     body.clear();
-    let status = match Workload::from_target(request.path, request.query)
-        .and_then(|work| work.execute(&mut scratch.work, request.body, body))
-    {
-        Ok(()) => Status::Ok,
-        Err(e) => {
-            body.extend_from_slice(e.to_string().as_bytes());
-            body.push(b'\n');
-            match e {
-                WorkError::UnknownPath { .. } | WorkError::NotFound { .. } => Status::NotFound,
-                WorkError::BadParameter { .. } => Status::BadRequest,
-                WorkError::Unavailable { .. } => Status::ServiceUnavailable,
+    let status = match Workload::from_target(request.path, request.query) {
+        Err(e) => error_body(&e, body),
+        // A body larger than the bound is streamed: its first part now, the rest as it drains.
+        Ok(work) => match work.body_stream(request.body).filter(|s| s.len() > scratch.max_output) {
+            Some(stream) if head_only => {
+                http::write_response_head(out.vec(), Status::Ok, request.keep_alive, stream.len());
+                return;
             }
-        }
+            Some(mut stream) => match stream.fill(scratch.max_output, body) {
+                Ok(_) => {
+                    count_limit(LimitEvent::ResponseStreamed);
+                    http::write_response_head(out.vec(), Status::Ok, request.keep_alive, stream.len());
+                    out.vec().extend_from_slice(body);
+                    out.stream_body(stream, scratch.max_output);
+                    return;
+                }
+                Err(reason) => {
+                    body.clear();
+                    error_body(&WorkError::Unavailable { workload: "/file", reason }, body)
+                }
+            },
+            None => match work.execute(&mut scratch.work, request.body, body) {
+                Ok(()) => Status::Ok,
+                Err(e) => error_body(&e, body),
+            },
+        },
     };
     if head_only {
-        http::write_response_head(out, status, request.keep_alive, body.len());
+        http::write_response_head(out.vec(), status, request.keep_alive, body.len());
     } else {
-        http::write_response(out, status, request.keep_alive, body);
+        http::write_response(out.vec(), status, request.keep_alive, body);
+    }
+}
+
+/// The body and status of a workload error.
+fn error_body(e: &WorkError, body: &mut Vec<u8>) -> Status {
+    body.extend_from_slice(e.to_string().as_bytes());
+    body.push(b'\n');
+    match e {
+        WorkError::UnknownPath { .. } | WorkError::NotFound { .. } => Status::NotFound,
+        WorkError::BadParameter { .. } => Status::BadRequest,
+        WorkError::Unavailable { .. } => Status::ServiceUnavailable,
     }
 }

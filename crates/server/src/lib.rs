@@ -33,6 +33,7 @@ pub mod http_service;
 pub mod options;
 pub mod registry;
 pub mod service;
+pub mod timeouts;
 
 pub use archlab_handoff::{Dispatch, WaitStrategy};
 /// Create the `/file` workload's data file now (servers call it at start; see `archlab_work`).

@@ -29,6 +29,16 @@ const COUNT: Int<usize> = Int::new(1, 65_536);
 const CAPACITY: Int<usize> = Int::new(1, 1 << 24);
 /// SO_SNDBUF / SO_RCVBUF in bytes.
 const SOCKET_BUFFER: Int<usize> = Int::new(1024, 1 << 30);
+/// Timeouts in ms, 0 for none; at most a day.
+const TIMEOUT_MS: Int<u64> = Int::new(0, 86_400_000);
+/// nginx's `client_header_timeout` (and `client_body_timeout`): 60 s.
+pub const REQUEST_TIMEOUT_DEFAULT_MS: u64 = 60_000;
+/// nginx's `keepalive_timeout`: 75 s.
+pub const IDLE_TIMEOUT_DEFAULT_MS: u64 = 75_000;
+/// Unsent response bytes a connection may hold by default: 1 MiB, four times the largest of
+/// seed 001's responses (100 KB), so that the seeds' workloads never meet the bound, and a
+/// part of a streamed body is large enough that refilling costs nothing next to sending it.
+pub const MAX_OUTPUT_DEFAULT_BYTES: usize = 1 << 20;
 
 archlab_options::option_set! {
     /// What a server architecture is built from: the options of `archlab-engine serve`.
@@ -69,6 +79,24 @@ archlab_options::option_set! {
         /// TCP_NODELAY on accepted connections, so that responses go out at once (`--no-nodelay`
         /// turns it off).
         nodelay: bool = true, NoFlag;
+        /// How long a request may take to arrive, in ms, from its first byte to its last (head
+        /// and body): a client still sending it after that long (slowloris, a stalled body) is
+        /// answered 408 and the connection closed. 0: no limit (experiments on slow clients).
+        /// Default 60 s, nginx's client_header_timeout.
+        request_timeout_ms: u64 = REQUEST_TIMEOUT_DEFAULT_MS, TIMEOUT_MS;
+        /// How long a connection may stay idle, in ms (no request in progress and no response
+        /// unsent: a new connection that says nothing, a keep-alive connection between
+        /// requests); then the server closes it. 0: no limit. Default 75 s, nginx's
+        /// keepalive_timeout.
+        idle_timeout_ms: u64 = IDLE_TIMEOUT_DEFAULT_MS, TIMEOUT_MS;
+        /// Connections the server holds at once, at most: at the cap it stops accepting (new
+        /// connections wait in the listen backlog) until one closes. 0: no cap but the
+        /// process's descriptor limit.
+        max_connections: usize = 0, Int::<usize>::new(0, 1 << 24);
+        /// Unsent response bytes a connection may hold: over it, the connection's further
+        /// requests wait until its output drains, and a larger response body is produced in
+        /// parts of this size as the client takes them (streamed), never held whole.
+        max_output_bytes: usize = MAX_OUTPUT_DEFAULT_BYTES, Int::<usize>::new(4096, 1 << 30);
         /// Downstream HTTP service of `/call?ms=M` (an `archlab-engine serve --arch sync` that
         /// answers `/delay?ms=M`), as HOST:PORT; without it `/call` answers 503.
         downstream: Option<SocketAddr> = None,

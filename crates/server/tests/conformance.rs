@@ -4,14 +4,27 @@
 //! `the_suite_covers_every_registered_architecture` fails when an architecture is registered
 //! but missing here. Servers run in-process on 127.0.0.1 port 0; clients are the shared test
 //! client of `common`.
+//!
+//! The limits of a long run are properties of every architecture too, in `limits` below: the
+//! idle and request timeouts (with 300 ms timeouts; a timeout must never fire early, which a
+//! loaded machine cannot make happen, and must fire, within the test's bound), the cap on
+//! connections (a connection beyond it waits in the listen backlog, as the kernel's
+//! accept-queue length shows, until another closes), the output bound (bodies over it arrive
+//! whole and in order, produced in parts, with the requests behind them waiting), and the
+//! socket options; each limit is counted by the server. The cap's property waits for a
+//! process-wide counter to move, so it runs alone ([`DESCRIPTORS`] for writing).
 
 mod common;
 
+use archlab_metrics::counters::limit_totals;
 use archlab_server::{ServerOptions, REGISTRY};
 use common::conformance::{Subject, DESCRIPTORS};
-use common::{connect, get, read_response, start};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use common::{
+    connect, get, listen_queue, read_response, request, sockets_on, sockopt_int, start, wait_until, IO_TIMEOUT,
+};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 /// Architectures whose shared blocking handlers close an idle keep-alive connection when
 /// another connection starves for a handler (`frontend::pool`, RFC 9112 §9.8).
@@ -49,6 +62,74 @@ conformance_suite! { architecture;
     netty_ring => "netty-ring",
 }
 
+/// One test per (limit property, architecture), in `limits::<architecture>`.
+macro_rules! limits_suite {
+    ($($module:ident => $name:literal),* $(,)?) => {
+        mod limits {
+            $(
+                mod $module {
+                    const ARCH: &str = $name;
+                    fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+                        super::super::DESCRIPTORS.read().unwrap_or_else(|e| e.into_inner())
+                    }
+                    #[test]
+                    fn socket_options_reach_every_accepted_connection() {
+                        let _g = shared();
+                        super::super::socket_options_reach_every_accepted_connection(ARCH)
+                    }
+                    #[test]
+                    fn an_idle_connection_is_closed_after_the_idle_timeout() {
+                        let _g = shared();
+                        super::super::an_idle_connection_is_closed_after_the_idle_timeout(ARCH)
+                    }
+                    #[test]
+                    fn a_request_that_does_not_arrive_in_time_is_answered_408() {
+                        let _g = shared();
+                        super::super::a_request_that_does_not_arrive_in_time_is_answered_408(ARCH)
+                    }
+                    #[test]
+                    fn at_max_connections_new_connections_wait_until_one_closes() {
+                        let _alone = super::super::DESCRIPTORS.write().unwrap_or_else(|e| e.into_inner());
+                        super::super::at_max_connections_new_connections_wait_until_one_closes(ARCH)
+                    }
+                    #[test]
+                    fn output_over_the_bound_is_streamed_and_requests_wait_behind_it() {
+                        let _g = shared();
+                        super::super::output_over_the_bound_is_streamed_and_requests_wait_behind_it(ARCH)
+                    }
+                }
+            )*
+        }
+    };
+}
+
+limits_suite! {
+    thread_per_connection => "thread-per-connection",
+    sync => "sync",
+    blocking => "blocking",
+    blocking_ring => "blocking-ring",
+    blocking_actor => "blocking-actor",
+    single_thread => "single-thread",
+    reactor => "reactor",
+    reactor_ring => "reactor-ring",
+    reactor_actor => "reactor-actor",
+    nio2 => "nio2",
+    nio2_ring => "nio2-ring",
+    nio2_actor => "nio2-actor",
+    seda_queue => "seda-queue",
+    seda_ring => "seda-ring",
+    seda_actor => "seda-actor",
+    async_fix => "async-fix",
+    async_4 => "async-4",
+    netty => "netty",
+    hybrid => "hybrid",
+    tokio => "tokio",
+    io_uring => "io-uring",
+    ncopy => "ncopy",
+    reactor_pool => "reactor-pool",
+    netty_ring => "netty-ring",
+}
+
 #[test]
 fn the_suite_covers_every_registered_architecture() {
     let mut registered: Vec<&str> = REGISTRY.iter().map(|a| a.name).collect();
@@ -56,6 +137,241 @@ fn the_suite_covers_every_registered_architecture() {
     registered.sort_unstable();
     covered.sort_unstable();
     assert_eq!(covered, registered, "add each registered architecture to `conformance_suite!` in this file");
+}
+
+/// The socket options of `[server]` are read back from the server's side of a connection:
+/// the descriptor the server accepted (it lives in this process), asked with getsockopt.
+/// Linux doubles SO_SNDBUF/SO_RCVBUF to make room for its bookkeeping and reports the doubled
+/// value (socket(7)); the values asked for here are below the default `wmem_max`/`rmem_max`
+/// (212992), which would clamp them.
+fn socket_options_reach_every_accepted_connection(arch: &str) {
+    let accepted_option = |addr: SocketAddr, level, name| -> i32 {
+        let accepted: Vec<i32> = sockets_on(addr.port()).into_iter().filter(|&(_, l)| !l).map(|(fd, _)| fd).collect();
+        assert_eq!(accepted.len(), 1, "{arch}: the server's side of the one connection");
+        sockopt_int(accepted[0], level, name).unwrap_or_else(|| panic!("{arch}: getsockopt"))
+    };
+    let (sndbuf, rcvbuf) = (96 * 1024, 48 * 1024);
+    let options = ServerOptions { sndbuf: Some(sndbuf), rcvbuf: Some(rcvbuf), nodelay: false, ..Default::default() };
+    let addr = start(arch, &options);
+    let mut s = connect(addr);
+    assert_eq!(get(&mut s, "/echo?size=1").status, 200, "{arch}");
+    assert_eq!(accepted_option(addr, libc::SOL_SOCKET, libc::SO_SNDBUF), 2 * sndbuf as i32, "{arch}: sndbuf");
+    assert_eq!(accepted_option(addr, libc::SOL_SOCKET, libc::SO_RCVBUF), 2 * rcvbuf as i32, "{arch}: rcvbuf");
+    assert_eq!(accepted_option(addr, libc::IPPROTO_TCP, libc::TCP_NODELAY), 0, "{arch}: nodelay = false");
+    let addr = start(arch, &ServerOptions::default());
+    let mut s = connect(addr);
+    assert_eq!(get(&mut s, "/echo?size=1").status, 200, "{arch}");
+    assert_eq!(accepted_option(addr, libc::IPPROTO_TCP, libc::TCP_NODELAY), 1, "{arch}: nodelay by default");
+}
+
+/// The timeouts of the properties below: short, so that the suite stays fast; the server's
+/// sweeps are at most 1/64 of it late.
+const TIMEOUT_MS: u64 = 300;
+const TIMEOUT: Duration = Duration::from_millis(TIMEOUT_MS);
+
+/// Read until the server closes `s`; the bytes that came first.
+fn read_until_closed(s: &mut TcpStream, arch: &str, what: &str) -> Vec<u8> {
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => rest,
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => rest,
+        Err(e) => panic!("{arch}: {what}: not closed by the server within {IO_TIMEOUT:?} ({e})"),
+    }
+}
+
+/// A connection that never sends a byte and a keep-alive connection after its response are
+/// both closed by the server once idle for the idle timeout, never before.
+fn an_idle_connection_is_closed_after_the_idle_timeout(arch: &str) {
+    let addr = start(arch, &ServerOptions { idle_timeout_ms: TIMEOUT_MS, ..Default::default() });
+    let closed_before = limit_totals().idle_closed;
+    // Taken before either connection exists: the server's idle clocks start later.
+    let t0 = Instant::now();
+    let mut used = connect(addr);
+    let r = get(&mut used, "/echo?size=5");
+    // (Alone, so that a blocking pool does not close it under pressure, `frontend::pool`.)
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    let mut silent = connect(addr);
+    for (what, s) in [("a silent connection", &mut silent), ("an idle keep-alive connection", &mut used)] {
+        let rest = read_until_closed(s, arch, what);
+        assert!(rest.is_empty(), "{arch}: {what}: {:?}", String::from_utf8_lossy(&rest));
+        assert!(t0.elapsed() >= TIMEOUT, "{arch}: {what} closed after {:?}, before the idle timeout", t0.elapsed());
+    }
+    assert!(limit_totals().idle_closed >= closed_before + 2, "{arch}: the closes were not counted");
+}
+
+/// A request whose head never ends, although its client keeps sending header lines
+/// (slowloris), is answered 408 and closed once the request timeout has passed since its
+/// first byte; a server with the timeout off (0) still waits for the same request; and a client
+/// that always has the next request in flight is never timed out (the clock restarts with each
+/// request answered).
+fn a_request_that_does_not_arrive_in_time_is_answered_408(arch: &str) {
+    let strict = start(arch, &ServerOptions { request_timeout_ms: TIMEOUT_MS, ..Default::default() });
+    let patient = start(arch, &ServerOptions { request_timeout_ms: 0, idle_timeout_ms: 0, ..Default::default() });
+    let timeouts_before = limit_totals().request_timeouts;
+    let head = b"GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n";
+    let t0 = Instant::now();
+    let mut loris = connect(strict);
+    let mut waiting = connect(patient);
+    loris.write_all(head).unwrap();
+    waiting.write_all(head).unwrap();
+    // One more header line whenever 20 ms pass without an answer (the client's read timeout
+    // paces the attack; nothing waits on it).
+    loris.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while buf.is_empty() {
+        assert!(t0.elapsed() < IO_TIMEOUT, "{arch}: a request that never ended was not answered");
+        match loris.read(&mut chunk) {
+            Ok(0) => panic!("{arch}: closed without a 408"),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let _ = loris.write_all(b"X-Trickle: a\r\n");
+            }
+            Err(e) => panic!("{arch}: {e}"),
+        }
+    }
+    loris.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let r = read_response(&mut loris, &mut buf);
+    assert_eq!(r.status, 408, "{arch}: {}", r.head);
+    assert!(r.head.contains("Connection: close"), "{arch}: {}", r.head);
+    assert!(t0.elapsed() >= TIMEOUT, "{arch}: 408 after {:?}, before the request timeout", t0.elapsed());
+    // What the client sent after the 408 went out is discarded; then the server closes.
+    read_until_closed(&mut loris, arch, "after the 408");
+    // The same request, begun before the other one was timed out, is still awaited here.
+    waiting.write_all(b"\r\n").unwrap();
+    let r = read_response(&mut waiting, &mut Vec::new());
+    assert_eq!((r.status, r.body.len()), (200, 1), "{arch}: with request_timeout_ms = 0");
+    // Always part of the next request in flight, for three timeouts: never a 408.
+    let mut busy = connect(strict);
+    let next = request("/echo?size=3");
+    let (first, rest) = next.as_bytes().split_at(10);
+    busy.write_all(first).unwrap();
+    let started = Instant::now();
+    let mut rounds = 0;
+    let mut buf = Vec::new();
+    while rounds < 3 || started.elapsed() < 3 * TIMEOUT {
+        assert!(rounds < 100_000 && started.elapsed() < IO_TIMEOUT, "{arch}: bounded");
+        busy.write_all(&[rest, first].concat()).unwrap();
+        let r = read_response(&mut busy, &mut buf);
+        assert_eq!((r.status, r.body.len()), (200, 3), "{arch}: round {rounds} after {:?}", started.elapsed());
+        rounds += 1;
+    }
+    assert!(limit_totals().request_timeouts > timeouts_before, "{arch}: the 408 was not counted");
+}
+
+/// With `max_connections = 2`, a third connection is not accepted while two are open: it waits
+/// in the listen backlog, unanswered, and is served once one of the two closes.
+fn at_max_connections_new_connections_wait_until_one_closes(arch: &str) {
+    let addr = start(arch, &ServerOptions { max_connections: 2, ..Default::default() });
+    let capped_before = limit_totals().accept_capped;
+    // One after the other: a blocking pool closes a connection after its response while
+    // another waits in its hand-off (`frontend::pool`), which would free a place.
+    let mut first = connect(addr);
+    let r = get(&mut first, "/echo?size=1");
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    let mut second = connect(addr);
+    let r = get(&mut second, "/echo?size=2");
+    assert!(r.status == 200 && r.head.contains("keep-alive"), "{arch}: {}", r.head);
+    // The acceptor stops as soon as the cap is reached (this test runs alone: the counter is
+    // this server's).
+    assert!(
+        wait_until(|| limit_totals().accept_capped > capped_before),
+        "{arch}: the acceptor never stopped at the cap"
+    );
+    let mut third = connect(addr);
+    third.write_all(request("/echo?size=7").as_bytes()).unwrap();
+    assert!(wait_until(|| listen_queue(addr.port()) == 1), "{arch}: the third connection is not in the backlog");
+    third.set_nonblocking(true).unwrap();
+    let unanswered = matches!(third.peek(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    third.set_nonblocking(false).unwrap();
+    assert!(unanswered, "{arch}: the third connection was answered over the cap");
+    drop(first);
+    let r = read_response(&mut third, &mut Vec::new());
+    assert_eq!((r.status, r.body.len()), (200, 7), "{arch}: the waiting connection once a place was free");
+    assert_eq!(listen_queue(addr.port()), 0, "{arch}");
+    assert_eq!(get(&mut second, "/echo?size=2").status, 200, "{arch}: the other connection");
+}
+
+/// The echo pattern (`archlab_work`): byte i of an `/echo` or `/file` body is `b'a' + i % 26`.
+fn is_pattern(body: &[u8]) -> bool {
+    body.iter().enumerate().all(|(i, &b)| b == b'a' + (i % 26) as u8)
+}
+
+/// With `max_output_bytes` = 64 KiB, pipelined responses larger than the bound and small ones
+/// behind them all arrive whole, byte-exact and in order: the large bodies are produced in
+/// parts (counted), and the requests behind them wait until they have gone out (counted).
+fn output_over_the_bound_is_streamed_and_requests_wait_behind_it(arch: &str) {
+    const BOUND: usize = 64 * 1024;
+    let addr = start(arch, &ServerOptions { max_output_bytes: BOUND, ..Default::default() });
+    // The reference for `/response`'s body: the same request under the default bound (1 MiB),
+    // produced at once.
+    let reference = start(arch, &ServerOptions::default());
+    let expected_response = get(&mut connect(reference), "/response?size=300000").body;
+    let before = limit_totals();
+    let targets =
+        ["/echo?size=3000000", "/echo?size=10", "/response?size=300000", "/file?size=1000000", "/echo?size=5"];
+    let streamed = targets.iter().filter(|t| t.split('=').nth(1).unwrap().parse::<usize>().unwrap() > BOUND).count();
+    let mut s = connect(addr);
+    s.write_all(targets.iter().map(|t| request(t)).collect::<String>().as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    for target in targets {
+        let r = read_response(&mut s, &mut buf);
+        let size: usize = target.split('=').nth(1).unwrap().parse().unwrap();
+        assert_eq!((r.status, r.body.len()), (200, size), "{arch}: {target}");
+        if target.starts_with("/response") {
+            assert!(r.body == expected_response, "{arch}: {target} differs from the body produced at once");
+        } else {
+            assert!(is_pattern(&r.body), "{arch}: {target} is not the pattern");
+        }
+    }
+    let after = limit_totals();
+    assert!(after.responses_streamed >= before.responses_streamed + streamed as u64, "{arch}: {after:?}");
+    assert!(after.output_waits > before.output_waits, "{arch}: no request waited behind the output: {after:?}");
+    // The connection goes on as usual.
+    assert_eq!(get(&mut s, "/echo?size=4").status, 200, "{arch}");
+}
+
+/// `threads` sizes the blocking pool: with one thread a request waits for the one in progress
+/// on another connection, with two they overlap. Decided by what has arrived when, never by
+/// how long anything took: with one thread, the second connection cannot be served before the
+/// first's response has been written, so when the second's response arrives the first's is
+/// already in its socket; with two, the second is answered while the first connection is
+/// still sending its request (a barrier: the first request is completed only afterwards).
+#[test]
+fn blocking_threads_one_serialises_and_two_overlap() {
+    let _g = DESCRIPTORS.read().unwrap_or_else(|e| e.into_inner());
+    // One thread: the first connection is the worker's (its response came), then its slow
+    // request is under way when the second connection asks.
+    let addr = start("blocking", &ServerOptions { threads: Some(1), ..Default::default() });
+    let mut first = connect(addr);
+    assert_eq!(get(&mut first, "/echo?size=1").status, 200);
+    first.write_all(request("/delay?ms=300").as_bytes()).unwrap();
+    let mut second = connect(addr);
+    let second_response = get(&mut second, "/delay?ms=1");
+    assert_eq!(second_response.status, 200);
+    first.set_nonblocking(true).unwrap();
+    let mut early = Vec::new();
+    let _ = first.read_to_end(&mut early);
+    first.set_nonblocking(false).unwrap();
+    assert!(
+        early.windows(4).any(|w| w == b"\r\n\r\n") && early.starts_with(b"HTTP/1.1 200"),
+        "threads = 1: the second request was answered before the first one in progress ({:?})",
+        String::from_utf8_lossy(&early)
+    );
+    // Two threads: the first connection holds a worker with half a request; the second is
+    // answered meanwhile, and the first once it completes its request.
+    let addr = start("blocking", &ServerOptions { threads: Some(2), ..Default::default() });
+    let mut first = connect(addr);
+    assert_eq!(get(&mut first, "/echo?size=1").status, 200);
+    let half = request("/delay?ms=1");
+    let (head, rest) = half.as_bytes().split_at(half.len() - 2);
+    first.write_all(head).unwrap();
+    let mut second = connect(addr);
+    // With one thread this waits for the first request, which waits for this: the client's
+    // read timeout (`IO_TIMEOUT`) ends the test with a failure.
+    assert_eq!(get(&mut second, "/delay?ms=1").status, 200, "threads = 2: the second connection beside the first");
+    first.write_all(rest).unwrap();
+    assert_eq!(read_response(&mut first, &mut Vec::new()).status, 200);
 }
 
 #[test]
@@ -71,7 +387,10 @@ fn options_are_applied() {
     assert_eq!(get(&mut held, "/echo?size=1").status, 200);
     let mut waiting = connect(addr);
     let mut closed = false;
-    for _ in 0..500 {
+    // Asked again until the worker has seen the waiting connection (two of its checks, 50 ms
+    // apart): bounded by the client's time-out and a count, each round trip is the wait.
+    let deadline = Instant::now() + IO_TIMEOUT;
+    for _ in 0..1_000_000 {
         write!(held, "GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let head = read_response(&mut held, &mut Vec::new()).head;
         if head.contains("Connection: close") {
@@ -79,7 +398,9 @@ fn options_are_applied() {
             break;
         }
         assert!(head.contains("keep-alive"), "{head}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        if Instant::now() > deadline {
+            break;
+        }
     }
     assert!(closed, "the worker never closed the held connection while another waited");
     write!(waiting, "GET /echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();

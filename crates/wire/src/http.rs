@@ -43,7 +43,7 @@ pub use relay::{
 };
 pub use request::{header_slots, parse_request, parse_request_head, HeaderSlots, RequestHead};
 pub(crate) use response::format_usize;
-pub use response::{error_response, write_response, write_response_head};
+pub use response::{error_response, request_timeout_response, write_response, write_response_head};
 
 /// Size limits enforced while parsing a request.
 #[derive(Clone, Debug)]

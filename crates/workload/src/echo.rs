@@ -24,13 +24,22 @@ pub(crate) fn run(size: usize, request_body: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(request_body);
         return;
     }
+    pattern(0, size, out);
+}
+
+/// Append `len` pattern bytes starting at byte `offset` of the pattern (byte i is
+/// `b'a' + i % 26`), so that a body produced in parts is the body produced at once.
+pub(crate) fn pattern(offset: usize, len: usize, out: &mut Vec<u8>) {
     // One reservation, then block-sized copies: no per-byte loop, no reallocation.
-    out.reserve(size);
-    let mut remaining = size;
+    out.reserve(len);
+    let mut at = offset % 26;
+    let mut remaining = len;
     while remaining > 0 {
-        let n = remaining.min(BLOCK_LEN);
-        out.extend_from_slice(&BLOCK[..n]);
+        let n = remaining.min(BLOCK_LEN - at);
+        out.extend_from_slice(&BLOCK[at..at + n]);
         remaining -= n;
+        // BLOCK_LEN is a whole number of alphabets: the next copy starts where this one left off.
+        at = (at + n) % BLOCK_LEN;
     }
 }
 
@@ -66,6 +75,19 @@ mod tests {
         let mut out = Vec::new();
         run(5, b"hello world", &mut out);
         assert_eq!(out, b"hello world");
+    }
+
+    #[test]
+    fn parts_make_the_whole_body() {
+        let whole = body(3 * BLOCK_LEN + 100);
+        let mut parts = Vec::new();
+        let mut offset = 0;
+        for len in [1, 25, 26, 27, BLOCK_LEN, BLOCK_LEN - 3, 1000, 2 * BLOCK_LEN] {
+            let len = len.min(whole.len() - offset);
+            pattern(offset, len, &mut parts);
+            offset += len;
+        }
+        assert_eq!(parts, whole[..offset]);
     }
 
     #[test]

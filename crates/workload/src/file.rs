@@ -55,15 +55,23 @@ pub fn prepare() -> Result<(), String> {
 
 /// Append the first `size` bytes of the file.
 pub(crate) fn run(size: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    read_part(0, size, out)
+}
+
+/// Append `len` bytes of the file from byte `offset` (a body produced in parts).
+pub(crate) fn read_part(offset: usize, len: usize, out: &mut Vec<u8>) -> Result<(), String> {
     prepare()?;
     let file = FILE.get().and_then(|f| f.as_ref().ok()).expect("prepared");
     let start = out.len();
-    out.resize(start + size, 0);
+    out.resize(start + len, 0);
     let mut done = 0;
-    while done < size {
-        let n = (size - done).min(CHUNK);
-        match file.read_at(&mut out[start + done..start + done + n], done as u64) {
-            Ok(0) => return Err("the file ended early".into()),
+    while done < len {
+        let n = (len - done).min(CHUNK);
+        match file.read_at(&mut out[start + done..start + done + n], (offset + done) as u64) {
+            Ok(0) => {
+                out.truncate(start);
+                return Err("the file ended early".into());
+            }
             Ok(k) => done += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {

@@ -36,6 +36,7 @@ pub mod program;
 mod query;
 pub mod response;
 mod sort;
+mod stream;
 
 pub use call::{Context, DELAY_MAX_MS};
 pub use db::{
@@ -45,6 +46,7 @@ pub use db::{
 pub use file::{prepare as prepare_file, FILE_MAX_SIZE};
 pub use program::{Program, ProgramError, ProgramName, ProgramSet, Step, PROGRAM_FILE_FORM};
 pub use query::{ECHO_MAX_SIZE, PRIME_MAX_N, RESPONSE_MAX_SIZE, SORT_MAX_N};
+pub use stream::BodyStream;
 
 /// The work one request asks for; constant per request, chosen by path and query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +128,19 @@ impl Workload {
             "/db" => Ok(Workload::Db { id: query::single(query, &query::DB_ID)? as u32 }),
             "/program" => Ok(Workload::Program { name: query::program_name(query)? }),
             _ => Err(WorkError::UnknownPath { path: path.to_owned() }),
+        }
+    }
+
+    /// The body of this request as a [`BodyStream`], produced in parts, for the workloads whose
+    /// body can be large (`/echo` without a request body, `/response`, `/file`); None for the
+    /// others (their bodies are short, or an echoed request body that is already in memory).
+    /// The parts make exactly the body [`Workload::execute`] appends.
+    pub fn body_stream(&self, request_body: &[u8]) -> Option<BodyStream> {
+        match *self {
+            Workload::Echo { size } if request_body.is_empty() => Some(BodyStream::pattern(size)),
+            Workload::Response { size } => Some(BodyStream::rounds(size)),
+            Workload::File { size } => Some(BodyStream::file(size)),
+            _ => None,
         }
     }
 

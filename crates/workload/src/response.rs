@@ -40,15 +40,24 @@ fn insertion_sort(a: &mut [u32]) {
     }
 }
 
+/// The generator's state before the first round of every response.
+pub(crate) const SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// Append `size` bytes, running [`rounds`]`(size)` insertion sorts of 100 random integers.
 pub(crate) fn run(size: usize, out: &mut Vec<u8>) {
-    out.reserve(size);
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    rounds_into(&mut SEED.clone(), size, out);
+}
+
+/// Append `len` bytes from the rounds that follow `state` (advanced past them): a body
+/// produced in parts of whole rounds ([`ROUND_BYTES`]; only the last part may end inside a
+/// round) is the body produced at once, at the same cost.
+pub(crate) fn rounds_into(state: &mut u64, len: usize, out: &mut Vec<u8>) {
+    out.reserve(len);
     let mut array = [0u32; ROUND_BYTES];
-    let mut remaining = size;
+    let mut remaining = len;
     while remaining > 0 {
         for v in array.iter_mut() {
-            *v = (next(&mut state) >> 32) as u32;
+            *v = (next(state) >> 32) as u32;
         }
         insertion_sort(&mut array);
         let n = remaining.min(ROUND_BYTES);

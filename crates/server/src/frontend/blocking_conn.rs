@@ -1,33 +1,53 @@
 //! Serving one connection with blocking I/O: read, answer every complete request, write the
 //! responses with `write_all`, repeat until the connection closes. Shared by the
 //! thread-per-connection and pool front-ends. The thread serving a connection blocks in
-//! `read` while the client is silent, which is exactly the cost those architectures pay.
+//! `read` while the client is silent, which is exactly the cost those architectures pay, and in
+//! `write` while the client does not read (a response over `max_output_bytes` is written part
+//! by part, so such a client holds one part of memory, and its thread). The request and idle
+//! timeouts (`crate::timeouts`) are the socket's read timeout (`SO_RCVTIMEO`), set only when
+//! it changes: once per connection while requests arrive in one read.
 
+use crate::acceptor::Admitted;
 use crate::conn::{linger_close_blocking, InBuf, OutBuf};
 use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
 use crate::service::ClientConn;
-use archlab_wire::http::Limits;
-use std::io::ErrorKind;
+use crate::timeouts::{Expiry, Timeouts, Watch};
+use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
+use archlab_wire::http::{request_timeout_response, Limits};
+use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a handler waiting on an idle connection looks whether another connection is
 /// starving for it (see [`BlockingConn::serve_yielding`]).
 const IDLE_CHECK: Duration = Duration::from_millis(50);
+/// How much of the idle timeout may have passed before the wait starts while the whole timeout
+/// is still set as the read timeout (see [`BlockingConn::set_read_timeout`]).
+const IDLE_ROUNDING: Duration = Duration::from_millis(10);
 
-/// A connection with its buffers.
+/// A connection with its buffers, its timeouts and its place under the connection cap.
 pub struct BlockingConn {
     stream: TcpStream,
     input: InBuf,
     output: OutBuf,
+    timeouts: Timeouts,
+    watch: Watch,
+    /// The socket's read timeout as last set (`SO_RCVTIMEO`), so that it is set only when it
+    /// changes: once per connection while requests arrive whole.
+    read_timeout: Option<Duration>,
+    _place: Admitted,
 }
 
 impl BlockingConn {
-    pub fn new(stream: TcpStream, limits: &Limits) -> BlockingConn {
+    pub fn new(stream: TcpStream, place: Admitted, limits: &Limits, timeouts: Timeouts) -> BlockingConn {
         BlockingConn {
             stream,
             input: InBuf::new(limits.max_header_bytes + limits.max_body_bytes),
             output: OutBuf::default(),
+            timeouts,
+            watch: Watch::new(),
+            read_timeout: None,
+            _place: place,
         }
     }
 
@@ -51,9 +71,6 @@ impl BlockingConn {
         policy: impl Fn() -> KeepAlive,
         starving: impl Fn() -> bool,
     ) {
-        if self.stream.set_read_timeout(Some(IDLE_CHECK)).is_err() {
-            return self.serve_inner(limits, scratch, policy, None);
-        }
         self.serve_inner(limits, scratch, policy, Some(&starving))
     }
 
@@ -77,13 +94,22 @@ impl BlockingConn {
             }
             match flow {
                 Flow::KeepOpen => {}
+                // The blocking flush sent everything: answer the requests that waited behind it.
+                Flow::Drain => continue,
                 Flow::Close => return,
                 Flow::Refused => return linger_close_blocking(&mut self.stream),
+            }
+            self.watch.observe(&self.input, 0);
+            if !self.set_read_timeout(starving.is_some()) {
+                return self.expire();
             }
             match self.input.read_from(&mut self.stream) {
                 Ok(0) => return,
                 Ok(_) => starved_checks = 0,
-                Err(e) if starving.is_some() && matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.watch.deadline(&self.timeouts).is_some_and(|(d, _)| d <= Instant::now()) {
+                        return self.expire();
+                    }
                     let idle = self.input.is_empty();
                     starved_checks = if idle && starving.is_some_and(|s| s()) { starved_checks + 1 } else { 0 };
                     if starved_checks >= 2 {
@@ -92,6 +118,47 @@ impl BlockingConn {
                 }
                 Err(_) => return,
             }
+        }
+    }
+
+    /// Set the read timeout the connection's state asks for (the time left of a request in
+    /// progress, the idle timeout, and at most [`IDLE_CHECK`] for a shared handler); false
+    /// when the request's time has already run out.
+    fn set_read_timeout(&mut self, shared: bool) -> bool {
+        let wanted = match self.watch.deadline(&self.timeouts) {
+            None => None,
+            Some((deadline, why)) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                match (why, self.timeouts.idle) {
+                    // Just gone idle: the whole idle timeout, the same value every time, so that
+                    // the socket option is set once. (The kernel's timer may end a few ms early,
+                    // on a jiffy: then the rest of the time is waited for.)
+                    (Expiry::Idle, Some(idle)) if left + IDLE_ROUNDING >= idle => Some(idle),
+                    _ => Some(left),
+                }
+            }
+        };
+        let wanted = if shared { Some(wanted.map_or(IDLE_CHECK, |w| w.min(IDLE_CHECK))) } else { wanted };
+        if wanted != self.read_timeout && self.stream.set_read_timeout(wanted).is_ok() {
+            self.read_timeout = wanted;
+        }
+        true
+    }
+
+    /// The connection's timeout ran out: answer 408 to a request in progress (and linger), or
+    /// close an idle connection.
+    fn expire(mut self) {
+        if self.watch.in_request() {
+            count_limit(LimitEvent::RequestTimedOut);
+            count_write();
+            if self.stream.write_all(request_timeout_response()).is_ok() {
+                linger_close_blocking(&mut self.stream);
+            }
+        } else {
+            count_limit(LimitEvent::IdleClosed);
         }
     }
 }

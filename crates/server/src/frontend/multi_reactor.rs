@@ -13,7 +13,7 @@
 //! i-th CPU of the list (round-robin). `hybrid` (HybridNetty) is this front-end with loops
 //! that route writes per request class (`frontend::hybrid`).
 
-use crate::acceptor::accept_blocking;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::WritePolicy;
 use crate::frontend::hybrid::Router;
 use crate::frontend::reactor::{EventLoop, Inline, Mode};
@@ -85,8 +85,8 @@ impl MultiReactor {
             })?;
         }
         let mut next = 0;
-        accept_blocking(&listener, &self.options, |stream| {
-            inboxes[next].send(stream);
+        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
+            inboxes[next].send(stream, place);
             next = (next + 1) % inboxes.len();
         })
     }

@@ -15,6 +15,7 @@
 //! bound with SO_REUSEPORT ([`crate::registry::listen_options`] says so for this architecture);
 //! copies 1..N bind the same address beside it.
 
+use crate::acceptor::Admission;
 use crate::conn::WritePolicy;
 use crate::frontend::reactor::{EventLoop, Inbox, Inline};
 use crate::options::ServerOptions;
@@ -57,9 +58,12 @@ impl Server for NCopy {
                 )
             })?);
         }
+        // One cap for the whole server: a copy at the cap is woken when any copy closes one.
+        let admission = Admission::new(&self.options);
         let mut loops = Vec::with_capacity(self.copies);
         for l in listeners {
-            loops.push(EventLoop::with_listener(l, Inbox::new()?, &self.options, Inline(WritePolicy::Spin))?);
+            let mode = Inline(WritePolicy::Spin);
+            loops.push(EventLoop::with_listener(l, admission.clone(), Inbox::new()?, &self.options, mode)?);
         }
         let mut loops = loops.into_iter().enumerate();
         let (_, first) = loops.next().expect("copies >= 1");

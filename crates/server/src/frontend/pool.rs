@@ -23,10 +23,11 @@
 //! has been starving for a handler through two checks (50 ms apart; `serve_yielding`): an
 //! actor's mailbox is served only by its actor, and idle clients can hold every pool thread.
 
-use crate::acceptor::accept_blocking;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::frontend::blocking_conn::BlockingConn;
 use crate::http_service::{KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::timeouts::Timeouts;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
 use std::io;
@@ -58,6 +59,9 @@ impl Server for BlockingHandOff {
             }
         })?;
         let _ = sender.set(started.clone());
-        accept_blocking(&listener, &self.options, |stream| started.send(BlockingConn::new(stream, &limits)))
+        let timeouts = Timeouts::from_options(&self.options);
+        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
+            started.send(BlockingConn::new(stream, place, &limits, timeouts))
+        })
     }
 }

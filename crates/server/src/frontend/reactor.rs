@@ -27,23 +27,32 @@
 //! end of stream behind the data raises no further edge, so the loop then reads on to end of
 //! stream or `EAGAIN` (a client that half-closes after its request, or leaves mid-request, is
 //! noticed and its descriptor closed). While the process is out of descriptors and the
-//! acceptor has no reserve left (`acceptor::PAUSE`), the listener is not watched. The listener is level-triggered so that a backlog left after a transient accept
-//! error is seen again. Requests queue in socket buffers; the thread blocks only in
-//! `epoll_wait`. Expected bottleneck: the one core, and head-of-line blocking when a request
-//! is CPU-heavy. A connection closed after a refused request lingers (see `conn::LINGER`): its write side
-//! is shut down and its input discarded until the client closes or the deadline passes; the
-//! deadlines bound the `epoll_wait` timeout.
+//! acceptor has no reserve left (`acceptor::PAUSE`), and while the server holds
+//! `max_connections` (until a connection closes and the [`Admission`] wakes the loop through its
+//! inbox), the listener is not watched. The listener is level-triggered so that a backlog left
+//! after a transient accept error is seen again. Requests queue in socket buffers; the thread
+//! blocks only in `epoll_wait`. Expected bottleneck: the one core, and head-of-line blocking
+//! when a request is CPU-heavy. A connection closed after a refused request lingers (see
+//! `conn::LINGER`): its write side is shut down and its input discarded until the client closes
+//! or the deadline passes. The request and idle timeouts (`crate::timeouts`) are kept per
+//! connection in a [`Watch`] that the loop updates whenever a mode has served the connection,
+//! and the loop [`Sweep`]s its connections when the earliest deadline is due: a request that
+//! has not arrived whole is answered 408 (one write: nothing else is unsent then) and lingers,
+//! an idle connection is closed. Lingering deadlines and the next sweep bound the `epoll_wait`
+//! timeout; a connection away from the loop (in a stage) has no timeout running.
 
-use crate::acceptor::{accept_pending, Backlog};
+use crate::acceptor::{accept_pending, Admission, Admitted, Backlog};
 use crate::conn::{FlushReport, Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
 use crate::service::{Forwarding, Service};
+use crate::timeouts::{Expiry, Sweep, Timeouts, Watch};
 use crate::Server;
+use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
 use archlab_netio::{Event, Interest, Poller, Trigger, Waker};
-use archlab_wire::http::Limits;
+use archlab_wire::http::{request_timeout_response, Limits};
 use std::collections::VecDeque;
-use std::io::{self, ErrorKind, Read};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
@@ -62,9 +71,6 @@ pub fn backend_token(idx: usize) -> u64 {
     BACKEND_BIT | (idx as u64 + FIRST_CONN)
 }
 const EVENTS_PER_WAIT: usize = 1024;
-/// Stop reading a connection whose unsent output exceeds this (a pipelining client that does
-/// not read); reading resumes once the output drains.
-const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 
 /// A connection of a loop, with the per-connection state `S` of the loop's [`Mode`].
 pub struct Conn<S> {
@@ -74,13 +80,19 @@ pub struct Conn<S> {
     pub closing: bool,
     /// Closing after refusing a request: linger instead of closing at once.
     pub refused: bool,
-    read_paused: bool,
+    /// Complete requests wait behind output over `max_output_bytes` (`Flow::Drain`): answer
+    /// them once the output has gone out, and read nothing more meanwhile.
+    pub waiting: bool,
     /// The poller reported the peer's close (EPOLLRDHUP/EPOLLHUP/EPOLLERR): read on to EOF or
     /// an error, since no further edge will come.
     peer_closed: bool,
     /// Set once the write side is shut down: input is discarded until then.
     lingering_until: Option<Instant>,
     discarded: usize,
+    /// Which timeout runs for the connection, since when.
+    watch: Watch,
+    /// The connection's place under `max_connections`, given back when it is dropped.
+    _place: Admitted,
     /// What the mode keeps per connection.
     pub state: S,
 }
@@ -173,15 +185,18 @@ struct Slab<S> {
 }
 
 impl<S: Default> Slab<S> {
+    /// Register and keep a new connection; its slot, or None when it could not be registered
+    /// (it is closed).
     fn insert(
         &mut self,
         poller: &Poller,
         stream: TcpStream,
+        place: Admitted,
         limits: &Limits,
         (interest, trigger): (Interest, Trigger),
-    ) {
+    ) -> Option<usize> {
         if stream.set_nonblocking(true).is_err() {
-            return;
+            return None;
         }
         let idx = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
@@ -189,7 +204,7 @@ impl<S: Default> Slab<S> {
         });
         if poller.register(stream.as_raw_fd(), idx as u64 + FIRST_CONN, interest, trigger).is_err() {
             self.free.push(idx);
-            return;
+            return None;
         }
         self.slots[idx] = Some(Box::new(Conn {
             stream,
@@ -197,12 +212,15 @@ impl<S: Default> Slab<S> {
             output: OutBuf::default(),
             closing: false,
             refused: false,
-            read_paused: false,
+            waiting: false,
             peer_closed: false,
             lingering_until: None,
             discarded: 0,
+            watch: Watch::new(),
+            _place: place,
             state: S::default(),
         }));
+        Some(idx)
     }
 
     fn remove(&mut self, idx: usize) {
@@ -228,8 +246,8 @@ pub enum Back {
 
 /// What other threads hand to a loop.
 enum Mail<S> {
-    /// An accepted connection (netty's boss -> worker loop).
-    New(TcpStream),
+    /// An accepted connection and its place under the cap (netty's boss -> worker loop).
+    New(TcpStream, Admitted),
     /// A connection coming back (from a stage of a staged route).
     Back(Away<S>, Back),
 }
@@ -259,8 +277,8 @@ impl<S> Inbox<S> {
     }
 
     /// Hand an accepted connection to the loop (one hand-off per connection).
-    pub fn send(&self, stream: TcpStream) {
-        self.push(Mail::New(stream))
+    pub fn send(&self, stream: TcpStream, place: Admitted) {
+        self.push(Mail::New(stream, place))
     }
 
     /// Return a connection that was away to its loop (one hand-off).
@@ -284,44 +302,63 @@ pub struct EventLoop<M: Mode> {
     flush_tasks: Vec<usize>,
     /// Out of descriptors without a reserve: the listener is not watched until then.
     accept_resumes: Option<Instant>,
+    /// The cap on connections, shared with the server's other acceptors.
+    admission: Arc<Admission>,
+    /// At the cap: the listener is not watched until a place is free.
+    capped: bool,
+    timeouts: Timeouts,
+    sweep: Sweep,
 }
 
 impl<M: Mode> EventLoop<M> {
-    /// A loop that accepts its own connections from `listener`; `inbox` takes connections
-    /// coming back to it.
+    /// A loop that accepts its own connections from `listener`, under the cap of `admission`;
+    /// `inbox` takes connections coming back to it.
     pub fn with_listener(
         listener: TcpListener,
+        admission: Arc<Admission>,
         inbox: Arc<Inbox<M::State>>,
         options: &ServerOptions,
         mode: M,
     ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
-        let loop_ = EventLoop::new(Some(listener), inbox, options, mode)?;
+        let waker = inbox.clone();
+        // At the cap the loop stops watching its listener; a freed place wakes it to resume.
+        admission.on_free(move || {
+            let _ = waker.waker.wake();
+        });
+        let loop_ = EventLoop::new(Some(listener), admission, inbox, options, mode)?;
         let listener = loop_.listener.as_ref().expect("just set");
         loop_.poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)?;
         Ok(loop_)
     }
 
-    /// A loop fed by another thread through the returned inbox.
+    /// A loop fed by another thread (which took each connection's place) through the
+    /// returned inbox.
     pub fn with_inbox(options: &ServerOptions, mode: M) -> io::Result<(Self, Arc<Inbox<M::State>>)> {
         let inbox = Inbox::new()?;
-        Ok((EventLoop::new(None, inbox.clone(), options, mode)?, inbox))
+        // Nothing is admitted here: the loop has no listener.
+        let admission = Admission::new(&ServerOptions::default());
+        Ok((EventLoop::new(None, admission, inbox.clone(), options, mode)?, inbox))
     }
 
-    /// A loop fed by other threads through `inbox` (made beforehand, so that they can hold it
-    /// before the loop exists).
+    /// A loop fed by other threads (which took each connection's place) through `inbox` (made
+    /// beforehand, so that they can hold it before the loop exists).
     pub fn with_inbox_of(inbox: Arc<Inbox<M::State>>, options: &ServerOptions, mode: M) -> io::Result<Self> {
-        EventLoop::new(None, inbox, options, mode)
+        // Nothing is admitted here: the loop has no listener.
+        let admission = Admission::new(&ServerOptions::default());
+        EventLoop::new(None, admission, inbox, options, mode)
     }
 
     fn new(
         listener: Option<TcpListener>,
+        admission: Arc<Admission>,
         inbox: Arc<Inbox<M::State>>,
         options: &ServerOptions,
         mode: M,
     ) -> io::Result<Self> {
         let poller = Poller::new(EVENTS_PER_WAIT)?;
         poller.register(inbox.waker.as_raw_fd(), WAKER, Interest::READABLE, Trigger::Level)?;
+        let timeouts = Timeouts::from_options(options);
         Ok(EventLoop {
             poller,
             conns: Slab { slots: Vec::new(), free: Vec::new() },
@@ -334,6 +371,10 @@ impl<M: Mode> EventLoop<M> {
             lingering: VecDeque::new(),
             flush_tasks: Vec::new(),
             accept_resumes: None,
+            admission,
+            capped: false,
+            timeouts,
+            sweep: Sweep::new(&timeouts),
         })
     }
 
@@ -348,15 +389,18 @@ impl<M: Mode> EventLoop<M> {
         let mut fired = Vec::new();
         let mut mode_deadline = None;
         loop {
+            // Before waiting: a place freed in the last turn wrote the inbox's eventfd, which
+            // that turn's inbox may have drained already.
+            self.resume_accepting()?;
             let timeout = if self.flush_tasks.is_empty() {
-                let next = [self.lingering.front().map(|(t, _)| *t), self.accept_resumes, mode_deadline];
+                let next =
+                    [self.lingering.front().map(|(t, _)| *t), self.accept_resumes, self.sweep.wake_at(), mode_deadline];
                 next.into_iter().flatten().min().map(|t| t.saturating_duration_since(Instant::now()))
             } else {
                 Some(std::time::Duration::ZERO)
             };
             self.poller.wait(&mut events, timeout)?;
             self.expire_lingering();
-            self.resume_accepting()?;
             for ev in &events {
                 match ev.token {
                     LISTENER => self.accept()?,
@@ -382,6 +426,8 @@ impl<M: Mode> EventLoop<M> {
             for idx in fired.drain(..) {
                 self.on_mode_event(idx, Mode::timer);
             }
+            // After the events: a request whose last bytes arrived in this turn is not timed out.
+            self.sweep_timeouts();
         }
     }
 
@@ -401,23 +447,96 @@ impl<M: Mode> EventLoop<M> {
             return Ok(());
         };
         let (limits, registration) = (&self.options.limits, self.registration);
-        let backlog = accept_pending(listener, &self.options, |s| conns.insert(poller, s, limits, registration))?;
-        if let Backlog::Paused(pause) = backlog {
-            // Level-triggered, the listener would be ready again at once: stop watching it.
-            let none = Interest { readable: false, writable: false };
-            poller.reregister(listener.as_raw_fd(), LISTENER, none, Trigger::Level)?;
-            self.accept_resumes = Some(Instant::now() + pause);
+        let mut accepted = false;
+        let backlog = accept_pending(listener, &self.options, &self.admission, |s, place| {
+            accepted |= conns.insert(poller, s, place, limits, registration).is_some();
+        })?;
+        let none = Interest { readable: false, writable: false };
+        match backlog {
+            Backlog::Paused(pause) => {
+                // Level-triggered, the listener would be ready again at once: stop watching it.
+                poller.reregister(listener.as_raw_fd(), LISTENER, none, Trigger::Level)?;
+                self.accept_resumes = Some(Instant::now() + pause);
+            }
+            Backlog::Capped => {
+                poller.reregister(listener.as_raw_fd(), LISTENER, none, Trigger::Level)?;
+                self.capped = true;
+            }
+            Backlog::Drained | Backlog::More => {}
+        }
+        if accepted {
+            self.schedule_idle();
         }
         Ok(())
     }
 
     fn resume_accepting(&mut self) -> io::Result<()> {
-        match (self.accept_resumes, &self.listener) {
-            (Some(t), Some(listener)) if t <= Instant::now() => {
-                self.accept_resumes = None;
-                self.poller.reregister(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level)
+        let Some(listener) = &self.listener else { return Ok(()) };
+        let paused = self.accept_resumes.is_some_and(|t| t > Instant::now());
+        let capped = self.capped && !self.admission.has_room();
+        if (self.accept_resumes.is_some() || self.capped) && !paused && !capped {
+            self.accept_resumes = None;
+            self.capped = false;
+            return self.poller.reregister(listener.as_raw_fd(), LISTENER, Interest::READABLE, Trigger::Level);
+        }
+        Ok(())
+    }
+
+    /// New connections are idle: the sweep must come by the end of their idle timeout (one
+    /// deadline covers every connection accepted now).
+    fn schedule_idle(&mut self) {
+        if let Some(idle) = self.timeouts.idle {
+            self.sweep.schedule(Instant::now() + idle);
+        }
+    }
+
+    /// A mode has served connection `idx` (or it came back): note which timeout runs for it.
+    fn watch(&mut self, idx: usize) {
+        let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
+        if conn.lingering_until.is_some() {
+            return;
+        }
+        conn.watch.observe(&conn.input, conn.output.pending());
+        if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
+            self.sweep.schedule(deadline);
+        }
+    }
+
+    /// Time out the connections whose deadline has passed, when a sweep is due.
+    fn sweep_timeouts(&mut self) {
+        let now = Instant::now();
+        if !self.sweep.begin(now) {
+            return;
+        }
+        for idx in 0..self.conns.slots.len() {
+            let Some(Some(conn)) = self.conns.slots.get(idx) else { continue };
+            if conn.lingering_until.is_some() {
+                continue;
             }
-            _ => Ok(()),
+            match conn.watch.deadline(&self.timeouts) {
+                Some((deadline, why)) if deadline <= now => self.expire(idx, why),
+                Some((deadline, _)) => self.sweep.schedule(deadline),
+                None => {}
+            }
+        }
+    }
+
+    fn expire(&mut self, idx: usize, why: Expiry) {
+        match why {
+            Expiry::Idle => {
+                count_limit(LimitEvent::IdleClosed);
+                self.conns.remove(idx);
+            }
+            Expiry::Request => {
+                count_limit(LimitEvent::RequestTimedOut);
+                let Some(Some(conn)) = self.conns.slots.get_mut(idx) else { return };
+                // Nothing else is unsent while a request is in progress: the few bytes fit in
+                // the send buffer, so one write does (a client that is gone fails it, fine).
+                count_write();
+                let _ = conn.stream.write(request_timeout_response());
+                conn.refused = true;
+                self.start_lingering(idx);
+            }
         }
     }
 
@@ -434,7 +553,11 @@ impl<M: Mode> EventLoop<M> {
         let mail = std::mem::take(&mut *self.inbox.pending.lock().unwrap());
         for m in mail {
             match m {
-                Mail::New(s) => self.conns.insert(&self.poller, s, &self.options.limits, self.registration),
+                Mail::New(s, place) => {
+                    if self.conns.insert(&self.poller, s, place, &self.options.limits, self.registration).is_some() {
+                        self.schedule_idle();
+                    }
+                }
                 Mail::Back(away, back) => self.take_back(away, back),
             }
         }
@@ -445,7 +568,10 @@ impl<M: Mode> EventLoop<M> {
         let Away { idx, conn } = away;
         self.conns.slots[idx] = Some(conn);
         match back {
-            Back::Rearm(interest) => self.rearm(idx, interest),
+            Back::Rearm(interest) => {
+                self.rearm(idx, interest);
+                self.watch(idx);
+            }
             Back::Close => self.conns.remove(idx),
             Back::Linger => self.start_lingering(idx),
         }
@@ -485,6 +611,9 @@ impl<M: Mode> EventLoop<M> {
             Next::FlushLater => self.flush_tasks.push(idx),
             Next::Close => self.conns.remove(idx),
             Next::Linger => self.start_lingering(idx),
+        }
+        if matches!(next, Next::Keep | Next::Rearm(_)) {
+            self.watch(idx);
         }
     }
 
@@ -545,28 +674,13 @@ fn discard<S>(conn: &mut Conn<S>) -> Next {
 fn drive<W: WritePath>(conn: &mut Conn<W::State>, ctx: Ctx<'_>, writes: &mut W, read_first: bool) -> Next {
     let mut read = read_first;
     loop {
-        while read && !conn.closing && !conn.read_paused {
+        while read && !conn.closing && !conn.waiting {
             let room = conn.input.room();
             match conn.input.read_from(&mut conn.stream) {
                 Ok(0) => conn.closing = true,
                 Ok(n) => {
-                    let before = conn.output.pending();
-                    let flow = serve_buffered(
-                        &mut conn.input,
-                        conn.output.vec(),
-                        ctx.limits,
-                        ctx.scratch,
-                        KeepAlive::AsRequested,
-                    );
-                    if conn.output.pending() > before {
-                        writes.responded(&mut conn.state, ctx.scratch.last_class());
-                    }
-                    if flow != Flow::KeepOpen {
-                        conn.closing = true;
-                        conn.refused = flow == Flow::Refused;
-                    } else if conn.output.pending() >= OUTPUT_HIGH_WATER {
-                        conn.read_paused = true;
-                    } else if n < room && !conn.peer_closed {
+                    answer(conn, ctx.limits, ctx.scratch, writes);
+                    if !conn.closing && !conn.waiting && n < room && !conn.peer_closed {
                         break; // drained: the next arrival raises a new edge
                     }
                 }
@@ -582,11 +696,33 @@ fn drive<W: WritePath>(conn: &mut Conn<W::State>, ctx: Ctx<'_>, writes: &mut W, 
         }
         match flushed {
             Ok(Flushed::Done) if conn.closing => return if conn.refused { Next::Linger } else { Next::Close },
-            Ok(Flushed::Done) if conn.read_paused => conn.read_paused = false,
+            Ok(Flushed::Done) if conn.waiting => {
+                // The output has drained: answer the requests that waited behind it.
+                conn.waiting = false;
+                answer(conn, ctx.limits, ctx.scratch, writes);
+            }
             Ok(Flushed::Done) => return Next::Keep,
             Ok(Flushed::Blocked) => return Next::Keep, // the writable edge brings us back
             Ok(Flushed::SpinLimit) => return Next::FlushLater,
             Err(_) => return Next::Close,
+        }
+    }
+}
+
+/// Answer the complete requests buffered, and note what the connection must do next.
+fn answer<W: WritePath>(conn: &mut Conn<W::State>, limits: &Limits, scratch: &mut Scratch, writes: &mut W) {
+    let before = conn.output.pending();
+    let flow = serve_buffered(&mut conn.input, &mut conn.output, limits, scratch, KeepAlive::AsRequested);
+    if conn.output.pending() > before {
+        writes.responded(&mut conn.state, scratch.last_class());
+    }
+    match flow {
+        Flow::KeepOpen => {}
+        Flow::Drain => conn.waiting = true,
+        Flow::Close => conn.closing = true,
+        Flow::Refused => {
+            conn.closing = true;
+            conn.refused = true;
         }
     }
 }
@@ -605,14 +741,15 @@ impl SingleThread {
 
 impl Server for SingleThread {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
+        let admission = Admission::new(&self.options);
         match &self.options.service {
             Service::Workload => {
                 let mode = Inline(WritePolicy::Spin);
-                EventLoop::with_listener(listener, Inbox::new()?, &self.options, mode)?.run()
+                EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
             }
             Service::Forward(f) => {
                 let mode = Forwarding(f.event_loop());
-                EventLoop::with_listener(listener, Inbox::new()?, &self.options, mode)?.run()
+                EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
             }
         }
     }

@@ -19,7 +19,10 @@
 //! Requests queue in the stages' hand-offs (FIFO, ring slots, mailboxes) and in the poller's
 //! inbox; stage threads block in their hand-off's wait, the poller in `epoll_wait`. Workers
 //! write like Tomcat's (`while (buf.hasRemaining()) write(buf)`: spin), the NIO2 completion
-//! pool like a proactor (a blocked write goes back to the poller and completes later).
+//! pool like a proactor (a blocked write goes back to the poller and completes later). When
+//! requests had to wait behind output over `max_output_bytes` (`Flow::Drain`), the route does
+//! not end once the output has gone out: it goes on from its first handling hop, without
+//! reading, until they are answered.
 //! Expected bottleneck: the hand-offs themselves (a wake-up and often a context switch each)
 //! when requests are cheap; the stage with the fewest threads when they are not.
 //!
@@ -28,7 +31,7 @@
 //! round-robin to the pollers' inboxes (one hand-off per connection, as `netty`'s boss does),
 //! and a connection always returns to the poller it came from.
 
-use crate::acceptor::accept_blocking;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::WritePolicy;
 use crate::frontend::reactor::{Away, Back, Conn, Ctx, EventLoop, Inbox, Mode, Next};
 use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
@@ -84,6 +87,8 @@ type Job = Away<RouteState>;
 /// The route of every request, and the senders feeding its stages.
 pub struct Route {
     hops: Vec<Hop>,
+    /// The first hop that handles requests (where requests that waited behind output resume).
+    first_handle: usize,
     stages: OnceLock<Vec<Sender<Job>>>,
     homes: Vec<Arc<Inbox<RouteState>>>,
     limits: Limits,
@@ -97,6 +102,11 @@ impl Route {
         loop {
             let h = job.conn.state.resume_hop;
             let Some(&hop) = self.hops.get(h) else {
+                if job.conn.waiting {
+                    // Requests wait behind the output that has just gone out: answer them.
+                    job.conn.state.resume_hop = self.first_handle;
+                    continue;
+                }
                 job.conn.state.resume_hop = 0;
                 return Some((job, Back::Rearm(Interest::READABLE)));
             };
@@ -136,7 +146,8 @@ impl Route {
 
     /// Perform `ops` of hop `h`. None: go on with the next hop; Some: back to the poller.
     fn execute(&self, conn: &mut Conn<RouteState>, ops: Ops, h: usize, scratch: &mut Scratch) -> Option<Back> {
-        if ops.read {
+        // Requests that waited behind output are in the input already: no read for them.
+        if ops.read && !conn.waiting {
             match conn.input.read_from(&mut conn.stream) {
                 Ok(0) => return Some(Back::Close),
                 Ok(_) => {}
@@ -148,6 +159,7 @@ impl Route {
             }
         }
         if ops.handle {
+            conn.waiting = false;
             let client = ClientConn { stream: &mut conn.stream, input: &mut conn.input, output: &mut conn.output };
             let flow = serve_connection(client, &self.limits, scratch, KeepAlive::AsRequested);
             match flow {
@@ -157,6 +169,7 @@ impl Route {
                     return Some(Back::Rearm(Interest::READABLE));
                 }
                 Flow::KeepOpen => {}
+                Flow::Drain => conn.waiting = true,
                 Flow::Close => conn.closing = true,
                 Flow::Refused => {
                     conn.closing = true;
@@ -199,6 +212,10 @@ impl Staged {
             Hop::Stage { stage, .. } => *stage < stages.len(),
             _ => true,
         }));
+        assert!(
+            hops.iter().any(|h| matches!(h, Hop::Stage { ops, .. } if ops.handle)),
+            "requests are handled on a stage (where those that waited behind output resume)"
+        );
         Staged { options: options.clone(), hops, stages, write, pollers: 1 }
     }
 
@@ -212,7 +229,13 @@ impl Staged {
 impl Server for Staged {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let homes = (0..self.pollers).map(|_| Inbox::new()).collect::<io::Result<Vec<_>>>()?;
+        let first_handle = self
+            .hops
+            .iter()
+            .position(|h| matches!(h, Hop::Stage { ops, .. } if ops.handle))
+            .expect("checked by Staged::new");
         let route = Arc::new(Route {
+            first_handle,
             hops: self.hops,
             stages: OnceLock::new(),
             homes: homes.clone(),
@@ -231,9 +254,11 @@ impl Server for Staged {
         if route.stages.set(senders).is_err() {
             unreachable!("stages are set once");
         }
+        let admission = Admission::new(&self.options);
         if self.pollers == 1 {
             let home = homes[0].clone();
-            return EventLoop::with_listener(listener, home, &self.options, Poller { route, home: 0 })?.run();
+            return EventLoop::with_listener(listener, admission, home, &self.options, Poller { route, home: 0 })?
+                .run();
         }
         for (i, inbox) in homes.iter().enumerate() {
             let mode = Poller { route: route.clone(), home: i };
@@ -251,8 +276,8 @@ impl Server for Staged {
             })?;
         }
         let mut next = 0;
-        accept_blocking(&listener, &self.options, |stream| {
-            homes[next].send(stream);
+        accept_blocking(&listener, &self.options, &admission, |stream, place| {
+            homes[next].send(stream, place);
             next = (next + 1) % homes.len();
         })
     }

@@ -5,10 +5,11 @@
 //! Requests queue only in the socket buffers; threads block in `read`. Expected bottleneck:
 //! the scheduler and memory once connections (threads) far outnumber cores.
 
-use crate::acceptor::accept_blocking;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::frontend::blocking_conn::BlockingConn;
 use crate::http_service::{KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::timeouts::Timeouts;
 use crate::Server;
 use std::io;
 use std::net::TcpListener;
@@ -30,12 +31,13 @@ impl Server for ThreadPerConnection {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let limits = self.options.limits.clone();
         let options = &self.options;
-        accept_blocking(&listener, &self.options, |stream| {
+        let timeouts = Timeouts::from_options(options);
+        accept_blocking(&listener, &self.options, &Admission::new(options), |stream, place| {
             let limits = limits.clone();
             let mut scratch = Scratch::new(options);
             let spawned =
                 std::thread::Builder::new().name("conn".into()).stack_size(CONNECTION_STACK_BYTES).spawn(move || {
-                    let conn = BlockingConn::new(stream, &limits);
+                    let conn = BlockingConn::new(stream, place, &limits, timeouts);
                     conn.serve(&limits, &mut scratch, || KeepAlive::AsRequested);
                 });
             if let Err(e) = spawned {

@@ -20,15 +20,24 @@
 //! structural metrics compare operations across front-ends (the `io_uring_enter` calls that
 //! carry them are not counted). A connection closed after a refused request lingers like
 //! `reactor`'s (`conn::LINGER`); an abandoned connection's operations are cancelled before its
-//! descriptor is closed. If io_uring is unavailable (kernel.io_uring_disabled, seccomp, an old
-//! kernel), `serve` fails with the cause before accepting anything.
+//! descriptor is closed. The request and idle timeouts (`crate::timeouts`) are swept per ring:
+//! the ring's wait for completions ends at the next sweep (the timeout argument of
+//! `io_uring_enter`), a request that did not arrive whole is answered 408 (one non-blocking
+//! `send`: nothing else is unsent then) and lingers, an idle connection is closed. Under
+//! `max_connections`, rings post one accept at a time, each holding a place under the cap
+//! ([`Admission`]); a ring at the cap posts its next accept when one of its connections closes
+//! (the rings share the listener, so any ring that accepts serves the backlog). If io_uring is
+//! unavailable (kernel.io_uring_disabled, seccomp, an old kernel), `serve` fails with the cause
+//! before accepting anything.
 
-use crate::acceptor;
+use crate::acceptor::{self, Admission, Admitted};
 use crate::conn::{InBuf, OutBuf, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::timeouts::{Expiry, Sweep, Timeouts, Watch};
 use crate::Server;
-use archlab_metrics::counters;
+use archlab_metrics::counters::{self, count_limit, LimitEvent};
+use archlab_wire::http::request_timeout_response;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::collections::VecDeque;
 use std::io;
@@ -104,10 +113,16 @@ struct Conn {
     refused: bool,
     /// The client closed its side (recv returned 0).
     peer_closed: bool,
+    /// Complete requests wait behind output over `max_output_bytes`: answered once it is sent.
+    waiting: bool,
+    /// Which timeout runs for the connection, since when.
+    watch: Watch,
+    /// The connection's place under `max_connections`, given back when it is dropped.
+    _place: Admitted,
 }
 
 impl Conn {
-    fn new(stream: TcpStream, options: &ServerOptions) -> Conn {
+    fn new(stream: TcpStream, place: Admitted, options: &ServerOptions) -> Conn {
         Conn {
             stream,
             input: InBuf::new(options.limits.max_header_bytes + options.limits.max_body_bytes),
@@ -120,6 +135,9 @@ impl Conn {
             last_response: false,
             refused: false,
             peer_closed: false,
+            waiting: false,
+            watch: Watch::new(),
+            _place: place,
         }
     }
 
@@ -204,10 +222,19 @@ struct Proactor {
     multishot_accept: bool,
     /// Completions copied out of the queue, reused every turn (user_data, result, flags).
     cqes: Vec<(u64, i32, u32)>,
+    /// The cap on connections, shared by the rings.
+    admission: Arc<Admission>,
+    /// An accept is in flight (false while the ring is stopped at the cap).
+    accepting: bool,
+    /// The place the single accept in flight holds under the cap.
+    next_place: Option<Admitted>,
+    timeouts: Timeouts,
+    sweep: Sweep,
 }
 
 impl Proactor {
-    fn new(listener: Arc<TcpListener>, options: &ServerOptions) -> io::Result<Proactor> {
+    fn new(listener: Arc<TcpListener>, admission: Arc<Admission>, options: &ServerOptions) -> io::Result<Proactor> {
+        let timeouts = Timeouts::from_options(options);
         Ok(Proactor {
             ring: new_ring()?,
             listener,
@@ -218,6 +245,11 @@ impl Proactor {
             lingering: VecDeque::new(),
             multishot_accept: true,
             cqes: Vec::with_capacity(BATCH),
+            admission,
+            accepting: false,
+            next_place: None,
+            timeouts,
+            sweep: Sweep::new(&timeouts),
         })
     }
 
@@ -228,14 +260,17 @@ impl Proactor {
             self.wait()?;
             self.expire_lingering()?;
             self.reap()?;
+            self.sweep_timeouts()?;
         }
     }
 
-    /// Submit everything queued and wait for a completion (or the next lingering deadline).
+    /// Submit everything queued and wait for a completion (or the next lingering deadline or
+    /// sweep).
     fn wait(&mut self) -> io::Result<()> {
-        let result = match self.lingering.front() {
+        let next = [self.lingering.front().map(|&(t, _)| t), self.sweep.wake_at()].into_iter().flatten().min();
+        let result = match next {
             None => self.ring.submit_and_wait(1),
-            Some(&(deadline, _)) => {
+            Some(deadline) => {
                 let left = types::Timespec::from(deadline.saturating_duration_since(Instant::now()));
                 let args = types::SubmitArgs::new().timespec(&left);
                 self.ring.submitter().submit_with_args(1, &args)
@@ -311,8 +346,7 @@ impl Proactor {
                 if let Some(conn) = self.conn(slot) {
                     conn.cancels_inflight -= 1;
                 }
-                self.release_if_idle(slot);
-                Ok(())
+                self.release_if_idle(slot)
             }
         }
     }
@@ -321,34 +355,53 @@ impl Proactor {
         self.conns.get_mut(slot).and_then(|c| c.as_deref_mut())
     }
 
+    /// Post the ring's accept: multishot without a cap; under a cap one accept at a time, each
+    /// holding a place (none free: the ring stops accepting until one of its connections closes).
     fn post_accept(&mut self) -> io::Result<()> {
         let fd = types::Fd(self.listener.as_raw_fd());
-        let entry = if self.multishot_accept {
+        let entry = if self.multishot_accept && !self.admission.capped() {
             opcode::AcceptMulti::new(fd).flags(libc::SOCK_CLOEXEC).build()
         } else {
+            if self.admission.capped() {
+                match self.admission.try_admit() {
+                    Some(place) => self.next_place = Some(place),
+                    None => {
+                        count_limit(LimitEvent::AcceptCapped);
+                        self.accepting = false;
+                        return Ok(());
+                    }
+                }
+            }
             opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut()).flags(libc::SOCK_CLOEXEC).build()
         };
+        self.accepting = true;
         self.push(entry.user_data(token(0, Op::Accept)))
     }
 
     fn on_accept(&mut self, result: i32, flags: u32) -> io::Result<()> {
+        // Under a cap, the place this accept held; without one, a place that counts nothing.
+        let place = self.next_place.take();
         if result >= 0 {
             // SAFETY: the kernel gave us this new descriptor; nothing else owns it.
             let stream = unsafe { TcpStream::from_raw_fd(result) };
             acceptor::accepted(&stream, &self.options);
+            let place = place.or_else(|| self.admission.try_admit()).expect("no cap, or a place was taken");
             let slot = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            self.conns[slot] = Some(Box::new(Conn::new(stream, &self.options)));
+            self.conns[slot] = Some(Box::new(Conn::new(stream, place, &self.options)));
+            self.watch(slot);
             self.post_recv(slot)?;
         } else if result == -libc::EINVAL && self.multishot_accept {
             // Kernels before 5.19 refuse multishot accept: accept one connection at a time.
             self.multishot_accept = false;
         } else {
+            drop(place);
             acceptor::accept_failed(io::Error::from_raw_os_error(-result), &self.listener)?;
         }
         if !cqueue::more(flags) {
+            self.accepting = false;
             self.post_accept()?;
         }
         Ok(())
@@ -379,10 +432,7 @@ impl Proactor {
         let Some(conn) = self.conn(slot) else { return Ok(()) };
         conn.recv_inflight = false;
         match conn.phase {
-            Phase::Closing => {
-                self.release_if_idle(slot);
-                Ok(())
-            }
+            Phase::Closing => self.release_if_idle(slot),
             Phase::Lingering { deadline, discarded } => {
                 if result == -libc::EINTR || result == -libc::EAGAIN {
                     return self.post_recv(slot);
@@ -421,8 +471,7 @@ impl Proactor {
         let Some(conn) = self.conn(slot) else { return Ok(()) };
         conn.send_inflight = false;
         if conn.phase == Phase::Closing {
-            self.release_if_idle(slot);
-            return Ok(());
+            return self.release_if_idle(slot);
         }
         if result == -libc::EINTR || result == -libc::EAGAIN {
             return self.post_send(slot);
@@ -430,12 +479,17 @@ impl Proactor {
         if result <= 0 {
             return self.close(slot); // EPIPE, ECONNRESET; 0 bytes taken of a non-empty buffer
         }
-        conn.output.advance(result as usize);
+        if conn.output.advance(result as usize).is_err() {
+            return self.close(slot); // the next part of a streamed body could not be made
+        }
         if conn.output.pending() > 0 {
-            return self.post_send(slot); // short send: the rest
+            return self.post_send(slot); // short send, or the next part: the rest
         }
         if conn.last_response {
             return self.finish(slot);
+        }
+        if std::mem::take(&mut conn.waiting) {
+            return self.serve(slot); // the requests that waited behind the output
         }
         if conn.peer_closed {
             return self.close(slot);
@@ -443,6 +497,7 @@ impl Proactor {
         if std::mem::take(&mut conn.unserved) {
             return self.serve(slot);
         }
+        self.watch(slot);
         Ok(())
     }
 
@@ -452,17 +507,22 @@ impl Proactor {
         let Some(Some(conn)) = self.conns.get_mut(slot) else { return Ok(()) };
         let flow = serve_buffered(
             &mut conn.input,
-            conn.output.vec(),
+            &mut conn.output,
             &self.options.limits,
             &mut self.scratch,
             KeepAlive::AsRequested,
         );
-        if flow != Flow::KeepOpen {
-            conn.last_response = true;
-            conn.refused = flow == Flow::Refused;
+        match flow {
+            Flow::KeepOpen => {}
+            Flow::Drain => conn.waiting = true,
+            Flow::Close | Flow::Refused => {
+                conn.last_response = true;
+                conn.refused = flow == Flow::Refused;
+            }
         }
         let sending = conn.output.pending() > 0;
-        let reading = !conn.last_response && !conn.peer_closed;
+        // No reading while requests wait behind the output: they are answered first.
+        let reading = !conn.last_response && !conn.peer_closed && !conn.waiting;
         if sending {
             self.post_send(slot)?;
         }
@@ -472,7 +532,74 @@ impl Proactor {
         if !sending && !reading {
             return self.finish(slot);
         }
+        self.watch(slot);
         Ok(())
+    }
+
+    /// Note which timeout runs for an open connection, after it was served.
+    fn watch(&mut self, slot: usize) {
+        let Some(Some(conn)) = self.conns.get_mut(slot) else { return };
+        if conn.phase != Phase::Open {
+            return;
+        }
+        conn.watch.observe(&conn.input, conn.output.pending());
+        if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
+            self.sweep.schedule(deadline);
+        }
+    }
+
+    /// Time out the open connections whose deadline has passed, when a sweep is due.
+    fn sweep_timeouts(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        if !self.sweep.begin(now) {
+            return Ok(());
+        }
+        for slot in 0..self.conns.len() {
+            let Some(Some(conn)) = self.conns.get(slot) else { continue };
+            if conn.phase != Phase::Open {
+                continue;
+            }
+            match conn.watch.deadline(&self.timeouts) {
+                Some((deadline, why)) if deadline <= now => self.expire(slot, why)?,
+                Some((deadline, _)) => self.sweep.schedule(deadline),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A connection's timeout ran out: close it when idle; answer 408 to a request in progress
+    /// and linger (its recv stays in flight and discards what still comes).
+    fn expire(&mut self, slot: usize, why: Expiry) -> io::Result<()> {
+        if why == Expiry::Idle {
+            count_limit(LimitEvent::IdleClosed);
+            return self.close(slot);
+        }
+        count_limit(LimitEvent::RequestTimedOut);
+        let Some(conn) = self.conn(slot) else { return Ok(()) };
+        let response = request_timeout_response();
+        // Nothing else is unsent while a request is in progress: the few bytes fit in the send
+        // buffer, so one non-blocking send does (a client that is gone fails it, fine).
+        counters::count_write();
+        // SAFETY: a plain system call on a descriptor the connection owns, with a valid buffer.
+        unsafe {
+            libc::send(
+                conn.stream.as_raw_fd(),
+                response.as_ptr().cast(),
+                response.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        let _ = conn.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + LINGER;
+        conn.phase = Phase::Lingering { deadline, discarded: 0 };
+        let recv_inflight = conn.recv_inflight;
+        self.lingering.push_back((deadline, slot));
+        if recv_inflight {
+            Ok(())
+        } else {
+            self.post_recv(slot)
+        }
     }
 
     /// The last response went out: close, or linger after a refused request.
@@ -506,18 +633,22 @@ impl Proactor {
                 self.push(cancel.user_data(token(slot, Op::Cancel)))?;
             }
         }
-        self.release_if_idle(slot);
-        Ok(())
+        self.release_if_idle(slot)
     }
 
-    /// Free a closing connection's slot (closing its descriptor) once the kernel holds nothing of it.
-    fn release_if_idle(&mut self, slot: usize) {
+    /// Free a closing connection's slot (closing its descriptor and giving back its place under
+    /// the cap) once the kernel holds nothing of it; a ring stopped at the cap accepts again.
+    fn release_if_idle(&mut self, slot: usize) -> io::Result<()> {
         if let Some(Some(conn)) = self.conns.get(slot) {
             if conn.phase == Phase::Closing && conn.idle() {
                 self.conns[slot] = None;
                 self.free.push(slot);
+                if !self.accepting {
+                    return self.post_accept();
+                }
             }
         }
+        Ok(())
     }
 
     /// Close lingering connections whose deadline has passed. A slot reused by a newer
@@ -566,6 +697,7 @@ impl Server for IoUringProactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         listener.set_nonblocking(true)?;
         let listener = Arc::new(listener);
+        let admission = Admission::new(&self.options);
         // Every ring is made on the thread that runs it; none accepts before all exist, so a
         // ring that cannot be made fails `serve` before any connection is taken.
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
@@ -573,11 +705,11 @@ impl Server for IoUringProactor {
         for i in 1..self.rings {
             let (go_tx, go_rx) = mpsc::channel::<()>();
             go.push(go_tx);
-            let (listener, options, ready, cpu) =
-                (listener.clone(), self.options.clone(), ready_tx.clone(), self.cpu(i));
+            let (listener, admission, options, ready, cpu) =
+                (listener.clone(), admission.clone(), self.options.clone(), ready_tx.clone(), self.cpu(i));
             std::thread::Builder::new().name(format!("ring-{i}")).spawn(move || {
                 pin(cpu);
-                let proactor = match Proactor::new(listener, &options) {
+                let proactor = match Proactor::new(listener, admission, &options) {
                     Ok(p) => p,
                     Err(e) => {
                         let _ = ready.send(Err(e));
@@ -596,7 +728,7 @@ impl Server for IoUringProactor {
         }
         drop(ready_tx);
         pin(self.cpu(0));
-        let first = Proactor::new(listener, &self.options)?;
+        let first = Proactor::new(listener, admission, &self.options)?;
         for _ in 1..self.rings {
             ready_rx.recv().map_err(|_| io::Error::other("io-uring: a ring thread ended during set-up"))??;
         }

@@ -7,18 +7,22 @@
 //! request through the shared `http_service`, and writes through the shared `OutBuf` until
 //! `EAGAIN`, then awaits writability. Readiness comes from tokio's epoll driver (mio), so the
 //! only new code here is the await points; the buffers, limits, write counting and lingering
-//! close are the ones every architecture uses. Requests queue in socket buffers and in the
+//! close are the ones every architecture uses; the request and idle timeouts
+//! (`crate::timeouts`) are a tokio timer on the wait for readability. Requests queue in socket buffers and in the
 //! runtime's run queues (a worker's local queue, the global queue); workers block in
 //! `epoll_wait` when no task is runnable. Work stealing moves tasks between workers without
 //! counting a hand-off (it is the scheduler's, not the application's). Expected bottleneck:
 //! the workers' cores; a workload that blocks (`/call`, `/delay`, `/file`) holds its worker,
 //! and other tasks are stolen by the remaining workers rather than waiting behind it.
 
-use crate::acceptor::accept_blocking;
+use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
+use crate::timeouts::{Timeouts, Watch};
 use crate::Server;
+use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
+use archlab_wire::http::request_timeout_response;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -44,10 +48,11 @@ impl Server for WorkStealing {
             .enable_time()
             .build()?;
         let options = Arc::new(self.options.clone());
-        accept_blocking(&listener, &self.options, |stream| {
+        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
             archlab_metrics::counters::count_handoff();
             let options = options.clone();
             runtime.spawn(async move {
+                let _place = place;
                 if stream.set_nonblocking(true).is_err() {
                     return;
                 }
@@ -80,6 +85,8 @@ impl Write for Nonblocking<'_> {
 
 async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions) {
     let limits = &options.limits;
+    let timeouts = Timeouts::from_options(options);
+    let mut watch = Watch::new();
     let mut input = InBuf::new(limits.max_header_bytes + limits.max_body_bytes);
     let mut output = OutBuf::default();
     let mut scratch = Scratch::new(options);
@@ -87,7 +94,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions
         let flow = if input.is_empty() {
             Flow::KeepOpen
         } else {
-            serve_buffered(&mut input, output.vec(), limits, &mut scratch, KeepAlive::AsRequested)
+            serve_buffered(&mut input, &mut output, limits, &mut scratch, KeepAlive::AsRequested)
         };
         while output.pending() > 0 {
             match output.flush(&mut Nonblocking(&stream), WritePolicy::UntilBlocked) {
@@ -98,15 +105,28 @@ async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions
         }
         match flow {
             Flow::KeepOpen => {}
+            // Everything went out: answer the requests that waited behind it.
+            Flow::Drain => continue,
             Flow::Close => return,
             Flow::Refused => return linger(stream).await,
         }
+        watch.observe(&input, 0);
         loop {
             match input.read_from(&mut Nonblocking(&stream)) {
                 Ok(0) => return,
                 Ok(_) => break,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if stream.readable().await.is_err() {
+                    let readable = match watch.deadline(&timeouts) {
+                        None => stream.readable().await,
+                        Some((deadline, _)) => {
+                            let deadline = tokio::time::Instant::from_std(deadline);
+                            match tokio::time::timeout_at(deadline, stream.readable()).await {
+                                Ok(readable) => readable,
+                                Err(_) => return expire(stream, &watch).await,
+                            }
+                        }
+                    };
+                    if readable.is_err() {
                         return;
                     }
                 }
@@ -114,6 +134,19 @@ async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions
                 Err(_) => return,
             }
         }
+    }
+}
+
+/// The connection's timeout ran out: answer 408 to a request in progress (one write: nothing
+/// else is unsent) and linger, or close an idle connection.
+async fn expire(stream: tokio::net::TcpStream, watch: &Watch) {
+    if watch.in_request() {
+        count_limit(LimitEvent::RequestTimedOut);
+        count_write();
+        let _ = stream.try_write(request_timeout_response());
+        linger(stream).await
+    } else {
+        count_limit(LimitEvent::IdleClosed);
     }
 }
 

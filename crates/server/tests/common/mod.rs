@@ -155,6 +155,73 @@ pub fn open_descriptors() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// Wait (bounded by `IO_TIMEOUT`) until `condition` holds; false if it never did. Polls: the
+/// conditions waited for (the server's counters, the kernel's queues) have no notification.
+pub fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// An integer socket option of descriptor `fd`; None when `fd` is not a socket (or was closed).
+pub fn sockopt_int(fd: i32, level: libc::c_int, name: libc::c_int) -> Option<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a plain system call on a descriptor number with a buffer of the stated size; a
+    // descriptor that is not a socket (or was closed meanwhile) fails it.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    (rc == 0).then_some(value)
+}
+
+/// This process's IPv4 TCP sockets whose local port is `port`: (descriptor, whether it is a
+/// listener). The server runs in the test's process, so its accepted connections are here.
+pub fn sockets_on(port: u16) -> Vec<(i32, bool)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Some(listening) = sockopt_int(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN) else { continue };
+        // SAFETY: zeroed plain-old-data for the kernel to fill.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: as in `sockopt_int`.
+        let named = unsafe { libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) } == 0;
+        if named && addr.sin_family == libc::AF_INET as libc::sa_family_t && u16::from_be(addr.sin_port) == port {
+            found.push((fd, listening == 1));
+        }
+    }
+    found
+}
+
+/// Connections waiting in the accept queues of this process's listening sockets on `port`
+/// (several with SO_REUSEPORT), as the kernel reports them: TCP_INFO's `tcpi_unacked` is a
+/// listener's accept-queue length.
+pub fn listen_queue(port: u16) -> usize {
+    let mut waiting = 0;
+    for (fd, listening) in sockets_on(port) {
+        if !listening {
+            continue;
+        }
+        // SAFETY: zeroed plain-old-data for the kernel to fill.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: as in `sockopt_int`.
+        let rc = unsafe {
+            libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len)
+        };
+        if rc == 0 {
+            waiting += info.tcpi_unacked as usize;
+        }
+    }
+    waiting
+}
+
 /// Wait (bounded by `IO_TIMEOUT`) until the process has at most `limit` descriptors open;
 /// returns the last count. Polls: descriptor counts have no notification.
 pub fn settle_to(limit: usize) -> usize {

@@ -164,6 +164,17 @@ macro_rules! static_response {
 static_response!(HEADER_TOO_LARGE, "431 Request Header Fields Too Large", &[b"431 Request Header Fields Too Large\n"]);
 static_response!(PAYLOAD_TOO_LARGE, "413 Payload Too Large", &[b"413 Payload Too Large\n"]);
 static_response!(BAD_REQUEST, "400 Bad Request", &[b"400 Bad Request\n"]);
+static_response!(
+    REQUEST_TIMEOUT,
+    "408 Request Timeout",
+    &[b"408 Request Timeout: the request did not arrive within the server's request_timeout_ms\n"]
+);
+
+/// The complete, pre-built response to a request that did not arrive in time
+/// (`Connection: close`; RFC 9110 §15.5.9).
+pub fn request_timeout_response() -> &'static [u8] {
+    REQUEST_TIMEOUT
+}
 
 /// One 400 response per known reason, with the body `400 Bad Request: <reason>\n`.
 macro_rules! bad_request_table {

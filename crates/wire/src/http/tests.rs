@@ -420,6 +420,11 @@ fn error_responses() {
         check_error_response(error_response(HttpError::BadRequest(r)), 400, &format!("400 Bad Request: {r}\n"));
     }
     check_error_response(error_response(HttpError::BadRequest("someone else's reason")), 400, "400 Bad Request\n");
+    check_error_response(
+        request_timeout_response(),
+        408,
+        "408 Request Timeout: the request did not arrive within the server's request_timeout_ms\n",
+    );
 }
 
 #[test]
