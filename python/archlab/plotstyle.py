@@ -8,6 +8,8 @@ its data (each user passes its own salt to keep ids distinct on one page)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 BASE_STYLE: dict[str, object] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
@@ -19,7 +21,7 @@ BASE_STYLE: dict[str, object] = {
 }
 
 
-def style(overrides: dict[str, object], salt: str | None = None) -> dict[str, object]:
+def style(overrides: dict[str, Any], salt: str | None = None) -> dict[str, Any]:
     """The base style plus ``overrides`` (matplotlib rc names), with SVG ids salted by ``salt``
     when given (a caller that salts each figure itself passes none)."""
     salted = {"svg.hashsalt": salt} if salt is not None else {}

@@ -153,7 +153,7 @@ def export_parquet(source: RecordsFile, out: Path, chunk_records: int = CHUNK_RE
             created = False
             rows = 0
             for chunk in source.chunks(chunk_records):
-                columns = {name: np.ascontiguousarray(chunk[name]) for name in RECORD_DTYPE.names if name != "reserved"}
+                columns = {name: np.ascontiguousarray(chunk[name]) for name in (RECORD_DTYPE.names or ()) if name != "reserved"}
                 con.register("chunk", columns)
                 if created:
                     con.execute(f"INSERT INTO records SELECT {select} FROM chunk")
@@ -163,7 +163,7 @@ def export_parquet(source: RecordsFile, out: Path, chunk_records: int = CHUNK_RE
                 con.unregister("chunk")
                 rows += chunk.size
             if not created:  # an empty file still gives a Parquet file with the columns
-                empty = {name: np.zeros(0, RECORD_DTYPE[name]) for name in RECORD_DTYPE.names if name != "reserved"}
+                empty = {name: np.zeros(0, RECORD_DTYPE[name]) for name in (RECORD_DTYPE.names or ()) if name != "reserved"}
                 con.register("chunk", empty)
                 con.execute(f"CREATE TABLE records AS SELECT {select} FROM chunk")
             tmp = out.with_name(out.name + ".tmp")

@@ -94,6 +94,7 @@ def jitter(samples: Samples, resolution: str | float | None = "auto", *, seed: i
     rng = np.random.default_rng(seed)
     source = samples if samples.n <= max_values else samples.resample(rng, max_values)
     widths = cell_widths(source, resolution)
+    assert widths is not None  # the resolution is settled above, so every subsample has cells
     values = np.repeat(source.values, source.counts)
     half = np.repeat(widths, source.counts) / 2
     low = np.where(values - half > 0, values - half, np.where(values > 0, 0.0, values - half))

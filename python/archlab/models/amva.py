@@ -58,13 +58,19 @@ def linearizer_mva(
     corrections = np.zeros((len(network.centres), n_classes, n_classes))  # D[k, c, j]
     for _ in range(LINEARIZER_ROUNDS):
         for s, (p, ok) in enumerate(zip(reduced, usable)):
-            if ok:
-                queues[s] = solver.solve(p, queues[s], corrections)[0]
-        fraction = _fraction(queues[0], pops)
+            q = queues[s]
+            if ok and q is not None:
+                queues[s] = solver.solve(p, q, corrections)[0]
+        full = queues[0]
+        assert full is not None  # the full population is always usable
+        fraction = _fraction(full, pops)
         for j in range(n_classes):
-            if usable[1 + j]:
-                corrections[:, :, j] = _fraction(queues[1 + j], reduced[1 + j]) - fraction
-    _, r, x = solver.solve(pops, queues[0], corrections)
+            q = queues[1 + j]
+            if usable[1 + j] and q is not None:
+                corrections[:, :, j] = _fraction(q, reduced[1 + j]) - fraction
+    final = queues[0]
+    assert final is not None
+    _, r, x = solver.solve(pops, final, corrections)
     return _result(network, pops, r, x)
 
 

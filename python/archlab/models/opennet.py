@@ -36,7 +36,7 @@ from archlab.models.network import Centre, CentreKind, ClosedNetwork, NetworkSol
 from archlab.models.openload import open_load, open_marginal
 
 
-def open_network(centres: Sequence[Centre], arrival_rates: float | Sequence[float]) -> NetworkSolution:
+def open_network(centres: Sequence[Centre], arrival_rates: float | Sequence[float] | np.ndarray) -> NetworkSolution:
     """Open network: every class arrives from outside (``arrival_rates``, jobs/s, one per
     class). Raises :class:`UnstableError` when a centre would be busy 100 % of the time."""
     d, lam = _inputs(centres, arrival_rates)
@@ -124,7 +124,7 @@ def mixed_network(
     return _solution(centres, pops, throughput, residence, util)
 
 
-def _inputs(centres: Sequence[Centre], arrival_rates: float | Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(centres: Sequence[Centre], arrival_rates: float | Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not centres:
         raise ModelError("centres", "at least one Centre", list(centres))
     classes = {len(c.demands) for c in centres}

@@ -10,7 +10,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -114,15 +114,16 @@ def _laws(manifest: Manifest, rows: Sequence[ResultRow]) -> str:
 def _figure(fits: Sequence[GroupFit]) -> str:
     import matplotlib
     import matplotlib.ticker
+    from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
 
     workloads = list(dict.fromkeys(_workload(f) for f in fits))
     cols = min(len(workloads), 3)
     nrows = math.ceil(len(workloads) / cols)
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(cast(Any, _STYLE)):
         fig = Figure(figsize=(4.2 * cols, 3.2 * nrows), layout="constrained")
         axes = np.atleast_1d(fig.subplots(nrows, cols, squeeze=False)).ravel()
-        colours = matplotlib.colormaps["tab10"].colors
+        colours = cast(Sequence[Any], cast(ListedColormap, matplotlib.colormaps["tab10"]).colors)
         for ax, workload in zip(axes, workloads):
             group = [f for f in fits if _workload(f) == workload]
             n_max = max(float(f.n.max()) for f in group)

@@ -86,7 +86,7 @@ class USL:
         self.weighting = weighting
 
     # ------------------------------------------------------------------ fit
-    def fit(self, n: Sequence[float], x: Sequence[float]) -> Self:
+    def fit(self, n: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray) -> Self:
         conf = _check.probability("confidence", self.confidence)
         n_arr, x_arr = self._validate(n, x)
         if self.weighting not in ("none", "relative"):
@@ -144,7 +144,7 @@ class USL:
         )
         return result.x
 
-    def _validate(self, n: Sequence[float], x: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def _validate(self, n: Sequence[float] | np.ndarray, x: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n_arr = _check.vector("n", n)
         x_arr = _check.vector("x", x)
         if n_arr.size != x_arr.size:
@@ -197,7 +197,7 @@ class USL:
 
     # -------------------------------------------------------------- predict
     def predict(
-        self, n: float | Sequence[float], interval: Literal["none", "confidence", "prediction"] = "none"
+        self, n: float | Sequence[float] | np.ndarray, interval: Literal["none", "confidence", "prediction"] = "none"
     ) -> Prediction:
         """Throughput at ``n``; ``confidence`` bands the mean curve (delta method),
         ``prediction`` also adds the residual variance of one new measurement."""

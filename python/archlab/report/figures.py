@@ -24,9 +24,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import matplotlib
-from matplotlib.colors import to_hex
+from matplotlib.colors import ListedColormap, to_hex
 from matplotlib.lines import Line2D
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as _MplFigure
@@ -116,7 +117,7 @@ def _series(cells: Iterable[Cell], workload: str, metric: str) -> list[_Series]:
 
 
 def _looks(cells: Iterable[Cell]) -> dict[str, _Look]:
-    colors = matplotlib.colormaps["tab10"].colors
+    colors = cast(Sequence[Any], cast(ListedColormap, matplotlib.colormaps["tab10"]).colors)
     labels = sorted({c.label for c in cells})
     return {
         label: _Look(to_hex(colors[i % len(colors)]), _MARKERS[i % len(_MARKERS)])
@@ -445,7 +446,7 @@ def render_figures(cells: Sequence[Cell], run_dir: Path | None = None) -> list[F
     if not measured:
         return []
     figures = []
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(cast(Any, _STYLE)):
 
         def add(key: str, title: str, caption: str, fig: _MplFigure | None) -> None:
             if fig is not None:

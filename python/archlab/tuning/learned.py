@@ -182,8 +182,12 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
 
     programs = dataset.programs
     best = {p: dataset.best_size(p, objective) for p in programs}
-    folds, truth, raw, snapped = [], [], [], []
-    regret, default_regret = {}, {}
+    folds: list[Fold] = []
+    truth: list[int] = []
+    raw: list[float] = []
+    snapped: list[int] = []
+    regret: dict[str, float] = {}
+    default_regret: dict[str, float] = {}
     for tr, te in grouped_folds(programs, n_splits):
         train = [programs[i] for i in tr]
         test = [programs[i] for i in te]
@@ -199,7 +203,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
             truth.append(best[p])
             regret[p] = dataset.regret(p, int(m), objective)
             default_regret[p] = dataset.regret(p, default_size, objective)
-    t, r, s = np.array(truth, float), np.array(raw, float), np.array(snapped, float)
+    t, r, s = (np.asarray(v, dtype=np.float64) for v in (truth, raw, snapped))
     return CVReport(
         model=_enum(ModelKind, "model", model),
         task=_enum(Task, "task", task),

@@ -120,7 +120,9 @@ def read_column(paths: str | Path | Sequence[str | Path], column: str, unit: str
         raise ParameterError("unit", "one of " + ", ".join(UNIT_SECONDS), unit)
     files = existing_paths(paths)
     try:
-        found = [row[0] for row in duckdb.sql(f"DESCRIBE SELECT * FROM {source_sql(files, ', header = true')}").fetchall()]
+        described = duckdb.sql(f"DESCRIBE SELECT * FROM {source_sql(files, ', header = true')}")
+        assert described is not None  # a SELECT always gives a relation
+        found = [row[0] for row in described.fetchall()]
     except duckdb.Error as error:
         raise LatencyError(f"reading {', '.join(files)}: {duckdb_message(error)}") from None
     if column not in found:

@@ -360,8 +360,10 @@ def _read_table(path: Path, table: str, names: tuple[str, ...] | None, query: _Q
 
 def _rejected(connection: duckdb.DuckDBPyConnection) -> tuple[int, str | None]:
     """Lines DuckDB's CSV reader refused (wrong number of fields, unclosed quote, bad UTF-8)."""
-    count, line, message = connection.execute(
+    row = connection.execute(
         "SELECT count(DISTINCT line), min(line), arg_min(error_message, line) FROM reject_errors").fetchone()
+    assert row is not None  # an aggregate always gives one row
+    count, line, message = row
     return int(count), (f"line {line}: {_clip(message.splitlines()[0], 120)}" if count else None)
 
 
