@@ -53,7 +53,7 @@ fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, 
 	@nice -n 19 scripts/fuzz --seconds $(FUZZ_SECONDS) --parallel 2 --keep
 
 .PHONY: lint
-lint: ## fmt --check, clippy (workspace, fuzz crate), ruff, no import circle in a crate; `make test` runs these first
+lint: ## fmt --check, clippy (workspace, fuzz crate), ruff, mypy, no import circle in a crate; `make test` runs these first
 	@scripts/bootstrap test
 	@$(MAKE) --no-print-directory lint-checks
 
@@ -64,6 +64,7 @@ lint-checks:
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	cargo +nightly clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	$(PY) -m ruff check python tests bench scripts
+	$(PY) -m mypy
 	python3 scripts/check_imports.py
 
 .PHONY: fmt
