@@ -32,6 +32,8 @@ def test_the_server_schema_is_what_the_engine_documents(engine_path):
 def test_check_server_normalises_and_refuses_with_a_typed_error():
     assert contract.check_server("netty", {"loops": 2, "wait": None}) == {
         "loops": 2, "db_pool": 10, "db_wait_ms": 1000, "max_body_bytes": 1024 * 1024, "nodelay": True,
+        # The limits of a long run (nginx's client_header_timeout and keepalive_timeout).
+        "request_timeout_ms": 60_000, "idle_timeout_ms": 75_000, "max_connections": 0, "max_output_bytes": 1024 * 1024,
     }  # fmt: skip
     with pytest.raises(OptionRefused) as e:
         contract.check_server("blocking", {"loops": 2})

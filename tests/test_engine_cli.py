@@ -33,7 +33,10 @@ def test_serve_options_from_json_with_flags_over_them(engine_path, tmp_path):
     options.write_text(json.dumps({"loops": 2, "wait": None, "max_body_bytes": 10}))
     done = run(engine_path, "serve", "--arch", "netty", "--options", str(options), "--loops", "3", "--check")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"loops": 3, "max_body_bytes": 10, "nodelay": True, "db_pool": 10, "db_wait_ms": 1000}
+    assert json.loads(done.stdout) == {
+        "loops": 3, "max_body_bytes": 10, "nodelay": True, "db_pool": 10, "db_wait_ms": 1000,
+        "request_timeout_ms": 60_000, "idle_timeout_ms": 75_000, "max_connections": 0, "max_output_bytes": 1024 * 1024,
+    }  # fmt: skip
     done = run(engine_path, "serve", "--arch", "netty", "--options", "-", "--check", stdin='{"ring_size": 64}')
     assert done.returncode == 2
     assert done.stderr == (

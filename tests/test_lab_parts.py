@@ -160,6 +160,7 @@ def test_command_lines(env, tmp_path):
     # server's defaults.
     assert serve_options(cell, exp.placement) == {
         "loops": 2, "cpus": "1", "db_pool": 10, "db_wait_ms": 1000, "max_body_bytes": 1024 * 1024, "nodelay": True,
+        "request_timeout_ms": 60_000, "idle_timeout_ms": 75_000, "max_connections": 0, "max_output_bytes": 1024 * 1024,
     }  # fmt: skip
     assert e.load_argv(tmp_path / "p.json", tmp_path / "s.json", tmp_path / "h.log") == [
         "archlab-engine", "load", "--params", str(tmp_path / "p.json"), "--json", str(tmp_path / "s.json"),
