@@ -14,7 +14,7 @@ from conftest import run_cli
 from test_lab_systems import SHORT, run, system
 
 from archlab.compare import compare_runs
-from archlab.stats import ratio_of_means_interval
+from archlab.stats import HDR_RESOLUTION, ratio_of_means_interval, widen_to_quantum
 
 
 def test_ratio_interval_covers_the_true_ratio_at_its_level():
@@ -44,6 +44,26 @@ def test_ratio_interval_by_hand():
     assert i.resolution == pytest.approx(math.expm1(half))
     one = ratio_of_means_interval([100], [120])
     assert not one.has_interval and one.resolution is None
+
+
+def test_quantiles_that_read_the_same_hdr_bucket_resolve_no_finer_than_the_bucket():
+    # Four repetitions of a p50 that all land in one HDR bucket (10.1 ms of a /delay?ms=10): the
+    # sample variance is 0, but each value is only known to 2^-10, so the ratio to 2 * 2^-10.
+    same = [10_111.0] * 4
+    bare = ratio_of_means_interval(same, same, 0.99)
+    assert bare.resolution == 0.0 and bare.low == bare.high == 1.0
+    floored = widen_to_quantum(bare, HDR_RESOLUTION)
+    assert floored.resolution == pytest.approx(2 * HDR_RESOLUTION)
+    assert floored.low == pytest.approx(1 / (1 + 2 * HDR_RESOLUTION)) and floored.high == pytest.approx(1 + 2 * HDR_RESOLUTION)
+    # An interval already wider than the rounding is left as it was.
+    wide = ratio_of_means_interval([98, 100, 102], [117, 120, 123], 0.95)
+    assert widen_to_quantum(wide, HDR_RESOLUTION) == wide
+    # Two adjacent buckets, each read consistently, are a change the rounding cannot explain
+    # only when they are more than two buckets' rounding apart.
+    near = widen_to_quantum(ratio_of_means_interval(same, [10_111.0 * (1 + HDR_RESOLUTION)] * 4, 0.99), HDR_RESOLUTION)
+    assert near.low <= 1.0 <= near.high
+    far = widen_to_quantum(ratio_of_means_interval(same, [10_111.0 * 1.01] * 4, 0.99), HDR_RESOLUTION)
+    assert far.low > 1.0
 
 
 EXPERIMENT = SHORT.replace("repetitions = 1", "repetitions = 4").replace('duration = "500ms"', 'duration = "600ms"')

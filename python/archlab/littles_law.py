@@ -70,12 +70,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from archlab.stats import HDR_RESOLUTION
+
 __all__ = ["HDR_RESOLUTION", "MAX_TOLERANCE", "Z_SCORE", "Completions", "LittlesLaw", "Think", "check_closed_window"]
 
 #: Standard deviations of each sum allowed: a normal tail of 6.3e-5 beyond, on each side.
 Z_SCORE = 4.0
-#: Relative error of a mean read from an HDR histogram of 3 significant digits.
-HDR_RESOLUTION = 2.0**-10
 #: A check that cannot resolve a 10 % disagreement checks nothing worth a verdict: its window is
 #: too short for its slowest requests, or for the randomness of its think times (see the module).
 MAX_TOLERANCE = 0.10

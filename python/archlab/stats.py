@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["Interval", "RatioInterval", "mean_confidence_interval", "median", "ratio_of_means_interval"]
+__all__ = [
+    "HDR_RESOLUTION", "Interval", "RatioInterval", "mean_confidence_interval", "median", "ratio_of_means_interval",
+    "widen_to_quantum",
+]
+
+#: Relative error of a value read from an HDR histogram of 3 significant digits (a quantile, a
+#: mean): its sub-buckets are 2^-10 of their power of two wide.
+HDR_RESOLUTION = 2.0**-10
 
 
 @dataclass(frozen=True)
@@ -160,4 +167,23 @@ def ratio_of_means_interval(a: Iterable[float], b: Iterable[float], level: float
         n_b=int(xb.size),
         level=level,
         resolution=math.expm1(t * se),
+    )
+
+
+def widen_to_quantum(interval: RatioInterval, quantum: float) -> RatioInterval:
+    """``interval`` no narrower than the rounding of the values it was computed from.
+
+    Each value is known only to within a relative ``quantum`` (HDR quantiles: 2^-10), so their
+    ratio is known to within about ``2·quantum`` however consistent the repetitions are. Without
+    this floor, repetitions that all read the same HDR bucket give a zero-width interval and a
+    resolution of 0, a claim to detect any change that the measurement cannot back.
+    """
+    if quantum <= 0.0 or not interval.has_interval:
+        return interval
+    floor = 2.0 * quantum
+    return replace(
+        interval,
+        low=min(interval.low, interval.ratio / (1.0 + floor)),
+        high=max(interval.high, interval.ratio * (1.0 + floor)),
+        resolution=max(interval.resolution or 0.0, floor),
     )

@@ -2,7 +2,8 @@
 levels), each metric's repetitions of run B are set against run A's with a Welch interval on the
 ratio of means (:func:`archlab.stats.ratio_of_means_interval`), and a verdict is read off the
 interval: faster or slower when it excludes 1, else no detectable change, with the smallest
-change the run could have detected (the interval's half-width). A cell is judged on several
+change the run could have detected (the interval's half-width, never less than the HDR
+rounding of a quantile). A cell is judged on several
 metrics at once, so each metric's interval is taken at the Bonferroni level ``1 - (1 - level)/k``:
 the chance that a cell that did not change is called changed stays below ``1 - level``. Only
 repetitions that succeeded count; a cell with fewer than two on a side gets no verdict."""
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 from archlab.errors import InvalidValue
-from archlab.stats import RatioInterval, ratio_of_means_interval
+from archlab.stats import HDR_RESOLUTION, RatioInterval, ratio_of_means_interval, widen_to_quantum
 from archlab.store import ResultRow, RunView
 
 Direction = Literal["higher", "lower"]  # which way is better
@@ -26,14 +27,15 @@ class Metric:
     label: str
     better: Direction
     value: Callable[[ResultRow], float | None]
+    quantum: float = 0.0  # relative rounding of one value (HDR quantiles), a floor on the interval
 
 
 METRICS: dict[str, Metric] = {
     "throughput": Metric("throughput", "throughput", "higher", lambda r: r.measurement.throughput_rps if r.measurement else None),
-    "p50": Metric("p50", "p50", "lower", lambda r: r.measurement.p50_us if r.measurement else None),
-    "p90": Metric("p90", "p90", "lower", lambda r: r.measurement.p90_us if r.measurement else None),
-    "p99": Metric("p99", "p99", "lower", lambda r: r.measurement.p99_us if r.measurement else None),
-    "p999": Metric("p999", "p99.9", "lower", lambda r: r.measurement.p999_us if r.measurement else None),
+    "p50": Metric("p50", "p50", "lower", lambda r: r.measurement.p50_us if r.measurement else None, HDR_RESOLUTION),
+    "p90": Metric("p90", "p90", "lower", lambda r: r.measurement.p90_us if r.measurement else None, HDR_RESOLUTION),
+    "p99": Metric("p99", "p99", "lower", lambda r: r.measurement.p99_us if r.measurement else None, HDR_RESOLUTION),
+    "p999": Metric("p999", "p99.9", "lower", lambda r: r.measurement.p999_us if r.measurement else None, HDR_RESOLUTION),
 }
 DEFAULT_METRICS = ("throughput", "p50", "p99")
 
@@ -140,7 +142,7 @@ def compare_runs(
             vb = [v for r in rb if r.ok and (v := metric.value(r)) is not None and v > 0]
             if not va or not vb:
                 continue
-            interval = ratio_of_means_interval(va, vb, metric_level)
+            interval = widen_to_quantum(ratio_of_means_interval(va, vb, metric_level), metric.quantum)
             changes.append(MetricChange(metric, sum(va) / len(va), sum(vb) / len(vb), interval))
         out.append(CellComparison(cell_id, tuple(changes), sum(not r.ok for r in ra), sum(not r.ok for r in rb)))
     return Comparison(a.manifest.run_id, b.manifest.run_id, level, metric_level, tuple(out), only_a, only_b)
