@@ -62,10 +62,13 @@ fn an_open_poisson_run_meets_its_schedule() {
     // ... and it is Poisson-sized: within 5 sd (sqrt(lambda d)) of lambda d.
     let expected = rate * d.as_secs_f64();
     assert!((f.arrivals as f64 - expected).abs() < 5.0 * expected.sqrt(), "{}", f.arrivals);
-    // A fast server and spare connections: every arrival is sent, nearly on time.
-    assert_eq!(f.never_started, 0);
-    assert_eq!(f.sent, f.arrivals);
-    assert!(r.totals.requests + r.in_flight_at_end as u64 >= f.sent - 1, "{r:?}");
+    // A fast server and spare connections: every arrival is sent, nearly on time, except those
+    // due while the generator was descheduled at the very end of the window (it ends the window
+    // when it wakes). A preemption of up to 10 ms on a busy machine holds 2000/s x 10 ms = 20 of
+    // them; each arrival is either sent or counted as never started, exactly.
+    assert!(f.never_started <= 20, "{f:?}");
+    assert_eq!(f.sent + f.never_started, f.arrivals, "{f:?}");
+    assert_eq!(r.totals.requests + r.in_flight_at_end as u64, f.sent, "{r:?}");
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     // Schedule lag: timerfd wake-up plus a send, tens of microseconds. Bounds are loose and
     // stop at p90: on a shared 2-core machine a preempted load thread puts milliseconds into
@@ -165,8 +168,12 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
     let r = run(p);
     let f = r.totals.flow;
     assert_eq!(f.arrivals, planned_in(Arrivals::Poisson { rate_per_s: rate }, seed, ms(1500)));
-    assert_eq!((f.never_started, f.sessions_aborted), (0, 0), "{f:?}");
-    assert_eq!(f.sessions_started, f.arrivals);
+    // Spare connections: every session starts, except the arrivals due while the generator was
+    // descheduled at the very end of the window (200/s x a 25 ms preemption on a busy machine:
+    // 5); each is either started or counted as never started, exactly.
+    assert_eq!(f.sessions_aborted, 0, "{f:?}");
+    assert!(f.never_started <= 5, "{f:?}");
+    assert_eq!(f.sessions_started + f.never_started, f.arrivals, "{f:?}");
     assert_eq!(f.sessions_completed + r.sessions_in_progress_at_end, f.sessions_started, "{f:?}");
     // Mean length within 5 standard errors (geometric, p = 1/mean: sd = sqrt(1 - p) / p).
     let n = f.sessions_completed as f64;

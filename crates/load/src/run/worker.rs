@@ -430,6 +430,12 @@ impl<'a, M: Model> Worker<'a, M> {
     /// The request in flight (if any) failed: count it, close, and let the model decide
     /// whether the slot reconnects at once.
     fn fail(&mut self, idx: usize, class: ErrorClass, now: u64, detail: &dyn Display) {
+        if now >= self.rec.end {
+            // After the window (a read timed after the loop's last look at the clock): like a
+            // late response, the requests stay "in flight at the end". Closing here would drop
+            // them from that count while the recorder, past its end, counts no error either.
+            return;
+        }
         self.rec.error(now, class, detail);
         if self.conns[idx].in_flight() {
             self.record(idx, now, 0, Some(class));
