@@ -10,7 +10,7 @@ use crate::CliError;
 use archlab_netio::socket::listen;
 use archlab_options::Given;
 use archlab_server::{registry, ServerOptions, REGISTRY};
-use archlab_work::DbPool;
+use archlab_workload::DbPool;
 
 use clap::Args;
 use std::io::Write;

@@ -37,7 +37,7 @@ fn architectures(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 #[pyfunction]
 fn check_workload(target: &str) -> PyResult<()> {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    archlab_work::Workload::from_target(path, query).map(|_| ()).map_err(|e| PyValueError::new_err(e.to_string()))
+    archlab_workload::Workload::from_target(path, query).map(|_| ()).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Version of the data-plane crates this module was built from.

@@ -1,10 +1,10 @@
-//! Bindings of the service programs (`archlab_work::program`): a program file goes in (by path
+//! Bindings of the service programs (`archlab_workload::program`): a program file goes in (by path
 //! or as text), the checked programs come back as the JSON tree the server executes, so that
 //! Python's feature extraction walks the very structure the parser built and the program
 //! format exists once. A refused file raises `ValueError(source, field, allowed, received)`,
 //! which `archlab.tuning.programs` re-raises as `archlab.errors.InvalidValue`.
 
-use archlab_work::{ProgramError, ProgramSet};
+use archlab_workload::{ProgramError, ProgramSet};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 

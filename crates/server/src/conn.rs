@@ -13,7 +13,7 @@
 //! [`linger_close_blocking`] and the constants beside it define how a server closes a
 //! connection after its last response.
 
-use archlab_work::BodyStream;
+use archlab_workload::BodyStream;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};

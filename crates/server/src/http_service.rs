@@ -18,7 +18,7 @@ use crate::options::ServerOptions;
 use crate::service::{BlockingForward, ClientConn, Service};
 use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
-use archlab_work::{Context, WorkError, Workload};
+use archlab_workload::{Context, WorkError, Workload};
 
 /// What the connection should do after the buffered requests were answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! An architecture is built from [`ServerOptions`] by the [`registry`] (the one place that
 //! names architectures) and then [`Server::serve`]s an already-bound listener until the
 //! process ends. Every architecture speaks the same HTTP/1.1 through the same
-//! [`http_service`] (parse with `archlab-wire`, run the workload of `archlab-work`, write the
+//! [`http_service`] (parse with `archlab-wire`, run the workload of `archlab-workload`, write the
 //! response), so a comparison measures only who waits on sockets and who hands what to whom:
 //!
 //! * [`frontend::thread_per_connection`]: an acceptor thread spawns one thread per connection.
@@ -36,8 +36,8 @@ pub mod service;
 pub mod timeouts;
 
 pub use archlab_handoff::{Dispatch, WaitStrategy};
-/// Create the `/file` workload's data file now (servers call it at start; see `archlab_work`).
-pub use archlab_work::prepare_file;
+/// Create the `/file` workload's data file now (servers call it at start; see `archlab_workload`).
+pub use archlab_workload::prepare_file;
 pub use options::{OptionName, ServerOptions};
 pub use registry::{Architecture, BuildError, ProxySupport, REGISTRY};
 pub use service::Service;

@@ -16,7 +16,7 @@ use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use archlab_work::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use archlab_workload::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -105,7 +105,7 @@ archlab_options::option_set! {
         /// (HOST an IP address or localhost); its table `emp(id, first_name)` is looked up by id.
         /// Without it `/db` answers 503.
         db: Option<DbConfig> = None, Text::<DbConfig> {
-            allowed: archlab_work::DB_URL_FORM,
+            allowed: archlab_workload::DB_URL_FORM,
             value_name: "URL",
             parse: |s| DbConfig::from_url(s).map_err(str::to_string),
             show: DbConfig::url,
@@ -120,7 +120,7 @@ archlab_options::option_set! {
         /// work, PostgreSQL lookups, downstream calls and fan-outs, sleeps, bounded loops), read
         /// and checked when the options are; without it `/program` answers 503.
         programs: Option<ProgramSet> = None, Text::<ProgramSet> {
-            allowed: archlab_work::PROGRAM_FILE_FORM,
+            allowed: archlab_workload::PROGRAM_FILE_FORM,
             value_name: "FILE",
             parse: |s| ProgramSet::load(std::path::Path::new(s)).map_err(|e| e.to_string()),
             show: ProgramSet::source,

@@ -292,7 +292,7 @@ fn at_max_connections_new_connections_wait_until_one_closes(arch: &str) {
     assert_eq!(get(&mut second, "/echo?size=2").status, 200, "{arch}: the other connection");
 }
 
-/// The echo pattern (`archlab_work`): byte i of an `/echo` or `/file` body is `b'a' + i % 26`.
+/// The echo pattern (`archlab_workload`): byte i of an `/echo` or `/file` body is `b'a' + i % 26`.
 fn is_pattern(body: &[u8]) -> bool {
     body.iter().enumerate().all(|(i, &b)| b == b'a' + (i % 26) as u8)
 }
