@@ -16,7 +16,9 @@ use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use archlab_workload::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use archlab_workload::{
+    DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS,
+};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
