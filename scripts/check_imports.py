@@ -214,7 +214,13 @@ def strongly_connected(graph: dict[Path, set[Path]]) -> list[list[Path]]:
 
 
 def main(argv: list[str]) -> int:
+    if any(a.startswith("-") for a in argv):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 0 if argv in (["-h"], ["--help"]) else 2
     dirs = [Path(a) for a in argv] or sorted(p for p in (ROOT / "crates").iterdir() if (p / "src").is_dir())
+    if missing := [str(d) for d in dirs if not ((d / "src" / "lib.rs").exists() or (d / "src" / "main.rs").exists())]:
+        print(f"check_imports: not a crate directory (no src/lib.rs or src/main.rs): {', '.join(missing)}", file=sys.stderr)
+        return 2
     failed = False
     for d in dirs:
         crate = Crate(d / "src")
