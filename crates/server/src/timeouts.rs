@@ -22,7 +22,6 @@
 //! (a request answered, a connection gone idle), not one per event.
 
 use crate::conn::InBuf;
-use crate::options::ServerOptions;
 use std::time::{Duration, Instant};
 
 /// The two timeouts of a server; `None` is off (`0` in the options).
@@ -37,8 +36,10 @@ fn millis(ms: u64) -> Option<Duration> {
 }
 
 impl Timeouts {
-    pub fn from_options(options: &ServerOptions) -> Timeouts {
-        Timeouts { request: millis(options.request_timeout_ms), idle: millis(options.idle_timeout_ms) }
+    /// The timeouts of `request_timeout_ms` and `idle_timeout_ms` (0: off), as the options
+    /// give them (`ServerOptions::timeouts`).
+    pub fn new(request_timeout_ms: u64, idle_timeout_ms: u64) -> Timeouts {
+        Timeouts { request: millis(request_timeout_ms), idle: millis(idle_timeout_ms) }
     }
 
     /// How late a sweep may fire: 1/64 of the shorter timeout, at least 1 ms.
