@@ -104,6 +104,9 @@ pub trait LoopForward: Send {
     fn due(&mut self, now: Instant, fired: &mut Vec<usize>) -> Option<Instant>;
     /// A deadline of slot `idx` reported by `due` passed.
     fn timer(&mut self, conn: &mut Conn<LoopState>, idx: usize, ctx: Ctx<'_>) -> Next;
+    /// Whether an exchange of `conn` is in progress (its request head taken, its response not
+    /// all relayed): the loop's client timeouts pause, the forwarder's deadlines run.
+    fn answering(&self, conn: &Conn<LoopState>) -> bool;
 }
 
 /// What the connection should do after the buffered requests were answered.

@@ -85,9 +85,12 @@ impl Watch {
     }
 
     /// Take note of what the server holds for the connection after serving it: `input` as
-    /// it is, `pending_output` bytes unsent. Reads the clock only when the state changes.
-    pub fn observe(&mut self, input: &InBuf, pending_output: usize) {
-        let waiting = if pending_output > 0 {
+    /// it is, `pending_output` bytes unsent, and whether the server is still `answering` a
+    /// request whose head it has taken (a proxy's exchange, which keeps its own deadlines: a
+    /// slow backend must end in the proxy's 504, not in a 408 for a request that did arrive).
+    /// Reads the clock only when the state changes.
+    pub fn observe(&mut self, input: &InBuf, pending_output: usize, answering: bool) {
+        let waiting = if pending_output > 0 || answering {
             Waiting::Output
         } else if input.is_empty() {
             Waiting::Idle
@@ -185,23 +188,23 @@ mod tests {
         let (_, why) = w.deadline(&T).unwrap();
         assert_eq!(why, Expiry::Idle, "a new connection is idle");
         let mut input = input_with(b"GET / HT");
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         let (started, why) = w.deadline(&T).unwrap();
         assert_eq!(why, Expiry::Request);
         assert!(w.in_request());
         // More of the same request: the clock does not restart (slowloris).
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert_eq!(w.deadline(&T).unwrap().0, started);
         // The request was answered and the next one began: its clock starts anew.
         input.consume(4);
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert!(w.deadline(&T).unwrap().0 >= started);
         assert_ne!(w.consumed, 0);
         // A response unsent: no timeout; then idle.
-        w.observe(&input, 10);
+        w.observe(&input, 10, false);
         assert_eq!(w.deadline(&T), None);
         input.consume(input.filled().len());
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert_eq!(w.deadline(&T).unwrap().1, Expiry::Idle);
         assert_eq!(w.deadline(&Timeouts::default()), None, "0 turns both off");
     }

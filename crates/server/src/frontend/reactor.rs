@@ -87,6 +87,12 @@ pub trait Mode: Send + 'static {
     fn timer(&mut self, _conn: &mut Conn<Self::State>, _idx: usize, _ctx: Ctx<'_>) -> Next {
         Next::Keep
     }
+    /// Whether the mode is still answering a request of `conn` that it has taken (a proxy's
+    /// exchange): the loop runs no request or idle timeout for it meanwhile, the mode's own
+    /// deadlines do.
+    fn answering(&self, _conn: &Conn<Self::State>) -> bool {
+        false
+    }
 }
 
 /// How an [`Inline`] mode writes: a fixed policy, or one chosen per request class.
@@ -441,7 +447,8 @@ impl<M: Mode> EventLoop<M> {
         if conn.lingering_until.is_some() {
             return;
         }
-        conn.watch.observe(&conn.input, conn.output.pending());
+        let answering = self.mode.answering(conn);
+        conn.watch.observe(&conn.input, conn.output.pending(), answering);
         if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
             self.sweep.schedule(deadline);
         }
@@ -725,5 +732,9 @@ impl Mode for Forwarding {
 
     fn timer(&mut self, conn: &mut Conn<LoopState>, idx: usize, ctx: Ctx<'_>) -> Next {
         self.0.timer(conn, idx, ctx)
+    }
+
+    fn answering(&self, conn: &Conn<LoopState>) -> bool {
+        self.0.answering(conn)
     }
 }

@@ -542,7 +542,7 @@ impl Proactor {
         if conn.phase != Phase::Open {
             return;
         }
-        conn.watch.observe(&conn.input, conn.output.pending());
+        conn.watch.observe(&conn.input, conn.output.pending(), false);
         if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
             self.sweep.schedule(deadline);
         }

@@ -110,7 +110,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions
             Flow::Close => return,
             Flow::Refused => return linger(stream).await,
         }
-        watch.observe(&input, 0);
+        watch.observe(&input, 0, false);
         loop {
             match input.read_from(&mut Nonblocking(&stream)) {
                 Ok(0) => return,
