@@ -1,7 +1,8 @@
 """Systems under test that the lab does not build: the spec's ``[[systems]]`` entries, validated
 into frozen :class:`SystemSpec` values. A system is either a command the lab starts (a template
 with the placeholders ``{port}``, ``{cpus}``, ``{dir}`` and ``{host}``, filled per cell or once
-per run when ``reusable``) or a remote ``target`` URL the lab only sends load to. Either is a
+per run when ``reusable``), a remote ``target`` URL the lab only sends load to, or a topology of
+several processes (``backends`` and a ``front``, :mod:`archlab.spec.topology`). Each is a
 level of the ``architecture`` factor, written ``system:NAME``. Everything that can be refused is
 refused here, before any process starts: unknown placeholders, CPUs this machine does not have,
 two systems on one fixed port, a ``system:`` level naming no system. How a system is started,
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 
 from archlab.errors import SpecError
 from archlab.spec.registry import ArchitectureInfo, Registry
+from archlab.spec.topology import TOPOLOGY_KEYS, Topology, is_topology, parse_topology
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 #: The prefix of an ``architecture`` level that names a ``[[systems]]`` entry.
@@ -49,16 +51,23 @@ SYSTEM_KEYS = (
     "setup",
     "teardown",
     "reusable",
+    *TOPOLOGY_KEYS,
 )
+# Keys of a topology entry besides its own (each process's readiness and stop are the lab's).
+# A topology is started per cell (reusable is not offered: its processes' counters start afresh).
+_TOPOLOGY_ENTRY_KEYS = ("name", "ready_timeout", "stop_grace", *TOPOLOGY_KEYS)
 ReadyKind = Literal["port", "http"]
 READY_KINDS: tuple[ReadyKind, ...] = ("port", "http")
 # Signals a system may ask to be stopped with (what servers document as their graceful stop).
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 #: Peers the lab knows how to configure itself (:mod:`archlab.lab.presets`): the command, its
 #: generated configuration, readiness and stop rule come from the preset.
-PRESETS = {"nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path"}
+PRESETS = {
+    "nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path",
+    "memcached": "memcached, one worker thread, 64 MiB, UDP off",
+}
 # What a preset sets unless the entry says otherwise.
-_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}}
+_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}, "memcached": {"ready": "port"}}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 
@@ -94,6 +103,7 @@ class SystemSpec:
     setup: tuple[tuple[str, ...], ...] = ()
     teardown: tuple[tuple[str, ...], ...] = ()
     reusable: bool = False
+    topology: Topology | None = None  # several processes (then command, preset and target are None)
 
     @property
     def level(self) -> str:
@@ -111,6 +121,9 @@ class SystemSpec:
         d: dict[str, object] = {"name": self.name}
         if self.target is not None:
             d["target"] = self.target.url
+            return d
+        if self.topology is not None:
+            d.update(self.topology.to_dict(), ready_timeout_s=self.ready_timeout_s, stop_grace_s=self.stop_grace_s)
             return d
         if self.preset is not None:
             d["preset"] = self.preset
@@ -149,8 +162,11 @@ def find_system(systems: Sequence[SystemSpec], level: str) -> SystemSpec:
 # --- validation --------------------------------------------------------------------------
 
 
-def parse_systems(entries: Sequence[Mapping[str, object]], cpus_here: frozenset[int]) -> tuple[SystemSpec, ...]:
-    systems = tuple(_system(e, f"systems[{i}]", cpus_here) for i, e in enumerate(entries))
+def parse_systems(
+    entries: Sequence[Mapping[str, object]], cpus_here: frozenset[int], architectures: tuple[str, ...] = ()
+) -> tuple[SystemSpec, ...]:
+    """``architectures`` are the data plane's, which a topology's backends may run."""
+    systems = tuple(_system(e, f"systems[{i}]", cpus_here, architectures) for i, e in enumerate(entries))
     seen: dict[str, int] = {}
     ports: dict[tuple[str, int], int] = {}
     for i, s in enumerate(systems):
@@ -167,20 +183,65 @@ def parse_systems(entries: Sequence[Mapping[str, object]], cpus_here: frozenset[
                     hint=f"systems[{ports[key]}] ({systems[ports[key]].name}) is fixed on {s.host}:{s.port} too",
                 )
             ports[key] = i
+    _check_backend_systems(systems)
     return systems
 
 
-def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> SystemSpec:
+def _check_backend_systems(systems: Sequence[SystemSpec]) -> None:
+    """A topology's ``backends.system`` must name a command entry (copies get their own ports)."""
+    for i, s in enumerate(systems):
+        if s.topology is None or s.topology.backends.kind != "system":
+            continue
+        name = s.topology.backends.name
+        named = next((o for o in systems if o.name == name), None)
+        commands = [o.name for o in systems if o.command is not None]
+        if named is None or named.command is None:
+            raise SpecError(
+                f"systems[{i}].backends.system",
+                "the name of a [[systems]] entry with a command (" + (", ".join(commands) or "there is none") + ")",
+                name,
+                hint="no system has that name" if named is None else f"{name} is not started from a command",
+            )
+        if named.port is not None and s.topology.backends.copies > 1:
+            raise SpecError(f"systems[{i}].backends.copies", f"1, since {name} is fixed on port {named.port}", s.topology.backends.copies)
+
+
+def topology_members(systems: Sequence[SystemSpec]) -> frozenset[str]:
+    """Names of the systems that topologies run as their backends."""
+    return frozenset(s.topology.backends.name for s in systems if s.topology is not None and s.topology.backends.kind == "system")
+
+
+def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], architectures: tuple[str, ...] = ()) -> SystemSpec:
     name = t.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SpecError(f"{field}.name", "1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit", name if name is not None else "nothing")
-    given = [k for k in ("command", "preset", "target") if k in t]
+    unknown = sorted(k for k in t if k not in SYSTEM_KEYS)
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", "one of the keys " + ", ".join(SYSTEM_KEYS), unknown[0])
+    given = [k for k in ("command", "preset", "target", "backends") if k in t]
+    if is_topology(t) and "backends" not in given:
+        given.append("backends")  # a front alone: parse_topology names the missing backends
     if len(given) != 1:
         raise SpecError(
             f"{field}",
-            "exactly one of command (a system the lab starts), preset (a peer it configures: " + ", ".join(PRESETS) + ") and target (a remote URL it only loads)",
+            "exactly one of command (a system the lab starts), preset (a peer it configures: "
+            + ", ".join(PRESETS)
+            + "), target (a remote URL it only loads) and backends (with a front: a topology of several processes)",
             " and ".join(given) or "none of them",
         )
+    if given == ["backends"]:
+        extra = sorted(k for k in t if k not in _TOPOLOGY_ENTRY_KEYS)
+        if extra:
+            raise SpecError(f"{field}.{extra[0]}", "no such key for a topology (it has " + ", ".join(_TOPOLOGY_ENTRY_KEYS) + ")", t[extra[0]])
+        return SystemSpec(
+            name=name,
+            topology=parse_topology(t, field, cpus_here, architectures),
+            ready_timeout_s=_positive_duration(t.get("ready_timeout", "10s"), f"{field}.ready_timeout"),
+            stop_grace_s=parse_duration(t.get("stop_grace", "3s"), f"{field}.stop_grace"),
+        )
+    topology_only = sorted(k for k in t if k in TOPOLOGY_KEYS)
+    if topology_only:
+        raise SpecError(f"{field}.{topology_only[0]}", "no such key unless the entry is a topology (with backends)", t[topology_only[0]])
     if "target" in t:
         extra = sorted(k for k in t if k not in ("name", "target"))
         if extra:
@@ -338,9 +399,11 @@ def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture
 
 
 def check_used(systems: Sequence[SystemSpec], architecture_levels: Sequence[object]) -> None:
-    """A declared system no cell runs would be ignored silently: refused instead."""
+    """A declared system no cell runs would be ignored silently: refused instead (a system a
+    topology runs as its backends is used)."""
+    members = topology_members(systems)
     for i, s in enumerate(systems):
-        if s.level not in architecture_levels:
+        if s.level not in architecture_levels and s.name not in members:
             raise SpecError(
                 f"systems[{i}]",
                 f"a system that factors.architecture names (add '{s.level}' to its levels)",
@@ -376,6 +439,14 @@ def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str
             "syscalls": "server itself (its socket-call counters)",
         }
     system = find_system(systems, architecture)
+    if system.topology is not None:
+        return {
+            "throughput_latency": generator,
+            "cpu": "sum over the topology's processes (per process in probe.json): archlab's own from getrusage, peers from /proc",
+            "context_switches": "sum over the topology's processes: archlab's own from getrusage, peers from /proc/<pid>/task (outside)",
+            "rss": "largest process of the topology",
+            "syscalls": "archlab's own processes only (their socket-call counters); unavailable for peers",
+        }
     if system.is_remote:
         return {
             "throughput_latency": generator,

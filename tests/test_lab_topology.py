@@ -1,0 +1,211 @@
+"""Topologies of several processes on real processes, loopback only: archlab backends behind
+archlab's round-robin proxy, real memcached servers behind archlab's middleware (keys preloaded,
+the load generator's gets all hits), a Ctrl-C in the middle of a cell, and bad topology input
+refused before anything starts. Windows are short (warm-up 0.2 s, measurement 0.5 s); no timing
+is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, missing_dependency, processes_with_token, spec_text, start_cli
+
+from archlab.errors import SpecError
+from archlab.lab.session import run_spec
+from archlab.lab.engine import DataPlaneRegistry
+from archlab.spec import SpecEnvironment, load_spec
+from archlab.store import Store
+
+SHORT = 'name = "topo"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
+LB2 = """
+[[systems]]
+name = "lb-2"
+backends = { architecture = "netty", copies = 2, options = { loops = 1 } }
+front = { proxy = "round-robin" }
+"""
+LB2_FACTORS = 'architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
+
+
+def write_spec(tmp_path: Path, systems: str, factors: str, experiment: str = SHORT, load: str | None = None) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "spec.toml"
+    sections = {"experiment": experiment, "factors": factors}
+    if load is not None:
+        sections["load"] = load
+    path.write_text(spec_text(**sections) + systems)
+    return path
+
+
+def run(tmp_path: Path, systems: str, factors: str, load: str | None = None):
+    path = write_spec(tmp_path, systems, factors, load=load)
+    store = Store(tmp_path / "runs")
+    handle = run_spec(path, store)
+    view = store.load_run(handle.run_id)
+    return store, view
+
+
+def rep_dir(store, view, row) -> Path:
+    return store.run_dir(view.manifest.run_id) / "cells" / row.cell_id / "rep-1"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_two_backends_behind_the_proxy_share_the_requests_round_robin(engine_path, tmp_path, token):
+    store, view = run(tmp_path, LB2, LB2_FACTORS)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    probe = json.loads((rep_dir(store, view, row) / "probe.json").read_text())
+    rows = {p["process"]: p for p in probe["processes"]}
+    # A row for every process, in start order, each with its own accounting.
+    assert [p["process"] for p in probe["processes"]] == ["backend-0", "backend-1", "front"]
+    for name, p in rows.items():
+        assert p["cost"]["cpu_us_per_request"] > 0, name
+        assert p["measured"].startswith("by itself"), name  # archlab's own: rusage, socket calls, hand-offs
+        # Every response goes out in at least one socket write of the backend and of the front.
+        assert p["cost"]["write_syscalls_per_request"] > 0, name
+    # Round-robin: the proxy's per-backend counters over the whole run differ by at most one
+    # (the requests of a run are sent in turn while both backends are healthy).
+    backends = rows["front"]["final_counters"]["proxy"]["backends"]
+    counts = [b["requests"] for b in backends]
+    assert len(counts) == 2 and min(counts) > 0 and max(counts) - min(counts) <= 1, counts
+    assert {b["addr"] for b in backends} == {rows["backend-0"]["address"], rows["backend-1"]["address"]}
+    # The row's cost is the sum over the processes (CPU time adds up exactly).
+    total = sum(p["cost"]["cpu_user_s"] + p["cost"]["cpu_sys_s"] for p in rows.values())
+    assert row.cost.cpu_user_s + row.cost.cpu_sys_s == pytest.approx(total, rel=1e-9)
+    # Every process was stopped by its stop signal, and none is left.
+    stops = json.loads((rep_dir(store, view, row) / "topology.stop.json").read_text())
+    assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
+    assert not any(pid_alive(p["pid"]) for p in rows.values())
+    assert processes_with_token(token) == []
+
+
+def test_a_topology_is_a_level_beside_a_plain_architecture(engine_path, tmp_path, token):
+    factors = 'architecture = ["netty", "system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
+    store, view = run(tmp_path, LB2, factors)
+    assert [r.status for r in view.rows] == ["ok", "ok"], [r.error for r in view.rows]
+    plain, balanced = view.rows
+    assert plain.cell_id.startswith("netty") and balanced.cell_id.startswith("system-lb-2")
+    assert "processes" not in json.loads((rep_dir(store, view, plain) / "probe.json").read_text())
+    assert processes_with_token(token) == []
+
+
+def test_memcached_servers_behind_the_middleware_serve_preloaded_gets(engine_path, tmp_path, token):
+    if shutil.which("memcached") is None:
+        missing_dependency("memcached", "it is not installed", "the Debian package `memcached`")
+    systems = """
+[[systems]]
+name = "mw"
+backends = { preset = "memcached", copies = 2 }
+front = { middleware = "seed", workers = 4 }
+preload = 200
+load = { protocol = "memcached", ratio = "0:1", key_pattern = "R:R", key_min = 0, key_max = 199 }
+"""
+    factors = 'architecture = ["system:mw"]\nworkload = ["/"]\nconcurrency = [2]'
+    store, view = run(tmp_path, systems, factors)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    directory = rep_dir(store, view, row)
+    summary = json.loads((directory / "summary.json").read_text())
+    mc = summary["memcached"]
+    # Every key drawn lies in 0..=199, all preloaded on both servers: every get is a hit (without
+    # the preload every one would miss).
+    assert mc["gets"] > 0 and mc["hits"] == mc["gets"] and mc["misses"] == 0, mc
+    probe = json.loads((directory / "probe.json").read_text())
+    assert [p["process"] for p in probe["processes"]] == ["backend-0", "backend-1", "front"]
+    assert probe["processes"][0]["what"] == "preset memcached"
+    # The middleware's own statistics, flushed on its SIGTERM, count the gets it relayed.
+    assert probe["processes"][2]["final_counters"]["totals"], probe["processes"][2]["final_counters"]
+    assert not any(pid_alive(p["pid"]) for p in probe["processes"])
+    assert processes_with_token(token) == []
+
+
+def test_ctrl_c_mid_cell_leaves_no_process_of_the_topology(engine_path, tmp_path, token):
+    experiment = SHORT.replace('duration = "500ms"', 'duration = "30s"')
+    path = write_spec(tmp_path, LB2, LB2_FACTORS, experiment=experiment)
+    cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        # Mid-cell: the CLI, two backends, the front and the load generator all carry the token.
+        deadline = time.monotonic() + 30
+        while len(processes_with_token(token)) < 5 and time.monotonic() < deadline:
+            assert cli.poll() is None, cli.communicate()
+            time.sleep(0.05)  # no event tells the test that another process has started
+        seen = [pid for pid, _ in processes_with_token(token) if pid != cli.pid]
+        assert len(seen) >= 4
+        cli.send_signal(signal.SIGINT)
+        _, stderr = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, stderr
+    assert [pid for pid in seen if pid_alive(pid)] == []
+    assert processes_with_token(token) == []
+
+
+def validate_file(path: Path):
+    experiment, _ = load_spec(path, SpecEnvironment.local(DataPlaneRegistry()))
+    return experiment
+
+
+def _refusal(tmp_path: Path, systems: str, factors: str = LB2_FACTORS) -> SpecError:
+    path = write_spec(tmp_path, systems, factors)
+    with pytest.raises(SpecError) as e:
+        validate_file(path)
+    return e.value
+
+
+@pytest.mark.parametrize(
+    ("systems", "key", "words"),
+    [
+        (LB2.replace('proxy = "round-robin"', 'proxy = "fastest"'), "systems[0].front.proxy", "fastest"),
+        (LB2.replace('proxy = "round-robin"', 'balancer = "x"'), "systems[0].front.balancer", "one of the keys"),
+        (LB2.replace("copies = 2", "copies = 0"), "systems[0].backends.copies", "1..=64"),
+        (LB2.replace('architecture = "netty", copies = 2, options = { loops = 1 }', 'system = "ghost", copies = 2'), "systems[0].backends.system", "ghost"),
+        (LB2.replace('architecture = "netty"', 'architecture = "nety"'), "systems[0].backends.architecture", "nety"),
+        (LB2.replace('front = { proxy = "round-robin" }', 'front = { preset = "nutcracker" }'), "systems[0].front.preset", "speaks http"),
+        (LB2.replace('front = { proxy = "round-robin" }', ""), "systems[0].backends.copies", "no front"),
+    ],
+)
+def test_bad_topology_input_is_refused_naming_the_key(tmp_path, token, systems, key, words):
+    error = _refusal(tmp_path, systems)
+    assert error.field == key, str(error)
+    assert words in str(error)
+    assert processes_with_token(token) == []  # refused before anything started
+
+
+def test_the_seed000_lb_experiment_validates(tmp_path):
+    exp = validate_file(REPO / "experiments" / "seed000-lb.toml")
+    names = {s.name: s for s in exp.systems}
+    assert {"lb-2", "lb-3"} <= set(names)
+    assert names["lb-3"].topology.backends.copies == 3
+    levels = next(f.levels for f in exp.factors if f.name == "architecture")
+    assert any(not str(a).startswith("system:") for a in levels)  # one backend alone, unbalanced
+
+
+def test_cpu_quota_says_what_was_applied(engine_path, tmp_path, token):
+    systems = LB2.replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", cpu_quota = 0.5 }')
+    store, view = run(tmp_path, systems, LB2_FACTORS)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    front = json.loads((rep_dir(store, view, row) / "probe.json").read_text())["processes"][2]
+    quota = front["cpu_quota"]
+    assert quota["cpu_quota"] == 0.5
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers").is_file()
+    # Applied exactly when this machine has a writable cgroup v2; otherwise the reason is given.
+    assert quota["applied"] in (True, False) and (quota["applied"] or quota["why"])
+    if not v2:
+        assert quota["applied"] is False and "cgroup v2 is not mounted" in quota["why"]
+    else:
+        assert quota["applied"] is False or quota["cpu_max"] == "50000 100000"
+    assert os.environ.get("ARCHLAB_TEST_TOKEN") == token and processes_with_token(token) == []
