@@ -84,6 +84,13 @@ def test_two_backends_behind_the_proxy_share_the_requests_round_robin(engine_pat
     # The row's cost is the sum over the processes (CPU time adds up exactly).
     total = sum(p["cost"]["cpu_user_s"] + p["cost"]["cpu_sys_s"] for p in rows.values())
     assert row.cost.cpu_user_s + row.cost.cpu_sys_s == pytest.approx(total, rel=1e-9)
+    # The report's "where the CPU went": one line per process, shares of the cell's CPU adding to 1.
+    from archlab.report.processes import process_costs, process_lines
+
+    costs = process_costs(view.rows)
+    assert [c.process for c in costs] == ["backend-0", "backend-1", "front"]
+    assert sum(c.cpu_share for c in costs) == pytest.approx(1.0)
+    assert len(process_lines(view.rows)) == 4
     # Every process was stopped by its stop signal, and none is left.
     stops = json.loads((rep_dir(store, view, row) / "topology.stop.json").read_text())
     assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
