@@ -216,3 +216,43 @@ def test_cpu_quota_says_what_was_applied(engine_path, tmp_path, token):
     else:
         assert quota["applied"] is False or quota["cpu_max"] == "50000 100000"
     assert os.environ.get("ARCHLAB_TEST_TOKEN") == token and processes_with_token(token) == []
+
+
+@pytest.mark.parametrize("peer", ["haproxy", "nginx"])
+def test_a_peer_balancer_the_lab_configures_relays_to_both_backends(engine_path, tmp_path, token, peer):
+    program = shutil.which(peer) or (f"/usr/sbin/{peer}" if Path(f"/usr/sbin/{peer}").exists() else None)
+    if program is None:
+        missing_dependency(peer, "it is not installed", f"the Debian package `{peer}`")
+    systems = LB2.replace('front = { proxy = "round-robin" }', f'front = {{ preset = "{peer}" }}')
+    store, view = run(tmp_path, systems, LB2_FACTORS)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rows = {p["process"]: p for p in json.loads((rep_dir(store, view, row) / "probe.json").read_text())["processes"]}
+    assert rows["front"]["measured"].startswith("from outside") and rows["front"]["cost"]["read_syscalls_per_request"] is None
+    # Round-robin over keep-alive connections: every backend wrote responses in the window.
+    for name in ("backend-0", "backend-1"):
+        assert rows[name]["cost"]["write_syscalls_per_request"] > 0.1, rows[name]["cost"]
+    stops = json.loads((rep_dir(store, view, row) / "topology.stop.json").read_text())
+    assert not any(s.get("problem") for s in stops), stops
+    assert processes_with_token(token) == []
+
+
+def test_twemproxy_in_front_of_memcached_serves_preloaded_gets(engine_path, tmp_path, token):
+    for program in ("memcached", "nutcracker"):
+        if shutil.which(program) is None and not Path(f"/usr/sbin/{program}").exists():
+            missing_dependency(program, "it is not installed", f"the Debian package `{program}`")
+    systems = """
+[[systems]]
+name = "tw"
+backends = { preset = "memcached", copies = 2 }
+front = { preset = "nutcracker" }
+preload = 100
+load = { protocol = "memcached", ratio = "0:1", key_min = 0, key_max = 99 }
+"""
+    factors = 'architecture = ["system:tw"]\nworkload = ["/"]\nconcurrency = [2]'
+    store, view = run(tmp_path, systems, factors)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    mc = json.loads((rep_dir(store, view, row) / "summary.json").read_text())["memcached"]
+    assert mc["gets"] > 0 and mc["hits"] == mc["gets"], mc
+    assert processes_with_token(token) == []

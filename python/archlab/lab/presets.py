@@ -157,7 +157,9 @@ def _nutcracker(values: dict[str, str], scratch: Path, backends: Sequence[str]) 
 {servers}
 """
     (scratch / "nutcracker.yml").write_text(config)
-    return [program, "-c", str(scratch / "nutcracker.yml"), "-s", "0", "-o", str(scratch / "nutcracker.log")]
+    # Its statistics port cannot be left to the kernel (0 is refused): the lab gives it a free one.
+    stats = ["-a", "127.0.0.1", "-s", values["stats_port"]]
+    return [program, "-c", str(scratch / "nutcracker.yml"), *stats, "-o", str(scratch / "nutcracker.log"), "-p", str(scratch / "nutcracker.pid")]
 
 
 _PRESETS = {"nginx": _nginx, "memcached": _memcached}
