@@ -215,6 +215,12 @@ def test_cpu_quota_says_what_was_applied(engine_path, tmp_path, token):
         assert quota["applied"] is False and "cgroup v2 is not mounted" in quota["why"]
     else:
         assert quota["applied"] is False or quota["cpu_max"] == "50000 100000"
+    # The manifest says what the spec asked for and whether this machine can apply it.
+    (fact,) = view.manifest.document["cpu_quota"]  # one entry per start or resume
+    assert fact["asked"] == [{"system": "lb-2", "process": "front", "cpu_quota": 0.5}]
+    assert fact["applicable"] is (fact["why_not"] is None)
+    if not v2:
+        assert fact["applicable"] is False
     assert os.environ.get("ARCHLAB_TEST_TOKEN") == token and processes_with_token(token) == []
 
 
@@ -255,4 +261,35 @@ load = { protocol = "memcached", ratio = "0:1", key_min = 0, key_max = 99 }
     assert row.status == "ok", row.error
     mc = json.loads((rep_dir(store, view, row) / "summary.json").read_text())["memcached"]
     assert mc["gets"] > 0 and mc["hits"] == mc["gets"], mc
+    assert processes_with_token(token) == []
+
+
+def test_a_failed_start_stops_what_was_started_and_names_the_process(engine_path, tmp_path, token):
+    """Copy 1 of the backends exits before it is ready: copy 0, already running, is stopped,
+    the front never starts, the cell fails naming the copy, and no process is left."""
+    import sys
+
+    server = Path(__file__).parent / "data" / "byo" / "http_server.py"
+    script = f'if [ "{{cpus}}" = "1" ]; then echo "copy on cpu 1 refuses" >&2; exit 3; fi; exec {sys.executable} {server} --port {{port}} --host {{host}}'
+    systems = f"""
+[[systems]]
+name = "svc"
+command = {json.dumps(["sh", "-c", script])}
+stop_grace = "1s"
+
+[[systems]]
+name = "lb"
+backends = {{ system = "svc", copies = 2, cpus = ["0", "1"] }}
+front = {{ proxy = "round-robin" }}
+"""
+    factors = 'architecture = ["system:lb"]\nworkload = ["/delay?ms=1"]\nconcurrency = [2]'
+    store, view = run(tmp_path, systems, factors)
+    (row,) = view.rows
+    assert row.status == "failed"
+    assert "svc.1" in row.error and "exit code 3" in row.error and "refuses" in row.error, row.error
+    topo = rep_dir(store, view, row) / "topology"
+    assert (topo / "backend-0" / "system.log").exists() and not (topo / "front.stderr").exists()
+    # Copy 0 was stopped by the topology itself, with its stop signal, at the failure.
+    (stopped,) = json.loads((topo / "failed-start.stop.json").read_text())
+    assert stopped["process"] == "backend-0" and not stopped["ignored_stop_signal"] and stopped["problem"] is None
     assert processes_with_token(token) == []

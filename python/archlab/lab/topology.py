@@ -156,7 +156,8 @@ def start(
             backends = [m.address for m in running.members]
             running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus, config))
     except BaseException:
-        stop(group, running)
+        # What was started is stopped before the error goes on, and the run keeps how.
+        (directory / "failed-start.stop.json").write_text(json.dumps(stop(group, running), indent=2) + "\n")
         raise
     return running
 
@@ -361,6 +362,43 @@ def apply_cpu_quota(pid: int, share: float | None, label: str) -> dict:
     except (OSError, StopIteration) as e:
         return {**asked, "applied": False, "why": f"cgroup v2 not writable here: {e}"}
     return {**asked, "applied": True, "cpu_max": f"{quota_us} {CPU_MAX_PERIOD_US}", "cgroup": str(child)}
+
+
+def cgroup_v2_support() -> str | None:
+    """None when a cpu.max cap can be applied here, else why not (for the manifest)."""
+    if not (CGROUP_ROOT / "cgroup.controllers").is_file():
+        return f"cgroup v2 is not mounted at {CGROUP_ROOT} (this machine has cgroup v1 or none)"
+    try:
+        own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+    except (OSError, StopIteration) as e:
+        return f"cannot tell the lab's own cgroup: {e}"
+    parent = CGROUP_ROOT / own.strip().lstrip("/")
+    try:
+        if "cpu" not in (parent / "cgroup.controllers").read_text().split():
+            return f"the cpu controller is not available in {parent}"
+    except OSError as e:
+        return f"cannot read {parent}: {e}"
+    if not os.access(parent, os.W_OK):
+        return f"{parent} is not writable by this user"
+    return None
+
+
+def quota_fact(exp: Experiment) -> dict | None:
+    """The manifest's ``cpu_quota``: every cap the spec asks for and whether this machine can
+    apply it (each cell's probe.json says what was applied)."""
+    asked = []
+    for s in exp.systems:
+        t = s.topology
+        if t is None:
+            continue
+        if t.backends.cpu_quota is not None:
+            asked += [{"system": s.name, "process": f"backend-{i}", "cpu_quota": t.backends.cpu_quota} for i in range(t.backends.copies)]
+        if t.front is not None and t.front.cpu_quota is not None:
+            asked.append({"system": s.name, "process": "front", "cpu_quota": t.front.cpu_quota})
+    if not asked:
+        return None
+    why = cgroup_v2_support()
+    return {"mechanism": "cgroup v2 cpu.max", "applicable": why is None, "why_not": why, "asked": asked}
 
 
 def _remove_cgroup(quota: dict) -> None:
