@@ -293,3 +293,12 @@ front = {{ proxy = "round-robin" }}
     (stopped,) = json.loads((topo / "failed-start.stop.json").read_text())
     assert stopped["process"] == "backend-0" and not stopped["ignored_stop_signal"] and stopped["problem"] is None
     assert processes_with_token(token) == []
+
+
+@pytest.mark.parametrize("name", ["seed002-baseline", "seed002-middleware"])
+def test_the_seed002_experiments_validate(name):
+    exp = validate_file(REPO / "experiments" / f"{name}.toml")
+    for s in exp.systems:
+        assert s.topology is not None and s.topology.protocol == "memcached", s.name
+        reads = dict(s.topology.load)["ratio"] == "0:1"
+        assert bool(s.topology.preload) == reads, s.name  # every read finds its key; writes need none
