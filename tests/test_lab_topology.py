@@ -29,6 +29,14 @@ name = "lb-2"
 backends = { architecture = "netty", copies = 2, options = { loops = 1 } }
 front = { proxy = "round-robin" }
 """
+MC = """
+[[systems]]
+name = "lb-2"
+backends = { preset = "memcached", copies = 2 }
+front = { middleware = "seed", workers = 4 }
+preload = 10
+load = { protocol = "memcached", ratio = "0:1" }
+"""
 LB2_FACTORS = 'architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
 
 
@@ -138,7 +146,8 @@ load = { protocol = "memcached", ratio = "0:1", key_pattern = "R:R", key_min = 0
     assert processes_with_token(token) == []
 
 
-def test_ctrl_c_mid_cell_leaves_no_process_of_the_topology(engine_path, tmp_path, token):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_no_process_of_the_topology(engine_path, tmp_path, token, sig):
     experiment = SHORT.replace('duration = "500ms"', 'duration = "30s"')
     path = write_spec(tmp_path, LB2, LB2_FACTORS, experiment=experiment)
     cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
@@ -150,12 +159,12 @@ def test_ctrl_c_mid_cell_leaves_no_process_of_the_topology(engine_path, tmp_path
             time.sleep(0.05)  # no event tells the test that another process has started
         seen = [pid for pid, _ in processes_with_token(token) if pid != cli.pid]
         assert len(seen) >= 4
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(sig)
         _, stderr = cli.communicate(timeout=30)
     finally:
         if cli.poll() is None:
             cli.kill()
-    assert cli.returncode == 130, stderr
+    assert cli.returncode == (130 if sig == signal.SIGINT else 143), stderr
     assert [pid for pid in seen if pid_alive(pid)] == []
     assert processes_with_token(token) == []
 
@@ -182,6 +191,14 @@ def _refusal(tmp_path: Path, systems: str, factors: str = LB2_FACTORS) -> SpecEr
         (LB2.replace('architecture = "netty"', 'architecture = "nety"'), "systems[0].backends.architecture", "nety"),
         (LB2.replace('front = { proxy = "round-robin" }', 'front = { preset = "nutcracker" }'), "systems[0].front.preset", "speaks http"),
         (LB2.replace('front = { proxy = "round-robin" }', ""), "systems[0].backends.copies", "no front"),
+        (LB2 + "preload = 10\n", "systems[0].preload", "memcached"),
+        (LB2 + 'load = { protocol = "memcached" }\n', "systems[0].load.protocol", "'http'"),
+        (LB2.replace("options = { loops = 1 }", "options = { loops = 0 }"), "systems[0].backends.options.loops", "0"),
+        (LB2.replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", cpus = "99" }'), "systems[0].front.cpus", "99"),
+        (LB2.replace('proxy = "round-robin" }', 'proxy = "round-robin", options = { max_conns = 0 } }'), "systems[0].front.options.max_conns", "1..="),
+        (MC.replace('ratio = "0:1"', 'ratio = "0:0"'), "systems[0].load.ratio", "0:0"),
+        (MC.replace("workers = 4", "workers = 0"), "systems[0].front.workers", "1..=1024"),
+        (MC.replace("preload = 10", "preload = -1"), "systems[0].preload", ">= 0"),
     ],
 )
 def test_bad_topology_input_is_refused_naming_the_key(tmp_path, token, systems, key, words):

@@ -243,7 +243,7 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
             raise SpecError(f"{field_}.options", "a table of the proxy's options, e.g. { max_conns = 64 }", given)
         if "policy" in given:
             raise SpecError(f"{field_}.options.policy", "no policy here: the front's proxy key is its policy", given["policy"])
-        checked = _checked_options({**given, "policy": name}, f"{field_}.proxy", "proxy", architecture)
+        checked = _checked_options({**given, "policy": name}, f"{field_}.options", "proxy", architecture, policy_field=f"{field_}.proxy")
         options = {k: v for k, v in checked.items() if k != "policy"}
     elif kind == "middleware":
         if name not in MIDDLEWARE_ARCHS:
@@ -275,7 +275,7 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
     return front
 
 
-def _checked_options(value: object, field_: str, which: str, architecture: str) -> dict:
+def _checked_options(value: object, field_: str, which: str, architecture: str, policy_field: str = "") -> dict:
     """Options checked by the data plane now, so that a bad one is refused before anything starts."""
     from archlab import contract
 
@@ -291,7 +291,8 @@ def _checked_options(value: object, field_: str, which: str, architecture: str) 
         else:
             contract.check_proxy(architecture, {**dict(value), "backends": "127.0.0.1:1"})
     except InvalidValue as e:
-        raise SpecError(f"{field_}" if not e.parameter or e.parameter == "policy" else f"{field_}.{e.parameter}", e.allowed, e.received, hint=e.hint) from None
+        where = policy_field if e.parameter == "policy" and policy_field else (f"{field_}.{e.parameter}" if e.parameter else field_)
+        raise SpecError(where, e.allowed, e.received, hint=e.hint) from None
     return dict(value)
 
 
