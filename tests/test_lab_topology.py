@@ -174,6 +174,43 @@ def validate_file(path: Path):
     return experiment
 
 
+def test_a_workload_archlab_backends_do_not_serve_is_refused(tmp_path, token):
+    factors = LB2_FACTORS.replace("/echo?size=64", "/eco?size=64")
+    error = _refusal(tmp_path, LB2, factors)
+    assert error.field.startswith("factors.workload"), str(error)
+    assert "/eco" in str(error)
+
+
+def test_copies_of_a_command_system_behind_the_proxy(engine_path, tmp_path, token):
+    """``backends.system``: each copy of a [[systems]] command on its own port, measured from outside."""
+    import sys
+
+    server = Path(__file__).parent / "data" / "byo" / "http_server.py"
+    systems = f"""
+[[systems]]
+name = "svc"
+command = {json.dumps([sys.executable, str(server), "--port", "{port}", "--host", "{host}"])}
+stop_grace = "1s"
+
+[[systems]]
+name = "lb"
+backends = {{ system = "svc", copies = 2 }}
+front = {{ proxy = "round-robin" }}
+"""
+    factors = 'architecture = ["system:lb"]\nworkload = ["/delay?ms=1"]\nconcurrency = [2]'
+    store, view = run(tmp_path, systems, factors)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rows = {p["process"]: p for p in json.loads((rep_dir(store, view, row) / "probe.json").read_text())["processes"]}
+    assert rows["backend-0"]["address"] != rows["backend-1"]["address"]
+    for name in ("backend-0", "backend-1"):
+        assert rows[name]["what"] == "system svc" and rows[name]["measured"].startswith("from outside")
+        assert rows[name]["cost"]["cpu_us_per_request"] > 0, rows[name]
+    counts = [b["requests"] for b in rows["front"]["final_counters"]["proxy"]["backends"]]
+    assert min(counts) > 0 and max(counts) - min(counts) <= 1, counts
+    assert processes_with_token(token) == []
+
+
 def _refusal(tmp_path: Path, systems: str, factors: str = LB2_FACTORS) -> SpecError:
     path = write_spec(tmp_path, systems, factors)
     with pytest.raises(SpecError) as e:

@@ -394,8 +394,18 @@ class WithSystems:
 def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture_levels: object) -> Registry:
     if not systems and not (isinstance(architecture_levels, list) and any(is_system_level(a) for a in architecture_levels)):
         return inner
-    only = isinstance(architecture_levels, list) and bool(architecture_levels) and all(is_system_level(a) for a in architecture_levels)
+    levels = architecture_levels if isinstance(architecture_levels, list) else []
+    only = bool(levels) and all(is_system_level(a) for a in levels)
+    if only and all(_runs_archlab_servers(systems, str(a)) for a in levels):
+        only = False  # topologies of archlab's own servers: their workloads are checked like any
     return WithSystems(inner, systems, only)
+
+
+def _runs_archlab_servers(systems: Sequence[SystemSpec], level: str) -> bool:
+    """Whether ``level`` is a topology whose backends are archlab architectures (so the
+    workload is one of archlab's)."""
+    named = next((s for s in systems if s.level == level), None)
+    return named is not None and named.topology is not None and named.topology.backends.kind == "architecture"
 
 
 def check_used(systems: Sequence[SystemSpec], architecture_levels: Sequence[object]) -> None:
