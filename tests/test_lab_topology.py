@@ -356,3 +356,31 @@ def test_the_seed002_experiments_validate(name):
         assert s.topology is not None and s.topology.protocol == "memcached", s.name
         reads = dict(s.topology.load)["ratio"] == "0:1"
         assert bool(s.topology.preload) == reads, s.name  # every read finds its key; writes need none
+
+
+@pytest.mark.parametrize("kind", ["archlab", "memcached"])
+def test_a_killed_lab_leaves_no_process_of_the_topology(engine_path, tmp_path, token, kind):
+    """SIGKILL of the lab itself (no cleanup can run): every process of the topology dies with it
+    (the parent-death signal, kept even by a server that changes its user)."""
+    experiment = SHORT.replace('duration = "500ms"', 'duration = "30s"')
+    if kind == "archlab":
+        path = write_spec(tmp_path, LB2, LB2_FACTORS, experiment=experiment)
+    else:
+        path = write_spec(tmp_path, MC.replace('name = "lb-2"', 'name = "mw"'), 'architecture = ["system:mw"]\nworkload = ["/"]\nconcurrency = [2]', experiment=experiment)
+    cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 30
+        while len(processes_with_token(token)) < 5 and time.monotonic() < deadline:
+            assert cli.poll() is None, cli.communicate()
+            time.sleep(0.05)  # no event tells the test that another process has started
+        seen = [pid for pid, _ in processes_with_token(token) if pid != cli.pid]
+        assert len(seen) >= 4
+        cli.kill()
+        cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    deadline = time.monotonic() + 10
+    while (alive := [pid for pid in seen if pid_alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the kernel delivers the parent-death signals asynchronously
+    assert alive == []

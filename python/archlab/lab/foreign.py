@@ -178,7 +178,8 @@ def start(
     else:
         assert spec.command is not None
         argv = [fill(a, values) for a in spec.command]
-    proc = group.start(f"system {spec.name}", argv, log, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
+    user = presets.run_as(spec.preset) if spec.preset is not None else None
+    proc = group.start(f"system {spec.name}", argv, log, run_as=user, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
     running = RunningSystem(spec, proc, spec.host, port, process_tree.ProcessTree(proc.pid, token), log, values)
     try:
         wait_ready(running)

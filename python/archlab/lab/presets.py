@@ -10,11 +10,13 @@ A peer that is not installed is a failure of the cell that says how to install i
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 from pathlib import Path
 from typing import Sequence
 
 from archlab.errors import ProcessFailed
+from archlab.lab.processes import RunAs
 
 # The answer to /echo: 1 KiB, the size of the quick start's /echo?size=1024.
 ECHO_BYTES = 1024
@@ -65,11 +67,20 @@ def _listen(values: dict[str, str]) -> str:
 
 
 def _memcached(values: dict[str, str], scratch: Path) -> list[str]:
-    """One worker thread (the seed's servers were pinned to one core each), 64 MiB, no UDP; as
-    root it must be told a user to run as."""
+    """One worker thread (the seed's servers were pinned to one core each), 64 MiB, no UDP. As
+    root the lab starts it as ``nobody`` (:func:`run_as`) rather than with ``-u``: a process that
+    changes its own user loses its parent-death signal and would outlive a killed lab."""
     program = _program("memcached", "apt-get install memcached")
-    user = ["-u", "nobody"] if os.geteuid() == 0 else []
-    return [program, "-l", values["host"], "-p", values["port"], "-U", "0", "-t", "1", "-m", "64", "-c", "4096", *user]
+    return [program, "-l", values["host"], "-p", values["port"], "-U", "0", "-t", "1", "-m", "64", "-c", "4096"]
+
+
+def run_as(preset: str) -> RunAs | None:
+    """The user a preset runs as: ``nobody`` for memcached when the lab is root (it refuses to
+    run as root), else the lab's own."""
+    if preset != "memcached" or os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam("nobody")
+    return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 
 def _haproxy_balancer(values: dict[str, str], scratch: Path, backends: Sequence[str]) -> list[str]:
