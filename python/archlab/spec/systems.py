@@ -62,12 +62,9 @@ READY_KINDS: tuple[ReadyKind, ...] = ("port", "http")
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 #: Peers the lab knows how to configure itself (:mod:`archlab.lab.presets`): the command, its
 #: generated configuration, readiness and stop rule come from the preset.
-PRESETS = {
-    "nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path",
-    "memcached": "memcached, one worker thread, 64 MiB, UDP off",
-}
+PRESETS = {"nginx": "nginx, one worker, a static answer: 1 KiB for /echo, 'ok' for any other path"}
 # What a preset sets unless the entry says otherwise.
-_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}, "memcached": {"ready": "port"}}
+_PRESET_DEFAULTS = {"nginx": {"ready": "http", "ready_path": "/", "stop_signal": "SIGQUIT"}}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 
@@ -251,7 +248,9 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], arch
     if "preset" in t:
         preset = t["preset"]
         if preset not in PRESETS:
-            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset)
+            # memcached speaks memcached: a topology says so with its load (spec/topology.py).
+            hint = 'for memcached write backends = { preset = "memcached" } and load = { protocol = "memcached" }' if preset == "memcached" else ""
+            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset, hint=hint)
         defaults = dict(_PRESET_DEFAULTS[str(preset)])
         if "ready" in t:  # the entry chose its own readiness check
             defaults.pop("ready_path", None)
