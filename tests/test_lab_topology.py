@@ -233,6 +233,7 @@ def _refusal(tmp_path: Path, systems: str, factors: str = LB2_FACTORS) -> SpecEr
         (LB2.replace("options = { loops = 1 }", "options = { loops = 0 }"), "systems[0].backends.options.loops", "0"),
         (LB2.replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", cpus = "99" }'), "systems[0].front.cpus", "99"),
         (LB2.replace('proxy = "round-robin" }', 'proxy = "round-robin", options = { max_conns = 0 } }'), "systems[0].front.options.max_conns", "1..="),
+        (LB2.replace('proxy = "round-robin" }', 'proxy = "round-robin", architecture = "tokio" }'), "systems[0].front.architecture", "can proxy"),
         (MC.replace('ratio = "0:1"', 'ratio = "0:0"'), "systems[0].load.ratio", "0:0"),
         (MC.replace("workers = 4", "workers = 0"), "systems[0].front.workers", "1..=1024"),
         (MC.replace("preload = 10", "preload = -1"), "systems[0].preload", ">= 0"),

@@ -243,7 +243,9 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
             raise SpecError(f"{field_}.options", "a table of the proxy's options, e.g. { max_conns = 64 }", given)
         if "policy" in given:
             raise SpecError(f"{field_}.options.policy", "no policy here: the front's proxy key is its policy", given["policy"])
-        checked = _checked_options({**given, "policy": name}, f"{field_}.options", "proxy", architecture, policy_field=f"{field_}.proxy")
+        checked = _checked_options(
+            {**given, "policy": name}, f"{field_}.options", "proxy", architecture, policy_field=f"{field_}.proxy", arch_field=f"{field_}.architecture"
+        )
         options = {k: v for k, v in checked.items() if k != "policy"}
     elif kind == "middleware":
         if name not in MIDDLEWARE_ARCHS:
@@ -275,7 +277,7 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
     return front
 
 
-def _checked_options(value: object, field_: str, which: str, architecture: str, policy_field: str = "") -> dict:
+def _checked_options(value: object, field_: str, which: str, architecture: str, policy_field: str = "", arch_field: str = "") -> dict:
     """Options checked by the data plane now, so that a bad one is refused before anything starts."""
     from archlab import contract
 
@@ -291,7 +293,12 @@ def _checked_options(value: object, field_: str, which: str, architecture: str, 
         else:
             contract.check_proxy(architecture, {**dict(value), "backends": "127.0.0.1:1"})
     except InvalidValue as e:
-        where = policy_field if e.parameter == "policy" and policy_field else (f"{field_}.{e.parameter}" if e.parameter else field_)
+        if e.parameter == "policy" and policy_field:
+            where = policy_field
+        elif e.parameter in ("arch", "architecture") and arch_field:
+            where = arch_field
+        else:
+            where = f"{field_}.{e.parameter}" if e.parameter else field_
         raise SpecError(where, e.allowed, e.received, hint=e.hint) from None
     return dict(value)
 
