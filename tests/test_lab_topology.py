@@ -125,9 +125,10 @@ name = "mw"
 backends = { preset = "memcached", copies = 2 }
 front = { middleware = "seed", workers = 4 }
 preload = 200
-load = { protocol = "memcached", ratio = "0:1", key_pattern = "R:R", key_min = 0, key_max = 199 }
+load = { protocol = "memcached", key_pattern = "R:R", key_min = 0, key_max = 199 }
 """
-    factors = 'architecture = ["system:mw"]\nworkload = ["/"]\nconcurrency = [2]'
+    # The workload level says what the load does: only gets (memtier's --ratio 0:1).
+    factors = 'architecture = ["system:mw"]\nworkload = ["/memcached?ratio=0:1"]\nconcurrency = [2]'
     store, view = run(tmp_path, systems, factors)
     (row,) = view.rows
     assert row.status == "ok", row.error
@@ -172,6 +173,23 @@ def test_an_interrupted_run_leaves_no_process_of_the_topology(engine_path, tmp_p
 def validate_file(path: Path):
     experiment, _ = load_spec(path, SpecEnvironment.local(DataPlaneRegistry()))
     return experiment
+
+
+@pytest.mark.parametrize(
+    ("workload", "words"),
+    [("/get", "/memcached[?PARAM=VALUE"), ("/memcached?ratio=0:0", "0:0"), ("/memcached?connections=3", "not set by the workload"), ("/memcached?ratio", "ratio")],
+)
+def test_a_bad_memcached_workload_is_refused(tmp_path, token, workload, words):
+    factors = f'architecture = ["system:lb-2"]\nworkload = ["{workload}"]\nconcurrency = [2]'
+    error = _refusal(tmp_path, MC, factors)
+    assert error.field == "factors.workload[0]", str(error)
+    assert words in str(error)
+
+
+def test_http_and_memcached_levels_in_one_spec_are_refused(tmp_path, token):
+    factors = 'architecture = ["netty", "system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
+    error = _refusal(tmp_path, MC, factors)
+    assert error.field == "factors.workload[0]" and "both http and memcached" in str(error)
 
 
 def test_a_workload_archlab_backends_do_not_serve_is_refused(tmp_path, token):
@@ -310,7 +328,7 @@ front = { preset = "nutcracker" }
 preload = 100
 load = { protocol = "memcached", ratio = "0:1", key_min = 0, key_max = 99 }
 """
-    factors = 'architecture = ["system:tw"]\nworkload = ["/"]\nconcurrency = [2]'
+    factors = 'architecture = ["system:tw"]\nworkload = ["/memcached"]\nconcurrency = [2]'
     store, view = run(tmp_path, systems, factors)
     (row,) = view.rows
     assert row.status == "ok", row.error
@@ -355,8 +373,9 @@ def test_the_seed002_experiments_validate(name):
     exp = validate_file(REPO / "experiments" / f"{name}.toml")
     for s in exp.systems:
         assert s.topology is not None and s.topology.protocol == "memcached", s.name
-        reads = dict(s.topology.load)["ratio"] == "0:1"
-        assert bool(s.topology.preload) == reads, s.name  # every read finds its key; writes need none
+        assert s.topology.preload > 0, s.name  # every read finds its key
+    workloads = next(f.levels for f in exp.factors if f.name == "workload")
+    assert set(workloads) == {"/memcached?ratio=0:1", "/memcached?ratio=1:0"}  # read-only, write-only
 
 
 @pytest.mark.parametrize("kind", ["archlab", "memcached"])
@@ -367,7 +386,7 @@ def test_a_killed_lab_leaves_no_process_of_the_topology(engine_path, tmp_path, t
     if kind == "archlab":
         path = write_spec(tmp_path, LB2, LB2_FACTORS, experiment=experiment)
     else:
-        path = write_spec(tmp_path, MC.replace('name = "lb-2"', 'name = "mw"'), 'architecture = ["system:mw"]\nworkload = ["/"]\nconcurrency = [2]', experiment=experiment)
+        path = write_spec(tmp_path, MC.replace('name = "lb-2"', 'name = "mw"'), 'architecture = ["system:mw"]\nworkload = ["/memcached"]\nconcurrency = [2]', experiment=experiment)
     cli = start_cli("run", str(path), "--store", str(tmp_path / "runs"), "--no-report")
     try:
         deadline = time.monotonic() + 30

@@ -36,7 +36,7 @@ from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
-from archlab.spec.topology import Topology
+from archlab.spec.topology import Topology, memcached_workload
 from archlab.spec.units import format_cpu_list
 from archlab.store.records import ServerCost
 from archlab.store.summary import LoadSummary, read_summary
@@ -427,11 +427,11 @@ def measure(
     try:
         target = running.target
         params = load_params(cell, exp, target.address, repetition=rep, records_path=files.records if exp.load.records else None)
-        if topology.load:
-            # What the system speaks replaces the workload's path (a memcached run has none).
-            params = {**params, **dict(topology.load)}
-            if topology.protocol != "http":
-                params.pop("path", None)
+        if topology.protocol == "memcached":
+            # The system's load table, then the workload level's query (/memcached?ratio=0:1);
+            # a memcached run has no path.
+            params = {**params, **dict(topology.load), **memcached_workload(cell.workload)}
+            params.pop("path", None)
             params = contract.check_load(params)
         files.load_params.write_text(json.dumps(params, indent=2) + "\n")
         argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from archlab.errors import SpecError
+from archlab.errors import InvalidValue, SpecError
 from archlab.spec.registry import ArchitectureInfo, Registry
-from archlab.spec.topology import TOPOLOGY_KEYS, Topology, is_topology, parse_topology
+from archlab.spec.topology import TOPOLOGY_KEYS, Topology, is_topology, memcached_workload, parse_topology
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 #: The prefix of an ``architecture`` level that names a ``[[systems]]`` entry.
@@ -378,12 +378,28 @@ class WithSystems:
     inner: Registry
     systems: tuple[SystemSpec, ...]
     systems_only: bool
+    # What every architecture level speaks: "http", "memcached" (memcached topologies, whose
+    # workload levels are /memcached?PARAM=VALUE...) or "mixed" (no workload fits both).
+    protocol: str = "http"
 
     def architectures(self) -> Sequence[ArchitectureInfo]:
         own = tuple(ArchitectureInfo(s.level, f"[[systems]] {s.name}", frozenset()) for s in self.systems)
         return (*self.inner.architectures(), *own)
 
     def check_workload(self, target: str) -> None:
+        if self.protocol == "mixed":
+            raise ValueError("the architecture levels speak both http and memcached (a memcached topology); no workload fits both: make two specs")
+        if self.protocol == "memcached":
+            from archlab import contract
+
+            params = memcached_workload(target)
+            topology_load = [dict(s.topology.load) for s in self.systems if s.topology is not None and s.topology.protocol == "memcached"]
+            for load in topology_load:
+                try:
+                    contract.check_load({**load, **params, "protocol": "memcached"})
+                except InvalidValue as e:
+                    raise ValueError(str(e)) from None
+            return
         if not self.systems_only:
             self.inner.check_workload(target)
         elif not target.startswith("/"):
@@ -397,7 +413,14 @@ def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture
     only = bool(levels) and all(is_system_level(a) for a in levels)
     if only and all(_runs_archlab_servers(systems, str(a)) for a in levels):
         only = False  # topologies of archlab's own servers: their workloads are checked like any
-    return WithSystems(inner, systems, only)
+    spoken = {_protocol(systems, str(a)) for a in levels}
+    protocol = "mixed" if len(spoken) > 1 else (spoken.pop() if spoken else "http")
+    return WithSystems(inner, systems, only, protocol)
+
+
+def _protocol(systems: Sequence[SystemSpec], level: str) -> str:
+    named = next((s for s in systems if s.level == level), None)
+    return named.topology.protocol if named is not None and named.topology is not None else "http"
 
 
 def _runs_archlab_servers(systems: Sequence[SystemSpec], level: str) -> bool:

@@ -39,6 +39,8 @@ MIDDLEWARE_ARCHS = ("seed", "ring", "actor", "event-loop")
 DEFAULT_PROXY_ARCHITECTURE = "single-thread"
 BACKEND_KEYS = ("architecture", "preset", "system", "copies", "cpus", "cpu_quota", "options")
 FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "cpus", "cpu_quota", "options")
+# Load parameters a topology's load table and workload may not set: the lab and the spec do.
+_LAB_SET_LOAD = ("target", "path", "connections", "duration", "warmup", "cpus")
 MAX_COPIES = 64  # the middleware's limit of servers, and more processes than any study here needs
 TOPOLOGY_KEYS = ("backends", "front", "preload", "load")
 
@@ -163,13 +165,39 @@ def _check_load(load: Mapping[str, object], field_: str) -> None:
     """The load generator's parameters of the topology, checked by the data plane now."""
     from archlab import contract
 
-    for k in ("target", "path", "connections", "duration", "warmup", "cpus"):
+    for k in _LAB_SET_LOAD:
         if k in load:
             raise SpecError(f"{field_}.{k}", "a parameter the spec does not set elsewhere (the lab sets target; path, connections, warm-up, duration and CPUs come from the spec's factors, [experiment] and [placement])", k)
     try:
         contract.check_load(dict(load))
     except InvalidValue as e:
         raise SpecError(f"{field_}.{e.parameter}" if e.parameter else field_, e.allowed, e.received, hint=e.hint) from None
+
+
+#: The workload level of a memcached topology: this path, with load generator parameters in
+#: its query (``/memcached?ratio=0:1&multi_get=3``), added to the system's ``load`` table.
+MEMCACHED_WORKLOAD_PATH = "/memcached"
+
+
+def memcached_workload(level: str) -> dict[str, str]:
+    """The load parameters a memcached workload level sets; ``ValueError`` naming what is wrong
+    (the data plane checks the values when the spec is validated)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(level)
+    if parts.path != MEMCACHED_WORKLOAD_PATH or parts.fragment or parts.netloc:
+        raise ValueError(f"a memcached system's workload is {MEMCACHED_WORKLOAD_PATH}[?PARAM=VALUE&...] (load parameters such as ratio=0:1), got {level!r}")
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise ValueError(f"{level!r}: the query must be PARAM=VALUE pairs joined by &") from None
+    params = dict(pairs)
+    if len(params) != len(pairs):
+        raise ValueError(f"{level!r}: a parameter is given twice")
+    for k in params:
+        if k in ("protocol", *_LAB_SET_LOAD):
+            raise ValueError(f"{level!r}: {k} is not set by the workload")
+    return params
 
 
 def _table(value: object, field_: str, keys: tuple[str, ...], example: str) -> Mapping[str, object]:
