@@ -472,12 +472,16 @@ def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str
         }
     system = find_system(systems, architecture)
     if system.topology is not None:
+        t = system.topology
+        # archlab's serve and proxy count themselves; the middleware and peers are read from /proc.
+        own = t.backends.kind == "architecture" and (t.front is None or t.front.kind == "proxy")
+        how = "each process itself (getrusage)" if own else "archlab's serve/proxy themselves (getrusage), the others from /proc (outside)"
         return {
             "throughput_latency": generator,
-            "cpu": "sum over the topology's processes (per process in probe.json): archlab's own from getrusage, peers from /proc",
-            "context_switches": "sum over the topology's processes: archlab's own from getrusage, peers from /proc/<pid>/task (outside)",
+            "cpu": f"sum over the topology's processes, per process in probe.json: {how}",
+            "context_switches": f"sum over the topology's processes: {how}",
             "rss": "largest process of the topology",
-            "syscalls": "archlab's own processes only (their socket-call counters); unavailable for peers",
+            "syscalls": "sum of the processes' own socket-call counters" if own else "unavailable (not every process of the topology counts its socket calls)",
         }
     if system.is_remote:
         return {
