@@ -34,6 +34,7 @@ from archlab.lab import foreign, presets, probes, process_tree
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.system_cell import tree_cost
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.spec.topology import Topology, memcached_workload
@@ -69,10 +70,6 @@ class Member:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    @property
-    def own(self) -> bool:
-        return self.system is None
-
     def check_alive(self, when: str) -> None:
         if self.system is not None:
             self.system.check_alive(when)
@@ -93,8 +90,6 @@ class Member:
         if self.probe_kind == "rusage":
             assert isinstance(start, probes.ProcSample) and isinstance(end, probes.ProcSample)
             return probes.cost_between(start, end, requests)
-        from archlab.lab.system_cell import tree_cost  # it builds on the runner, as this module does
-
         assert isinstance(start, process_tree.TreeSample) and isinstance(end, process_tree.TreeSample)
         samples = self.system.rss_samples if self.system is not None else []
         return tree_cost(start, end, requests, samples)
@@ -120,9 +115,6 @@ class RunningTopology:
     def target(self) -> Member:
         """The process the load targets: the front, else the one backend."""
         return self.members[-1]
-
-    def pids(self) -> list[int]:
-        return [m.process.pid for m in self.members]
 
     def check_alive(self, when: str) -> None:
         for m in self.members:
