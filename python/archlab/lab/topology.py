@@ -140,13 +140,13 @@ def start(
     running = RunningTopology(spec, [])
     try:
         for i in range(topology.backends.copies):
-            running.members.append(_start_backend(group, engine, spec, topology, i, directory, default_cpus, config, systems))
+            running.members.append(_start_backend(group, engine, spec, topology, i, directory, default_cpus, systems))
         if topology.preload:
             for m in running.members:
-                preload_memcached(m.host, m.port, topology, config.ready_timeout_s)
+                preload_memcached(m.host, m.port, topology, spec.ready_timeout_s)
         if topology.front is not None:
             backends = [m.address for m in running.members]
-            running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus, config))
+            running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus))
     except BaseException:
         # What was started is stopped before the error goes on, and the run keeps how.
         (directory / "failed-start.stop.json").write_text(json.dumps(stop(group, running), indent=2) + "\n")
@@ -214,7 +214,7 @@ def _cpus_of(cpus: tuple[int, ...] | None, default_cpus: tuple[int, ...]) -> tup
 
 
 def _start_backend(
-    group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, i: int, directory: Path, default_cpus: tuple[int, ...], config: RunnerConfig,
+    group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, i: int, directory: Path, default_cpus: tuple[int, ...],
     systems: tuple[SystemSpec, ...],
 ) -> Member:
     b = topology.backends
@@ -224,8 +224,8 @@ def _start_backend(
         options = contract.check_server(b.name, {**dict(b.options), "cpus": format_cpu_list(cpus)})
         path = directory / f"{name}.options.json"
         path.write_text(json.dumps(options, indent=2) + "\n")
-        proc = group.start(f"{spec.name} {name}", engine.serve_argv(b.name, path), directory / f"{name}.stderr")
-        member = Member(name, f"serve --arch {b.name}", *_listening(proc, config.ready_timeout_s), cpus, "rusage", proc)
+        proc, host, port = _start_own(group, f"{spec.name} {name}", engine.serve_argv(b.name, path), directory / f"{name}.stderr", spec.ready_timeout_s)
+        member = Member(name, f"serve --arch {b.name}", host, port, cpus, "rusage", proc)
         member.quota = apply_cpu_quota(proc.pid, b.cpu_quota, f"{spec.name}-{name}")
         return member
     if b.kind == "preset":
@@ -250,7 +250,6 @@ def _start_foreign(
 
 def _start_front(
     group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, backends: list[str], directory: Path, default_cpus: tuple[int, ...],
-    config: RunnerConfig,
 ) -> Member:
     f = topology.front
     assert f is not None
@@ -271,26 +270,35 @@ def _start_front(
         path = directory / "front.options.json"
         path.write_text(json.dumps(options, indent=2) + "\n")
         argv = [str(engine.path), "proxy", "--arch", f.architecture, "--host", "127.0.0.1", "--port", "0", "--options", str(path)]
-        proc = group.start(f"{spec.name} front", argv, directory / "front.stderr")
-        member = Member("front", f"proxy {f.name} ({f.architecture})", *_listening(proc, config.ready_timeout_s), cpus, "rusage", proc)
+        proc, host, port = _start_own(group, f"{spec.name} front", argv, directory / "front.stderr", spec.ready_timeout_s)
+        member = Member("front", f"proxy {f.name} ({f.architecture})", host, port, cpus, "rusage", proc)
     else:
         argv = [str(engine.path), "middleware", "--arch", f.name, "--servers", ",".join(backends), "--sharded", "true" if f.sharded else "false"]
         argv += ["--workers", str(f.workers)] if f.workers is not None else []
         argv += ["--port", "0", "--cpus", format_cpu_list(cpus), "--stats-dir", str(directory / "front-stats")]
         token = uuid.uuid4().hex
         env = {**os.environ, process_tree.TOKEN_VARIABLE: token}
-        proc = group.start(f"{spec.name} front", argv, directory / "front.stderr", env=env)
-        host, port = _listening(proc, config.ready_timeout_s)
+        proc, host, port = _start_own(group, f"{spec.name} front", argv, directory / "front.stderr", spec.ready_timeout_s, env)
         what = f"middleware {f.name}" + (f", {f.workers} workers" if f.workers else "") + (", sharded" if f.sharded else "")
         member = Member("front", what, host, port, cpus, "tree", proc, tree=process_tree.ProcessTree(proc.pid, token))
     member.quota = apply_cpu_quota(proc.pid, f.cpu_quota, f"{spec.name}-front")
     return member
 
 
-def _listening(proc: ManagedProcess, timeout_s: float) -> tuple[str, int]:
+def _start_own(
+    group: ProcessGroup, name: str, argv: list[str], stderr: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[ManagedProcess, str, int]:
+    """An ``archlab-engine`` process and the address of its ``listening`` line; stopped again
+    when it never prints one (it is not yet a member the topology's stop would find)."""
     from archlab.lab.runner import _listening_address  # the one reader of `listening HOST:PORT`
 
-    return _listening_address(proc, timeout_s)
+    proc = group.start(name, argv, stderr, env=env)
+    try:
+        host, port = _listening_address(proc, timeout_s)
+    except BaseException:
+        group.stop(proc)
+        raise
+    return proc, host, port
 
 
 # --- memcached preloading --------------------------------------------------------------------
