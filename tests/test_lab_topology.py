@@ -404,3 +404,34 @@ def test_a_killed_lab_leaves_no_process_of_the_topology(engine_path, tmp_path, t
     while (alive := [pid for pid in seen if pid_alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.05)  # the kernel delivers the parent-death signals asynchronously
     assert alive == []
+
+
+def test_a_backend_dying_mid_cell_fails_the_cell_naming_it(engine_path, tmp_path, token):
+    """Copy 1 exits 0.5 s after its start, in the middle of the window: the cell fails naming
+    that copy, every other process of the topology is stopped, none is left."""
+    import sys
+
+    server = Path(__file__).parent / "data" / "byo" / "http_server.py"
+    die = f'if [ "{{cpus}}" = "1" ]; then set -- --die-after-s 0.5; fi; exec {sys.executable} {server} --port {{port}} --host {{host}} "$@"'
+    systems = f"""
+[[systems]]
+name = "svc"
+command = {json.dumps(["sh", "-c", die])}
+stop_grace = "1s"
+
+[[systems]]
+name = "lb"
+backends = {{ system = "svc", copies = 2, cpus = ["0", "1"] }}
+front = {{ proxy = "round-robin" }}
+"""
+    factors = 'architecture = ["system:lb"]\nworkload = ["/delay?ms=1"]\nconcurrency = [2]'
+    experiment = SHORT.replace('duration = "500ms"', 'duration = "2s"')
+    path = write_spec(tmp_path, systems, factors, experiment=experiment)
+    store = Store(tmp_path / "runs")
+    view = store.load_run(run_spec(path, store).run_id)
+    (row,) = view.rows
+    assert row.status == "failed"
+    assert "svc.1" in row.error and "during the load run" in row.error, row.error
+    stops = json.loads((rep_dir(store, view, row) / "topology.stop.json").read_text())
+    assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
+    assert processes_with_token(token) == []
