@@ -81,6 +81,7 @@ def inputs(tmp_path_factory) -> Path:
     (d / "spec-types.toml").write_text(SPEC.replace('duration = "500ms"', "duration = true"))
     (d / "spec-range.toml").write_text(SPEC.replace("concurrency = [1]", "concurrency = [99999999999999]"))
     (d / "model.toml").write_text(MODEL)
+    (d / "claims.toml").write_text('[[claims]]\nbest = "a"\nof = ["b"]\n')
     (d / "model-truncated.toml").write_text(MODEL[: MODEL.index("[[sources]]") + 4])
     (d / "model-horizon.toml").write_text(MODEL.replace("horizon = 20.0", 'horizon = "long"'))
     (d / "model-warmup.toml").write_text(MODEL.replace("seed = 1", 'seed = 1\nwarmup = "auto"'))
@@ -211,6 +212,13 @@ CASES = [
     ("compare", "out of range", ["compare", "x", "y", "--fail-if-slower", "150"], "--fail-if-slower: expected a percentage in [0, 100)"),
     ("compare", "missing directory", ["compare", "x", "y", "--html", "nope/cmp.html"], "--html: expected a file path in an existing directory"),
     ("compare", "out of range metrics", ["compare", "x", "y", "--metrics", "p42"], "--metrics: expected a comma-separated list of"),
+    ("orders", "empty", ["orders", "--claims", "empty.toml", "--table", "empty"], "claims: expected one or more [[claims]] tables"),
+    ("orders", "binary", ["orders", "--claims", "binary.toml", "--table", "empty"], "--claims: expected a readable UTF-8 TOML file"),
+    ("orders", "directory", ["orders", "--claims", "a-directory", "--table", "empty"], "--claims: expected a readable UTF-8 TOML file"),
+    ("orders", "missing", ["orders", "nope", "--claims", "claims.toml", "--store", "store"], "RUN: expected a run id of the store"),
+    ("orders", "truncated", ["orders", "--claims", "spec-truncated.toml", "--table", "empty"], "--claims: expected valid TOML"),
+    ("orders", "wrong types", ["orders", "--claims", "claims.toml", "--table", "binary"], "--table: expected a readable UTF-8 text file"),
+    ("orders", "out of range", ["orders", "--claims", "claims.toml", "--table", "points-short.csv"], "--table: expected a results table as archlab prints it"),
 ]
 
 

@@ -43,6 +43,7 @@ _LAZY_VERBS = {
     "model": ("archlab.models.cli", "subparsers", "evaluate a queueing model, or fit the USL to a stored run (--run)"),
     "simulate": ("archlab.sim.cli", "subparsers", "run a discrete-event simulation model (TOML)"),
     "compare": ("archlab.compare.cli", "parser", "compare two runs cell by cell: throughput and latency changes with intervals and a verdict"),
+    "orders": ("archlab.cli.orders", "parser", "check published orders (a claims file) against a run or a results table: holds in k of n cells"),
 }
 
 

@@ -1,0 +1,119 @@
+"""``archlab orders``: published orders counted in measured cells. The counting on a hand-made
+table (a claim that holds, one that fails, a filter, clear vs means-only), on a stored run with
+repetitions (Student-t intervals), bad claims files refused in one line, and the results page:
+every claim line pasted in ``experiments/README.md`` is what the command prints for the table
+beside it, so prose and tables cannot drift apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from archlab.errors import SpecError
+from archlab.report.orders import Cells, Claim, Throughput, check, load_claims, report
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "experiments" / "README.md"
+
+TABLE = """
+    architecture  workload        conc  throughput req/s   p50
+(*) a             /echo?size=10     10  1,000 ±   50      1 ms
+    b             /echo?size=10     10    900 ±   40      1 ms
+    c             /echo?size=10     10    700 ±   10      1 ms
+ *  b             /echo?size=10    300  2,000 ±   10      1 ms
+    a             /echo?size=10    300  1,500 ±   10      1 ms
+    c             /echo?size=10    300  1,400 ±   10      1 ms
+    a             /prime?n=11       10    300             1 ms
+    b             /prime?n=11       10    200             1 ms
+"""
+
+
+def test_a_claim_is_counted_cell_by_cell_with_the_rival_that_breaks_it():
+    cells = Cells.from_table(TABLE, "t")
+    best = check(Claim("a first", "best", "a", ("b", "c")), cells)
+    # /echo c10: a 1000 > b 900 (intervals 950-1050 vs 860-940: clear); /echo c300: b wins;
+    # /prime: c missing, so the cell does not count.
+    assert [(v.cell, v.holds, v.clearly) for v in best.verdicts] == [
+        (("/echo?size=10", 10), True, True), (("/echo?size=10", 300), False, False)]
+    assert best.line() == "a first: holds in 1 of 2 cells (1 clearly); not at /echo?size=10 c300 (b 2,000 > a 1,500)"
+    worst = check(Claim("c last", "worst", "c", ("a", "b")), cells)
+    assert worst.held == 2 and worst.line() == "c last: holds in 2 of 2 cells (2 clearly)"
+    only = check(Claim("a over b at c10", "best", "a", ("b",), concurrencies=(10,)), cells)
+    assert [v.cell for v in only.verdicts] == [("/echo?size=10", 10), ("/prime?n=11", 10)]
+    # Without intervals (one repetition) the count says so rather than claiming clarity.
+    assert only.line() == "a over b at c10: holds in 2 of 2 cells (1 clearly)"
+    means = check(Claim("x", "best", "a", ("b",), workloads=("/prime?n=11",)), cells)
+    assert means.line() == "x: holds in 1 of 1 cell (means only: one repetition)"
+
+
+def test_overlapping_intervals_hold_only_in_the_means():
+    cells = Cells()
+    cells.by_cell[("/w", 1)] = {"a": Throughput(100.0, 10.0), "b": Throughput(95.0, 10.0)}
+    (v,) = check(Claim("a", "best", "a", ("b",)), cells).verdicts
+    assert v.holds and not v.clearly
+
+
+def test_claims_files_are_checked_naming_the_key(tmp_path):
+    good = tmp_path / "c.toml"
+    good.write_text('[[claims]]\nbest = "a"\nof = ["b"]\nworkload = ["/w"]\n')
+    (claim,) = load_claims(good)
+    assert claim == Claim("a beats b", "best", "a", ("b",), ("/w",), ())
+    for body, key in [
+        ('[[claims]]\nbest = "a"\nworst = "b"\nof = ["c"]\n', "claims[0]"),
+        ('[[claims]]\nbest = "a"\nof = []\n', "claims[0].of"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nconcurrency = ["10"]\n', "claims[0].concurrency"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nwhere = 1\n', "claims[0].where"),
+        ("claims = 3\n", "claims"),
+        ("[[claims]\n", "--claims"),
+    ]:
+        path = tmp_path / "bad.toml"
+        path.write_text(body)
+        with pytest.raises(SpecError) as e:
+            load_claims(path)
+        assert key in str(e.value), (body, str(e.value))
+
+
+def test_the_cli_refuses_bad_input_in_one_line(tmp_path):
+    claims = tmp_path / "c.toml"
+    claims.write_text('[[claims]]\nbest = "a"\nof = ["b"]\n')
+    for argv, key in [
+        (["orders", "--claims", str(claims)], "RUN"),
+        (["orders", "--claims", str(claims), "--table", str(tmp_path)], "--table"),
+        (["orders", "--claims", str(claims), "--table", str(claims)], "--table"),
+        (["orders", "--claims", str(claims), "--table", str(README), "--section", "no such heading"], "--section"),
+        (["orders", "--claims", str(tmp_path / "none.toml"), "--table", str(README)], "--claims"),
+    ]:
+        done = run_cli(*argv)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and key in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("section, claims", [
+    ("seed000-architectures.toml, 2026", "seed000-architectures.toml"),
+    ("seed000-db.toml, 2026", "seed000-db.toml"),
+])
+def test_every_claim_line_of_the_results_page_is_what_the_command_prints(section, claims):
+    done = run_cli("orders", "--table", str(README), "--section", section, "--claims", str(ROOT / "experiments" / "claims" / claims))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(load_claims(ROOT / "experiments" / "claims" / claims))
+    text = README.read_text()
+    for line in lines:
+        assert line in text, f"experiments/README.md lacks (or has edited) the generated line: {line}"
+
+
+def test_a_stored_run_gives_intervals_over_its_repetitions(engine_path, tmp_path):
+    from test_lab_systems import run, system
+
+    experiment = 'name = "orders"\nrepetitions = 2\nwarmup = "100ms"\nduration = "300ms"'
+    factors = 'architecture = ["system:svc"]\nworkload = ["/delay?ms=1"]\nconcurrency = [2]'
+    store, view = run(tmp_path, system(), experiment=experiment, factors=factors)
+    cells = Cells.from_run(view)
+    (cell,) = cells.by_cell
+    assert cell == ("/delay?ms=1", 2)
+    t = cells.by_cell[cell]["system:svc"]
+    assert t.half_width is not None and t.half_width > 0
+    assert report([Claim("svc alone", "best", "system:svc", ("nope",))], cells) == [
+        "svc alone: no cell measures system:svc with all of nope"]
