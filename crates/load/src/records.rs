@@ -352,6 +352,19 @@ mod tests {
             lines[2],
             "1700000000000,2000,\"GET http://h:1/a,b\",timeout,timeout,conn-0,text,false,timeout,0,40,4,4,\"http://h:1/a,b\",0,0,0"
         );
+        // A mixed run: one label and URL per class, from the class byte.
+        let mut mixed = Vec::new();
+        let h = RecordsHeader { label: "GET http://h:1 mix /big:1,/small:3".into(), ..header() };
+        h.write(&mut mixed).unwrap();
+        for class in [1, 0] {
+            Record { class, ..recs[0] }.encode(&mut mixed);
+        }
+        let mut csv_out = Vec::new();
+        export_jtl(RecordReader::new(&mixed[..]).unwrap(), &mut csv_out).unwrap();
+        let text = String::from_utf8(csv_out).unwrap();
+        let labels: Vec<(&str, &str)> =
+            text.lines().skip(1).map(|l| (l.split(',').nth(2).unwrap(), l.split(',').nth(13).unwrap())).collect();
+        assert_eq!(labels, [("GET http://h:1/small", "http://h:1/small"), ("GET http://h:1/big", "http://h:1/big")]);
         // A truncated file is an error, not a silent short read.
         let cut = &file[..file.len() - 1];
         assert!(RecordReader::new(cut).unwrap().any(|r| r.is_err()));

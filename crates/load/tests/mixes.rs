@@ -5,6 +5,8 @@
 //! class (the class byte of every raw record against the bytes its response had), bad mixes are
 //! refused naming `mix`, and `rcvbuf` reaches the kernel.
 
+mod common;
+
 use archlab_load::{
     run_load, ErrorClass, LoadConfig, LoadParams, LoadReport, Model, Protocol, RecordReader, SessionLength,
 };
@@ -110,6 +112,28 @@ fn classes_add_up_to_the_totals_in_every_model() {
         assert_eq!(s["mix"][0]["path"], format!("/response?size={LARGE}"), "{name}");
         assert_eq!(s["mix"][1]["share"], 0.75, "{name}");
         assert_eq!(s["mix"][1]["requests"], r.classes[1].requests, "{name}");
+    }
+}
+
+#[test]
+fn failed_requests_are_counted_in_their_class() {
+    // The in-test server closes a connection instead of answering its 5th request (pipelined:
+    // with the requests behind it), and one that never answers times out: every failure had a
+    // request in flight, so the classes' errors are all the run's errors.
+    for (name, behaviour, pipeline) in [
+        ("dropped", common::Behaviour { drop_every: Some(5), ..Default::default() }, 1),
+        ("dropped pipelined", common::Behaviour { drop_every: Some(5), ..Default::default() }, 4),
+        ("silent", common::Behaviour { hang: true, ..Default::default() }, 1),
+    ] {
+        let server = common::TestServer::start(behaviour);
+        let mut p = params(server.addr);
+        p.pipeline = pipeline;
+        p.request_timeout = Duration::from_millis(100);
+        let r = run(p);
+        assert!(r.totals.errors.total() >= 4, "{name}: {r:?}");
+        assert_classes_add_up(&r);
+        let failed: u64 = r.classes.iter().map(|c| c.errors.total()).sum();
+        assert_eq!(failed, r.totals.errors.total(), "{name}: {r:?}");
     }
 }
 
