@@ -124,3 +124,13 @@ def test_no_panel_without_a_mix(engine_path, tmp_path):
     view = store.load_run(handle.run_id)
     assert store.catalog.classes(handle.run_id) == []
     assert 'id="classes"' not in render_html(view.manifest, view.rows, store.run_dir(handle.run_id))
+
+
+@pytest.mark.parametrize("mix", ["/a:0,/b:0", "/a:-1", "", "/a"])
+def test_the_engine_refuses_a_bad_mix_naming_the_flag(engine_path, mix):
+    import subprocess
+
+    done = subprocess.run([str(engine_path), "load", "--target", "127.0.0.1:9", "--mix", mix], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    first = done.stderr.strip().splitlines()[0]
+    assert "--mix" in first and "PATH:WEIGHT" in first, done.stderr
