@@ -134,3 +134,32 @@ def test_the_engine_refuses_a_bad_mix_naming_the_flag(engine_path, mix):
     assert done.returncode == 2
     first = done.stderr.strip().splitlines()[0]
     assert "--mix" in first and "PATH:WEIGHT" in first, done.stderr
+
+
+def test_shards_of_a_mixed_cell_merge_class_by_class(engine_path, tmp_path):
+    """Two generators with the same mix (as `--cluster` shards a cell): the merged summary's
+    classes are the sums of the shards' and still add up to the merged totals."""
+    import subprocess
+
+    from archlab.cluster.merge import merge_shards
+    from archlab.lab.processes import ProcessGroup
+
+    docs, logs = [], []
+    with ProcessGroup(3.0) as group:
+        server = group.start("server", [str(engine_path), "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"],
+                             tmp_path / "server.stderr")
+        address = server.expect("listening ", 10.0).split(" ", 1)[1].strip()
+        for k in range(2):
+            argv = [str(engine_path), "load", "--target", address, "--mix", MIX_2, "--connections", "2", "--duration", "500ms",
+                    "--warmup", "100ms", "--seed", str(100 + k), "--json", str(tmp_path / f"s{k}.json"), "--hdr-log", str(tmp_path / f"h{k}.log")]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            docs.append(json.loads((tmp_path / f"s{k}.json").read_text()))
+            logs.append((tmp_path / f"h{k}.log").read_text())
+        group.stop(server)
+    merged = merge_shards(docs, logs, seed=100).summary
+    for i, c in enumerate(merged["mix"]):
+        for key in ("sent", "responses", "requests"):
+            assert c[key] == sum(d["mix"][i][key] for d in docs), key
+    for key, total in (("requests", merged["requests"]), ("responses", merged["responses"]), ("sent", merged["flow"]["sent"])):
+        assert sum(c[key] for c in merged["mix"]) == total, key
