@@ -23,10 +23,10 @@ def header(label: str = LABEL, connections: int = 3) -> bytes:
     return b"ALRECv1\0" + struct.pack("<IIIIQQ", 1, 40 + len(text), 48, connections, 123, 1_700_000_000_000_000_000) + text
 
 
-def record(i: int, first_byte: int | None = None, status: int = 200, error: int = 0) -> bytes:
+def record(i: int, first_byte: int | None = None, status: int = 200, error: int = 0, mix_class: int = 0) -> bytes:
     planned, sent, done = 1000 * i, 1000 * i + 10, 1000 * i + 900
     first = NO_BYTE if first_byte is None else first_byte
-    return struct.pack("<QQQQIIIHBB", planned, sent, first, done, 100 + i, 40, i % 3, status, error, 0)
+    return struct.pack("<QQQQIIIHBB", planned, sent, first, done, 100 + i, 40, i % 3, status, error, mix_class)
 
 
 def write(tmp_path: Path, body: bytes, label: str = LABEL) -> Path:
@@ -45,7 +45,7 @@ def test_header_and_chunks(tmp_path):
 
 
 def test_parquet_columns_values_and_order(tmp_path):
-    body = [record(i, 1000 * i + 500) for i in range(5)]
+    body = [record(i, 1000 * i + 500, mix_class=i % 2) for i in range(5)]
     body.append(record(5, None, status=0, error=2))  # a timeout: no byte, no status
     body.append(record(6, 6400, status=503, error=8))  # a 5xx
     path = write(tmp_path, b"".join(body))
@@ -54,10 +54,11 @@ def test_parquet_columns_values_and_order(tmp_path):
     con = duckdb.connect()
     rows = con.execute("SELECT * FROM read_parquet(?)", [str(out)]).fetchall()
     names = [d[0] for d in con.description]
-    assert names == ["planned_ns", "sent_ns", "first_byte_ns", "done_ns", "status", "bytes_received", "bytes_sent", "connection", "error_class"]
-    assert rows[0] == (0, 10, 500, 900, 200, 100, 40, 0, None)
-    assert rows[4] == (4000, 4010, 4500, 4900, 200, 104, 40, 1, None)
-    assert rows[5] == (5000, 5010, None, 5900, 0, 105, 40, 2, "timeout")
+    assert names == ["planned_ns", "sent_ns", "first_byte_ns", "done_ns", "status", "bytes_received", "bytes_sent", "connection", "error_class", "mix_class"]
+    assert rows[0] == (0, 10, 500, 900, 200, 100, 40, 0, None, 0)
+    assert rows[3] == (3000, 3010, 3500, 3900, 200, 103, 40, 0, None, 1)
+    assert rows[4] == (4000, 4010, 4500, 4900, 200, 104, 40, 1, None, 0)
+    assert rows[5] == (5000, 5010, None, 5900, 0, 105, 40, 2, "timeout", 0)
     assert rows[6][2] == 6400 and rows[6][4] == 503 and rows[6][8] == "status_5xx" == ERROR_CLASSES[8 - 1]
     meta = dict((k.decode(), v.decode()) for _, k, v in con.execute("SELECT * FROM parquet_kv_metadata(?)", [str(out)]).fetchall())
     assert meta["archlab_label"] == LABEL and meta["archlab_connections"] == "3"

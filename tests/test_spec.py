@@ -115,7 +115,7 @@ ERRORS = [
     ),
     pytest.param(
         {"factors": 'architecture = ["netty"]\nworkload = ["/echo?size=1"]\nconcurrency = [1]\nthreeds = [2]'},
-        "factors.threeds: expected a key one of architecture, workload, concurrency, rate, session_rate, threads, loops, think_time, got 'threeds'",
+        "factors.threeds: expected a key one of architecture, workload, mix, concurrency, rate, session_rate, threads, loops, think_time, rcvbuf, got 'threeds'",
         id="unknown-factor",
     ),
     pytest.param(

@@ -25,7 +25,7 @@ from archlab.errors import InvalidValue, NativeMissing
 # What this package calls in the extension; an extension without one of them is out of date.
 _REQUIRED = (
     "architectures", "check_workload", "check_server", "server_options_schema", "check_load", "load_params_schema",
-    "parse_duration", "think_time", "cpu_list", "check_proxy", "proxy_options_schema", "OptionError",
+    "parse_duration", "think_time", "cpu_list", "check_proxy", "proxy_options_schema", "OptionError", "mix",
 )  # fmt: skip
 _BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
 
@@ -111,6 +111,13 @@ def think_time(value: object) -> tuple[str, float, float | None]:
     minimum in seconds, and the uniform's maximum (else None)."""
     kind, low, high = _call(native().think_time, value)
     return kind, low, high
+
+
+def mix(value: object) -> tuple[str, tuple[tuple[str, float], ...]]:
+    """A request mix (``"/a:2,/b:98"`` or a list of ``{path, weight}`` tables): its canonical
+    text and its classes as (path, weight), in order, read by the data plane."""
+    text, classes = _call(native().mix, json.dumps(value, default=str))
+    return text, tuple((str(p), float(w)) for p, w in classes)
 
 
 def cpu_list(text: str) -> tuple[int, ...]:

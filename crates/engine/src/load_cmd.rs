@@ -143,6 +143,40 @@ fn live_line(s: &LiveSecond, open: bool) -> String {
     )
 }
 
+/// One line per class of a request mix: its share of the requests sent (against its weight's),
+/// its throughput and the quantiles of its 2xx responses on the run's headline basis.
+fn class_lines(r: &LoadReport) -> Vec<String> {
+    let Some(mix) = r.config.mix() else { return Vec::new() };
+    let corrected = r.config.pacing().corrects_coordinated_omission();
+    let sent: u64 = r.classes.iter().map(|c| c.sent).sum();
+    mix.classes()
+        .iter()
+        .zip(&r.classes)
+        .enumerate()
+        .map(|(i, (class, t))| {
+            let h = if corrected { &t.response_time } else { &t.service_time };
+            let ms = |q: f64| {
+                if h.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.3} ms", h.value_at_quantile(q) as f64 / 1e6)
+                }
+            };
+            format!(
+                "load:   class {i} {}: {:.2}% of requests sent (weight {:.2}%), {} requests = {:.1} req/s; p50 {} p99 {}; errors {}",
+                class.path,
+                100.0 * t.sent as f64 / sent.max(1) as f64,
+                100.0 * mix.share(i),
+                t.requests,
+                t.requests as f64 / r.window_s().max(1e-9),
+                ms(0.5),
+                ms(0.99),
+                t.errors.total(),
+            )
+        })
+        .collect()
+}
+
 fn human_line(r: &LoadReport) -> String {
     let ms = |q: f64| {
         if r.latency.is_empty() {
@@ -241,6 +275,9 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     json.push(b'\n');
     write_atomically(&a.json, &json)?;
     eprintln!("{}", human_line(&report));
+    for line in class_lines(&report) {
+        eprintln!("{line}");
+    }
     if let Some(e) = &report.records_error {
         return Err(CliError::runtime(e.clone()));
     }

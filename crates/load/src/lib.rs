@@ -21,6 +21,7 @@ mod control;
 mod dist;
 mod error;
 mod keys;
+mod mix;
 mod protocol;
 mod records;
 mod report;
@@ -42,13 +43,14 @@ pub use config::{
 pub use control::{Phase, StopHandle};
 pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};
 pub use error::{ConfigError, LoadError};
+pub use mix::{Mix, MixClass, MAX_CLASSES, MIX_SYNTAX};
 pub use protocol::http::ResponseReader;
 pub use protocol::memcached::McClient;
 pub use protocol::Progress;
 pub use records::{export_jtl, Record, RecordReader, RecordsHeader, JTL_HEADER, RECORD_LEN};
 pub use report::{
-    CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, ScheduleSegment, Sessions, Summary,
-    ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
+    ClassSummary, ClassTotals, CountedLatency, Errors, Generator, LiveSecond, LoadReport, PacingSummary, Rcvbuf,
+    ScheduleSegment, Sessions, Summary, ThreadCpu, TimelineEntry, WarmupCounts, JSON_SCHEMA, SCHEMA, SCHEMA_VERSION,
 };
 pub use run::{run_load, run_load_live, run_load_with};
 pub use schedule::{Intensity, Profile, Segment};

@@ -16,7 +16,8 @@
 //! bytes: planned, sent, first byte, done (ns since t0, u64 each; first byte u64::MAX when no
 //! byte arrived), bytes received u32, bytes sent u32, connection u32 (global slot number),
 //! status u16 (HTTP status; 0 for memcached), error class u8 (0 none, else 1 +
-//! [`ErrorClass`] index), one reserved byte.
+//! [`ErrorClass`] index), mix class u8 (the request's index in the run's mix; 0 without a mix,
+//! and in files written before mixes, whose byte was reserved and written 0).
 
 use crate::stats::ErrorClass;
 use std::fs::File;
@@ -44,6 +45,8 @@ pub struct Record {
     pub connection: u32,
     pub status: u16,
     pub error: Option<ErrorClass>,
+    /// Index of the request's class in the run's mix (0 without a mix).
+    pub class: u8,
 }
 
 impl Record {
@@ -56,7 +59,7 @@ impl Record {
         }
         out.extend_from_slice(&self.status.to_le_bytes());
         out.push(self.error.map_or(0, |c| c as u8 + 1));
-        out.push(0);
+        out.push(self.class);
     }
 
     fn decode(b: &[u8; RECORD_LEN]) -> io::Result<Record> {
@@ -81,6 +84,7 @@ impl Record {
             connection: u32_at(40),
             status: u16::from_le_bytes([b[44], b[45]]),
             error,
+            class: b[47],
         })
     }
 }
@@ -236,17 +240,26 @@ fn csv(s: &str) -> std::borrow::Cow<'_, str> {
 /// response time from the planned time has no JTL column); responseCode = HTTP status (or the
 /// error class when the request failed without one, "OK" for memcached); threadName =
 /// `conn-N`; grpThreads and allThreads = the run's connections; URL = the label's target;
-/// IdleTime and Connect = 0 (connections are opened before the requests that use them).
+/// IdleTime and Connect = 0 (connections are opened before the requests that use them). A run
+/// with a request mix (label `GET http://HOST mix PATH:W,...`) gets one label and URL per
+/// class, `GET http://HOST/PATH`, as JMeter names each sampler of a throughput controller.
 pub fn export_jtl<R: BufRead, W: Write>(reader: RecordReader<R>, out: W) -> io::Result<u64> {
     let mut out = BufWriter::new(out);
     writeln!(out, "{JTL_HEADER}")?;
     let h = reader.header.clone();
-    let label = csv(&h.label).into_owned();
-    let url = csv(h.label.split_once(' ').map_or(h.label.as_str(), |(_, u)| u)).into_owned();
+    let labels: Vec<String> = match h.label.split_once(" mix ").map(|(base, mix)| (base, mix.parse::<crate::Mix>())) {
+        Some((base, Ok(mix))) => mix.classes().iter().map(|c| format!("{base}{}", c.path)).collect(),
+        _ => vec![h.label.clone()],
+    };
+    let columns: Vec<(String, String)> = labels
+        .iter()
+        .map(|l| (csv(l).into_owned(), csv(l.split_once(' ').map_or(l.as_str(), |(_, u)| u)).into_owned()))
+        .collect();
     let ms = |ns: u64| ns / 1_000_000;
     let mut rows = 0;
     for r in reader {
         let r = r?;
+        let (label, url) = columns.get(usize::from(r.class)).unwrap_or(&columns[0]);
         let success = r.error.is_none();
         let (code, message) = match (r.status, r.error) {
             (0, Some(c)) => (c.name().to_string(), c.name()),
@@ -301,6 +314,7 @@ mod tests {
                 connection: 3,
                 status: 200,
                 error: None,
+                class: 0,
             },
             Record {
                 planned_ns: 0,
@@ -312,6 +326,7 @@ mod tests {
                 connection: 0,
                 status: 0,
                 error: Some(ErrorClass::Timeout),
+                class: 0,
             },
         ];
         for r in &recs {
@@ -337,6 +352,19 @@ mod tests {
             lines[2],
             "1700000000000,2000,\"GET http://h:1/a,b\",timeout,timeout,conn-0,text,false,timeout,0,40,4,4,\"http://h:1/a,b\",0,0,0"
         );
+        // A mixed run: one label and URL per class, from the class byte.
+        let mut mixed = Vec::new();
+        let h = RecordsHeader { label: "GET http://h:1 mix /big:1,/small:3".into(), ..header() };
+        h.write(&mut mixed).unwrap();
+        for class in [1, 0] {
+            Record { class, ..recs[0] }.encode(&mut mixed);
+        }
+        let mut csv_out = Vec::new();
+        export_jtl(RecordReader::new(&mixed[..]).unwrap(), &mut csv_out).unwrap();
+        let text = String::from_utf8(csv_out).unwrap();
+        let labels: Vec<(&str, &str)> =
+            text.lines().skip(1).map(|l| (l.split(',').nth(2).unwrap(), l.split(',').nth(13).unwrap())).collect();
+        assert_eq!(labels, [("GET http://h:1/small", "http://h:1/small"), ("GET http://h:1/big", "http://h:1/big")]);
         // A truncated file is an error, not a silent short read.
         let cut = &file[..file.len() - 1];
         assert!(RecordReader::new(cut).unwrap().any(|r| r.is_err()));

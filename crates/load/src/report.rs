@@ -12,10 +12,14 @@
 //! are always both there. Non-2xx responses are counted by
 //! status and error class, and their latency goes to a separate histogram
 //! (`latency_non2xx_us`) so that fast error responses never flatter the latency of real work.
+//! A run with a request mix adds `mix`, one entry per class with its counts and both times
+//! (added within version 2; absent without a mix): the classes' `sent`, `responses` and
+//! `requests` add up to the run's, their errors to the run's less the errors with no request
+//! in flight (failed connects).
 
 use crate::config::{LoadConfig, Pacing};
 use crate::dist::{SessionLength, ThinkTime};
-use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Tally};
+use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Outcome, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
 use archlab_wire::memcached::Retrieval;
 use serde::Serialize;
@@ -74,6 +78,62 @@ pub struct ThreadCpu {
     pub voluntary_switches: u64,
 }
 
+/// What the window counted for one class of a request mix.
+#[derive(Clone)]
+pub struct ClassTotals {
+    /// Requests written in the window.
+    pub sent: u64,
+    /// Completed responses with any status / with a 2xx status.
+    pub responses: u64,
+    pub requests: u64,
+    /// Errors of the class's requests (statuses and failures with the request in flight).
+    pub errors: ErrorCounts,
+    /// Of 2xx responses, ns: from the planned send time, and from the actual send.
+    pub response_time: LatencyHistogram,
+    pub service_time: LatencyHistogram,
+}
+
+impl ClassTotals {
+    pub(crate) fn new() -> ClassTotals {
+        ClassTotals {
+            sent: 0,
+            responses: 0,
+            requests: 0,
+            errors: ErrorCounts::default(),
+            response_time: hdr::new_latency_histogram(),
+            service_time: hdr::new_latency_histogram(),
+        }
+    }
+
+    /// A response of the class completed inside the window.
+    #[inline]
+    pub(crate) fn response(&mut self, outcome: Outcome, response_ns: u64, service_ns: u64) {
+        self.responses += 1;
+        let (success, error) = match outcome {
+            Outcome::Status(s) => ((200..300).contains(&s), ErrorClass::of_status(s)),
+            Outcome::Ok => (true, None),
+            Outcome::Failed(c) => (false, Some(c)),
+        };
+        if let Some(c) = error {
+            self.errors.bump(c);
+        }
+        if success {
+            self.requests += 1;
+            hdr::record_ns(&mut self.response_time, response_ns);
+            hdr::record_ns(&mut self.service_time, service_ns);
+        }
+    }
+
+    pub(crate) fn add(&mut self, o: &ClassTotals) {
+        self.sent += o.sent;
+        self.responses += o.responses;
+        self.requests += o.requests;
+        self.errors.add(&o.errors);
+        hdr::merge(&mut self.response_time, &o.response_time);
+        hdr::merge(&mut self.service_time, &o.service_time);
+    }
+}
+
 /// Everything a run measured.
 pub struct LoadReport {
     pub config: LoadConfig,
@@ -114,6 +174,11 @@ pub struct LoadReport {
     pub records_written: u64,
     /// Why writing raw records stopped, if it did (the file then ends early).
     pub records_error: Option<String>,
+    /// The window per mix class, in the mix's order (empty without a mix).
+    pub classes: Vec<ClassTotals>,
+    /// SO_RCVBUF the kernel applied to the connections (Linux doubles what was asked), when
+    /// `rcvbuf` was given and a connection opened.
+    pub rcvbuf_applied: Option<usize>,
 }
 
 impl LoadReport {
@@ -140,6 +205,8 @@ impl LoadReport {
             error_examples: BTreeMap::new(),
             records_written: 0,
             records_error: None,
+            classes: (0..cfg.mix().map_or(0, |m| m.classes().len())).map(|_| ClassTotals::new()).collect(),
+            rcvbuf_applied: None,
         }
     }
 
@@ -248,7 +315,7 @@ impl LoadReport {
             late_after_us: c.late_after().as_secs_f64() * 1e6,
             target: c.target().to_string(),
             host: c.host().to_string(),
-            path: c.path().to_string(),
+            path: c.mix().map_or_else(|| c.path().to_string(), |m| m.to_string()),
             connections: c.connections(),
             max_connections: c.max_connections(),
             connections_established: self.connections_established,
@@ -277,6 +344,29 @@ impl LoadReport {
             flow,
             protocol: if c.memcached().is_some() { "memcached" } else { "http" },
             pipeline: c.pipeline(),
+            rcvbuf: c
+                .rcvbuf()
+                .map(|requested| Rcvbuf { requested_bytes: requested, applied_bytes: self.rcvbuf_applied }),
+            mix: c.mix().map(|m| {
+                m.classes()
+                    .iter()
+                    .zip(&self.classes)
+                    .enumerate()
+                    .map(|(i, (class, t))| ClassSummary {
+                        class: i,
+                        path: class.path.clone(),
+                        weight: class.weight,
+                        share: m.share(i),
+                        sent: t.sent,
+                        responses: t.responses,
+                        requests: t.requests,
+                        throughput_rps: rate(t.requests, self.window_s()),
+                        errors: Errors { total: t.errors.total(), by_class: t.errors },
+                        response_time_us: LatencySummaryUs::of(&t.response_time),
+                        service_time_us: LatencySummaryUs::of(&t.service_time),
+                    })
+                    .collect()
+            }),
             memcached: c.memcached().map(|w| MemcachedSummary {
                 retrieval: match w.retrieval {
                     Retrieval::Get => "get",
@@ -393,6 +483,14 @@ pub struct Summary {
     pub protocol: &'static str,
     /// HTTP requests kept in flight per connection (1: no pipelining; added within version 2).
     pub pipeline: u32,
+    /// SO_RCVBUF of the generator's connections, when `rcvbuf` was given (added within
+    /// version 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<Rcvbuf>,
+    /// Runs with a request mix only: one entry per class, in the mix's order (added within
+    /// version 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mix: Option<Vec<ClassSummary>>,
     /// memcached runs only: the workload and its command, hit and miss counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memcached: Option<MemcachedSummary>,
@@ -559,6 +657,33 @@ pub struct Sessions {
     /// Session arrivals planned in the window that never got a connection.
     pub never_started: u64,
     pub mean_requests_per_completed_session: Option<f64>,
+}
+
+/// SO_RCVBUF asked for and applied (Linux doubles the value asked, for its bookkeeping).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Rcvbuf {
+    pub requested_bytes: usize,
+    /// `null` when no connection opened.
+    pub applied_bytes: Option<usize>,
+}
+
+/// One class of a request mix over the window.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassSummary {
+    /// Index of the class in the mix (the class byte of raw records).
+    pub class: usize,
+    pub path: String,
+    pub weight: f64,
+    /// Weight over the total weight: the expected share of the requests sent.
+    pub share: f64,
+    pub sent: u64,
+    pub responses: u64,
+    /// 2xx responses.
+    pub requests: u64,
+    pub throughput_rps: f64,
+    pub errors: Errors,
+    pub response_time_us: LatencySummaryUs,
+    pub service_time_us: LatencySummaryUs,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -107,7 +107,7 @@ impl ErrorCounts {
     pub(crate) fn bump(&mut self, class: ErrorClass) {
         self.0[class as usize] += 1;
     }
-    fn add(&mut self, other: &ErrorCounts) {
+    pub(crate) fn add(&mut self, other: &ErrorCounts) {
         for (a, b) in self.0.iter_mut().zip(other.0) {
             *a += b;
         }

@@ -61,7 +61,18 @@ fn summaries_of_every_model_match_the_published_schema() {
     partly_steps.requests_per_session = Some(SessionLength::Fixed(2));
     partly_steps.connections = Some(0);
     partly_steps.max_connections = Some(8);
+    // A request mix with the generator's receive buffer set, pipelined.
+    let mut closed_mix = base();
+    closed_mix.mix = Some("/a:1,/b:3".parse().unwrap());
+    closed_mix.rcvbuf = Some(65536);
+    closed_mix.pipeline = 2;
+    let mut open_mix = base();
+    open_mix.model = Model::Open;
+    open_mix.rate = Some(500.0);
+    open_mix.mix = Some("/a:1,/b:0".parse().unwrap());
     for (model, p) in [
+        ("closed", closed_mix),
+        ("open", open_mix),
         ("closed", closed),
         ("open", open),
         ("partly-open", partly),

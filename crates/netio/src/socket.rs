@@ -111,10 +111,19 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 /// Start a non-blocking connect; completion is signalled by writability (check
 /// [`take_error`] then).
 pub fn connect_nonblocking(addr: SocketAddr) -> io::Result<TcpStream> {
+    connect_nonblocking_with(addr, None)
+}
+
+/// [`connect_nonblocking`] with SO_RCVBUF set to `rcvbuf` bytes first: the window scale is
+/// chosen from the receive buffer at SYN time, so the buffer must be set before connecting.
+pub fn connect_nonblocking_with(addr: SocketAddr, rcvbuf: Option<usize>) -> io::Result<TcpStream> {
     let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: plain syscall; ownership passes to TcpStream.
     let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) })?;
     let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    if let Some(bytes) = rcvbuf {
+        set_recv_buffer(fd, bytes)?;
+    }
     let (storage, len) = sockaddr(addr);
     // SAFETY: storage holds a valid sockaddr of `len` bytes.
     let rc = unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) };

@@ -7,7 +7,7 @@
 //! whose `field`, `allowed`, `received` and `hint` say what was wrong, so that the spec can show
 //! it against its own TOML key.
 
-use archlab_load::{LoadParams, DURATION_SYNTAX};
+use archlab_load::{LoadParams, Mix, DURATION_SYNTAX, MIX_SYNTAX};
 use archlab_netio::CpuList;
 use archlab_options::{OptionError as Refusal, OptionInfo};
 use archlab_proxy::http::options as proxy_options;
@@ -117,6 +117,16 @@ fn think_time(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<(&'static st
     }
 }
 
+/// A request mix (`"/a:2,/b:98"`, or its JSON list of `{path, weight}`, given as JSON text):
+/// its canonical text and its classes as (path, weight), in order.
+#[pyfunction]
+fn mix(py: Python<'_>, value_json: &str) -> PyResult<(String, Vec<(String, f64)>)> {
+    let refusal = |hint: String| refused(py, Refusal::new("mix", MIX_SYNTAX, value_json).with_hint(hint));
+    let value: serde_json::Value = serde_json::from_str(value_json).map_err(|e| refusal(e.to_string()))?;
+    let m = Mix::from_json(&value).map_err(refusal)?;
+    Ok((m.to_string(), m.classes().iter().map(|c| (c.path.clone(), c.weight)).collect()))
+}
+
 /// The CPUs of a CPU list (`"0,2-3"`), sorted and distinct (whether this machine has them is
 /// the spec's question, asked against the CPUs it is checked for).
 #[pyfunction]
@@ -153,6 +163,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(think_time, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_list, m)?)?;
+    m.add_function(wrap_pyfunction!(mix, m)?)?;
     m.add_function(wrap_pyfunction!(check_proxy, m)?)?;
     m.add_function(wrap_pyfunction!(proxy_options_schema, m)?)
 }

@@ -129,7 +129,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "export",
         help="convert records to Parquet or JTL CSV",
         description="Convert records to Parquet (columns planned_ns, sent_ns, first_byte_ns, done_ns: ns since the\n"
-        "run's start; status, bytes_received, bytes_sent, connection, error_class) or to JMeter's JTL CSV.\n"
+        "run's start; status, bytes_received, bytes_sent, connection, error_class, mix_class) or to JMeter's JTL CSV.\n"
         "Given a run id, every repetition's records.bin gets a records.parquet (or records.jtl.csv)\n"
         "beside it; given a file, the output goes to --output (default: the file's name with the\n"
         "format's suffix). The file is read in chunks, so memory stays flat however large it is.",

@@ -229,6 +229,18 @@ def merge_shards(docs: Sequence[Mapping], logs: Sequence[str], seed: int | None 
         sessions["mean_requests_per_completed_session"] = (
             sum(c * m for c, m in weighted) / sum(c for c, _ in weighted) if weighted else None)
         out["sessions"] = sessions
+    if isinstance(out.get("mix"), list):
+        # Counts of each class add up over the shards exactly; its latencies merge only as
+        # moments (the interval logs hold the run's histogram, not the classes').
+        classes = [d.get("mix") or [] for d in docs]
+        for i, c in enumerate(out["mix"]):
+            mine = [cs[i] for cs in classes if i < len(cs)]
+            for k in ("sent", "responses", "requests"):
+                c[k] = int(_sum(mine, k))
+            c["throughput_rps"] = float(_sum(mine, "throughput_rps"))
+            c["errors"] = {"total": int(_sum(mine, "errors", "total")), "by_class": _sum_maps([(m.get("errors") or {}).get("by_class") for m in mine])}
+            for key in ("response_time_us", "service_time_us"):
+                c[key] = pooled_moments([(int(m.get("requests") or 0), m.get(key)) for m in mine])
     if isinstance(out.get("memcached"), dict):
         for k in ("sets", "gets", "get_keys", "hits", "misses"):
             out["memcached"][k] = int(_sum(docs, "memcached", k))

@@ -10,7 +10,8 @@ of ``header_len`` bytes (magic ``ALRECv1\\0``, version u32 = 1, header_len u32, 
 UTF-8 label), then records of 48 bytes: planned, sent, first byte, done (u64 ns since t0; first
 byte all ones when no byte arrived), bytes received u32, bytes sent u32, connection u32, status
 u16 (HTTP status; 0 for memcached), error class u8 (0 none, else 1 + its index in
-:data:`ERROR_CLASSES`), one reserved byte."""
+:data:`ERROR_CLASSES`), mix class u8 (the request's class in the run's request mix, 0 without a
+mix; files written before mixes have 0 there, their reserved byte)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ RECORD_DTYPE = np.dtype(
         ("connection", "<u4"),
         ("status", "<u2"),
         ("error", "u1"),
-        ("reserved", "u1"),
+        ("mix_class", "u1"),
     ]
 )
 assert RECORD_DTYPE.itemsize == 48
@@ -129,7 +130,8 @@ _COLUMNS_SQL = """
     bytes_received::UINTEGER AS bytes_received,
     bytes_sent::UINTEGER AS bytes_sent,
     connection::UINTEGER AS connection,
-    CASE WHEN error = 0 THEN NULL ELSE {classes}[error] END AS error_class
+    CASE WHEN error = 0 THEN NULL ELSE {classes}[error] END AS error_class,
+    mix_class::UTINYINT AS mix_class
 """
 
 
@@ -153,7 +155,7 @@ def export_parquet(source: RecordsFile, out: Path, chunk_records: int = CHUNK_RE
             created = False
             rows = 0
             for chunk in source.chunks(chunk_records):
-                columns = {name: np.ascontiguousarray(chunk[name]) for name in (RECORD_DTYPE.names or ()) if name != "reserved"}
+                columns = {name: np.ascontiguousarray(chunk[name]) for name in (RECORD_DTYPE.names or ()) }
                 con.register("chunk", columns)
                 if created:
                     con.execute(f"INSERT INTO records SELECT {select} FROM chunk")
@@ -163,7 +165,7 @@ def export_parquet(source: RecordsFile, out: Path, chunk_records: int = CHUNK_RE
                 con.unregister("chunk")
                 rows += chunk.size
             if not created:  # an empty file still gives a Parquet file with the columns
-                empty = {name: np.zeros(0, RECORD_DTYPE[name]) for name in (RECORD_DTYPE.names or ()) if name != "reserved"}
+                empty = {name: np.zeros(0, RECORD_DTYPE[name]) for name in (RECORD_DTYPE.names or ()) }
                 con.register("chunk", empty)
                 con.execute(f"CREATE TABLE records AS SELECT {select} FROM chunk")
             tmp = out.with_name(out.name + ".tmp")

@@ -271,7 +271,7 @@ def _measure(
         server = group.start("server", engine.serve_argv(cell.architecture, files.serve_options), files.server_stderr)
         try:
             host, port = _listening_address(server, config.ready_timeout_s)
-            _wait_until_answers(server, host, port, cell.workload, config.health_timeout_s)
+            _wait_until_answers(server, host, port, cell.probe_path, config.health_timeout_s)
             records = files.records if exp.load.records else None
             params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
             files.load_params.write_text(json.dumps(params, indent=2) + "\n")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import archlab
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, aggregate, group_by_load
+from archlab.report.classes import classes_section
 from archlab.report.figures import Figure, render_figures
 from archlab.report.formatting import MISSING, format_interval, interval_text, littles_law_text
 from archlab.report.provenance import Provenance, provenance
@@ -358,9 +359,10 @@ def _models(manifest: Manifest, rows: Sequence[ResultRow]) -> str:
 # -- page ----------------------------------------------------------------------------------
 
 
-def _nav(figures: Sequence[Figure]) -> str:
+def _nav(figures: Sequence[Figure], mixed: bool = False) -> str:
     links = [("glance", "At a glance")] + [(f"figure-{f.key}", f.title) for f in figures]
-    links += [("results", "Results"), ("models", "Scalability model"), ("failures", "Failed repetitions")]
+    links += [("results", "Results")] + ([("classes", "Request classes")] if mixed else [])
+    links += [("models", "Scalability model"), ("failures", "Failed repetitions")]
     items = "".join(f'<li><a href="#{key}">{_e(title)}</a></li>' for key, title in links)
     return f"<nav><ol>{items}</ol></nav>"
 
@@ -376,17 +378,19 @@ def render_html(
     groups = group_by_load(cells)
     figures = render_figures(cells, run_dir)
     about = provenance(manifest)
+    classes = classes_section(cells)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(about.name)} · {_e(about.run_id)} · archlab</title>"
         f"<style>{_CSS_PATH.read_text()}</style></head><body>"
         + _header(about)
-        + _nav(figures)
+        + _nav(figures, mixed=bool(classes))
         + "<main>"
         + _glance(groups)
         + _figures(figures)
         + _results(groups)
+        + classes
         + column_sources_html(manifest)
         + processes_html(rows)
         + _models(manifest, rows)

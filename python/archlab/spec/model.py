@@ -21,8 +21,11 @@ Level = Union[str, int, float]
 
 # Canonical factor order: it fixes the enumeration order of cells and the shape of cell ids,
 # whatever order the TOML lists the factors in.
-FACTOR_NAMES = ("architecture", "workload", "concurrency", "rate", "session_rate", "threads", "loops", "think_time")
-# Required whatever the load model; each model adds the factor that sets its load level.
+FACTOR_NAMES = (
+    "architecture", "workload", "mix", "concurrency", "rate", "session_rate", "threads", "loops", "think_time", "rcvbuf",
+)  # fmt: skip
+# Required whatever the load model (the workload unless a request mix gives the paths); each
+# model adds the factor that sets its load level.
 REQUIRED_FACTORS = ("architecture", "workload")
 
 LoadModel = Literal["closed", "open", "partly-open"]
@@ -38,7 +41,7 @@ SessionLength = Literal["fixed", "geometric"]
 # rule, see archlab.contract.check_load).
 LOAD_KEYS = (
     "model", "timeout", "records", "think_time", "schedule", "connections", "max_connections", "seed",
-    "requests_per_session", "session_connection",
+    "requests_per_session", "session_connection", "mix", "rcvbuf",
 )  # fmt: skip
 # The factors that set the load of one model each (the inverse of LEVEL_FACTOR).
 FACTOR_MODELS: dict[str, tuple[LoadModel, ...]] = {"concurrency": ("closed",), "rate": ("open",), "session_rate": ("partly-open",)}
@@ -212,6 +215,10 @@ class LoadSettings:
     session_connection: SessionConnection | None = None
     # Keep the raw per-request records of every repetition (records.bin in its directory).
     records: bool = False
+    # A request mix for every cell (its canonical text, PATH:WEIGHT,...), unless factors.mix.
+    mix: str | None = None
+    # SO_RCVBUF of the generator's connections in bytes, unless factors.rcvbuf.
+    rcvbuf: int | None = None
 
     @property
     def think_time_s(self) -> float:
@@ -234,6 +241,11 @@ class LoadSettings:
             d.update(requests_per_session=self.requests_per_session.text, session_connection=self.session_connection)
         if self.records:
             d["records"] = True
+        # Only when given: specs without them keep their hash.
+        if self.mix is not None:
+            d["mix"] = self.mix
+        if self.rcvbuf is not None:
+            d["rcvbuf"] = self.rcvbuf
         return d
 
 
@@ -271,6 +283,20 @@ class Cell:
     # Open model: planned arrivals per second; partly-open: planned sessions per second.
     rate_rps: float | None = None
     session_rate: float | None = None
+    # A request mix (canonical PATH:WEIGHT,... text; then ``workload`` is the same text), and
+    # the generator's SO_RCVBUF in bytes.
+    mix: str | None = None
+    rcvbuf: int | None = None
+
+    @property
+    def probe_path(self) -> str:
+        """A request target the server must answer before the load starts: the workload, or the
+        first path of the mix."""
+        if self.mix is None:
+            return self.workload
+        from archlab import contract
+
+        return contract.mix(self.mix)[1][0][0]
 
     @property
     def think_time_s(self) -> float:
@@ -312,11 +338,12 @@ class Experiment:
         for index, combo in enumerate(itertools.product(*(f.levels for f in ordered))):
             levels = dict(zip((f.name for f in ordered), combo))
             think = ThinkTime.from_level(levels["think_time"]) if "think_time" in levels else self.load.think_time
+            mix = cast("str | None", levels.get("mix", self.load.mix))
             cell = Cell(
                 index=index,
                 cell_id=cell_id(levels),
                 architecture=str(levels["architecture"]),
-                workload=str(levels["workload"]),
+                workload=str(levels.get("workload", mix)),
                 concurrency=_opt_int(levels.get("concurrency")),
                 threads=_opt_int(levels.get("threads", self.server.threads)),
                 loops=_opt_int(levels.get("loops", self.server.loops)),
@@ -325,6 +352,8 @@ class Experiment:
                 server_options=self.server.extra,
                 rate_rps=_opt_float(levels.get("rate")),
                 session_rate=_opt_float(levels.get("session_rate")),
+                mix=mix,
+                rcvbuf=_opt_int(levels.get("rcvbuf", self.load.rcvbuf)),
             )
             cells.append(cell)
         return tuple(cells)
@@ -345,7 +374,7 @@ class Experiment:
         load = self.load
         params: dict[str, object] = {
             "model": load.model,
-            "path": cell.workload,
+            **({"mix": cell.mix} if cell.mix is not None else {"path": cell.workload}),
             "think_time": cell.think_time.level,
             "warmup": self.warmup_s,
             "duration": self.duration_s,
@@ -357,6 +386,8 @@ class Experiment:
         else:
             given = {"connections": load.connections, "max_connections": load.max_connections, "arrivals": load.schedule}
             params.update({k: v for k, v in given.items() if v is not None})
+        if cell.rcvbuf is not None:
+            params["rcvbuf"] = cell.rcvbuf
         if load.model == "open":
             params["rate"] = cell.rate_rps
         if load.model == "partly-open":
@@ -422,6 +453,8 @@ _ID_PARTS = {
     "threads": lambda v: f"t{v}",
     "loops": lambda v: f"l{v}",
     "think_time": lambda v: "think-" + (slug(v) if isinstance(v, str) else short_duration(float(v))),
+    "mix": lambda v: "mix-" + slug(str(v)),
+    "rcvbuf": lambda v: f"rcvbuf{v}",
 }
 
 

@@ -79,7 +79,9 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     load = _load(raw.section("load"))
     systems = parse_systems(raw.entries("systems"), env.cpus, tuple(a.name for a in env.registry.architectures()))
     registry = registry_with(env.registry, systems, raw.section("factors").get("architecture"))
-    factors = _factors(raw.section("factors"), registry, load.model)
+    factors = _factors(raw.section("factors"), registry, load.model, mixed=load.mix is not None)
+    if load.mix is not None:
+        _check_mix_paths(load.mix, "load.mix", raw.section("load")["mix"], registry)
     _check_not_fixed_and_varied(factors, raw)
     levels = [a for f in factors if f.name == "architecture" for a in f.levels]
     check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
@@ -171,7 +173,38 @@ def _load(t: Mapping[str, object]) -> LoadSettings:
     records = t.get("records", False)
     if not isinstance(records, bool):
         raise SpecError("load.records", "true or false", records)
-    return LoadSettings(model=model, think_time=think_time, timeout_s=timeout_s, seed=t.get("seed"), records=records)  # type: ignore[arg-type]
+    mix = _mix(t["mix"], "load.mix") if "mix" in t else None
+    rcvbuf = t.get("rcvbuf")
+    if rcvbuf is not None and (isinstance(rcvbuf, bool) or not isinstance(rcvbuf, int)):
+        raise SpecError("load.rcvbuf", "an integer number of bytes", rcvbuf)
+    return LoadSettings(
+        model=model, think_time=think_time, timeout_s=timeout_s, seed=t.get("seed"), records=records, mix=mix, rcvbuf=rcvbuf  # type: ignore[arg-type]
+    )
+
+
+def _mix(value: object, field: str) -> str:
+    """A request mix as the spec writes it (``"/a:2,/b:98"`` or a list of ``{path, weight}``
+    tables), read by the data plane: its canonical text."""
+    try:
+        return contract.mix(value)[0]
+    except OptionRefused as e:
+        raise SpecError(field, e.allowed, value, hint=e.hint) from None
+
+
+# Workloads that need a service the lab starts per cell (PostgreSQL, a downstream): one path
+# per cell decides it, so a mix's classes cannot use them.
+_SERVICE_PATHS = ("/db", "/call")
+
+
+def _check_mix_paths(mix: str, field: str, value: object, registry: Registry) -> None:
+    """Every class of a mix is a workload the server knows, and none needs a lab service."""
+    for path, _weight in contract.mix(mix)[1]:
+        if path.split("?", 1)[0] in _SERVICE_PATHS:
+            raise SpecError(field, "classes of workloads that need no lab service (not /db or /call)", value, hint=f"class {path}")
+        try:
+            registry.check_workload(path)
+        except ValueError as e:
+            raise SpecError(field, _WORKLOAD_EXAMPLES + " in each class", value, hint=f"class {path}: {e}") from None
 
 
 def _think_time(value: object, field: str) -> ThinkTime:
@@ -199,6 +232,8 @@ _LOAD_KEYS = {
     "seed": "load.seed",
     "timeout": "load.timeout",
     "records": "load.records",
+    "mix": "load.mix",
+    "rcvbuf": "load.rcvbuf",
     "warmup": "experiment.warmup",
     "duration": "experiment.duration",
     "cpus": "placement.client_cpus",
@@ -263,7 +298,7 @@ def _load_key(exp: Experiment, raw: RawSpec, cell: Cell, param: str, received: o
         i = f.levels.index(levels[factor])
         return f"factors.{factor}[{i}]", raw.section("factors")[factor][i]  # type: ignore[index]
 
-    by_factor = {"connections": "concurrency", "rate": "rate", "session_rate": "session_rate", "think_time": "think_time", "path": "workload"}
+    by_factor = {"connections": "concurrency", "rate": "rate", "session_rate": "session_rate", "think_time": "think_time", "path": "workload", "mix": "mix", "rcvbuf": "rcvbuf"}
     if param in by_factor and (found := level_of(by_factor[param])) is not None:
         if param != "connections" or exp.load.model == "closed":
             return found
@@ -275,8 +310,18 @@ def _load_key(exp: Experiment, raw: RawSpec, cell: Cell, param: str, received: o
     return key, table.get(name, received) if section != "placement" else table.get(name, exp.placement.client_cpu_list)
 
 
-def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel) -> tuple[Factor, ...]:
+def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel, *, mixed: bool = False) -> tuple[Factor, ...]:
+    """The factors in canonical order; ``mixed``: ``[load]`` gives a request mix (then, as with
+    ``factors.mix``, the mix's paths are the workload)."""
     level = LEVEL_FACTOR[model]
+    mixed = mixed or "mix" in t
+    if mixed and "workload" in t:
+        raise SpecError(
+            "factors.workload",
+            "no workload levels with a request mix (the mix's paths are the workload)",
+            t["workload"],
+            hint="give the paths as classes of the mix, or remove the mix",
+        )
     for name, models in FACTOR_MODELS.items():
         if name in t and model not in models:
             hint = f"{name} applies to the {_models_text(models)}"
@@ -284,7 +329,7 @@ def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel) -> t
                 hint += f"; the '{model}' model sets its load with factors.{level} ({_LEVEL_MEANING[level]})"
             raise SpecError(f"factors.{name}", f"no {name} levels for the '{model}' model", t[name], hint=hint)
     for name in (*REQUIRED_FACTORS, level):
-        if name not in t:
+        if name not in t and not (name == "workload" and mixed):
             allowed = "a non-empty list of levels" + (f" ({_LEVEL_MEANING[name]})" if name == level and model != "closed" else "")
             raise SpecError(f"factors.{name}", allowed, "nothing")
     factors = []
@@ -296,6 +341,9 @@ def _factors(t: Mapping[str, object], registry: Registry, model: LoadModel) -> t
         if not isinstance(values, list) or not values:
             raise SpecError(field, "a non-empty list of levels", values)
         levels = tuple(_LEVEL_CHECKS[name](v, f"{field}[{i}]", registry) for i, v in enumerate(values))
+        if name == "mix":
+            for i, (v, lv) in enumerate(zip(values, levels)):
+                _check_mix_paths(str(lv), f"{field}[{i}]", v, registry)
         _check_distinct(name, values, levels)
         factors.append(Factor(name=name, levels=levels))
     return tuple(factors)
@@ -338,6 +386,11 @@ def _think_time_level(value: object, field: str, _registry: Registry) -> Level:
     return _think_time(value, field).level
 
 
+def _mix_level(value: object, field: str, _registry: Registry) -> str:
+    """A request mix level: its canonical text (so two spellings of one mix are one level)."""
+    return _mix(value, field)
+
+
 def _rate_level(value: object, field: str, _registry: Registry) -> float:
     """A rate per second (an int or a float in TOML); its range is the load generator's."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
@@ -354,6 +407,8 @@ _LEVEL_CHECKS: dict[str, Callable[[object, str, Registry], Level]] = {
     "threads": _server_option_level,
     "loops": _server_option_level,
     "think_time": _think_time_level,
+    "mix": _mix_level,
+    "rcvbuf": _integer_level,
 }
 
 
@@ -371,7 +426,7 @@ def _check_distinct(name: str, values: list, levels: tuple[Level, ...]) -> None:
 
 def _check_not_fixed_and_varied(factors: tuple[Factor, ...], raw: RawSpec) -> None:
     varied = {f.name for f in factors}
-    for section, key in (("server", "threads"), ("server", "loops"), ("load", "think_time")):
+    for section, key in (("server", "threads"), ("server", "loops"), ("load", "think_time"), ("load", "mix"), ("load", "rcvbuf")):
         if key in varied and key in raw.section(section):
             raise SpecError(
                 f"{section}.{key}",

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import duckdb
 
@@ -88,6 +88,32 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 
+# (column, type): the classes of a request mix, one row per run, cell, repetition and class.
+# A table of its own rather than columns of ``results``: a mix has any number of classes (1 to
+# 255), each with the same measures, and a row per class lets SQL group or join by path.
+CLASS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR NOT NULL"),
+    ("cell_id", "VARCHAR NOT NULL"),
+    ("repetition", "INTEGER NOT NULL"),
+    ("class_index", "INTEGER NOT NULL"),  # position in the mix: the class byte of raw records
+    ("path", "VARCHAR NOT NULL"),
+    ("weight", "DOUBLE"),
+    ("share", "DOUBLE"),  # weight over the total weight
+    ("sent", "BIGINT"),
+    ("responses", "BIGINT"),
+    ("requests", "BIGINT"),  # 2xx responses
+    ("errors", "BIGINT"),
+    ("throughput_rps", "DOUBLE"),
+    # Latency of 2xx responses on the row's basis (response time for the open models, service
+    # time for the closed one), and the service time's p99.
+    ("p50_us", "DOUBLE"),
+    ("p90_us", "DOUBLE"),
+    ("p99_us", "DOUBLE"),
+    ("p999_us", "DOUBLE"),
+    ("mean_us", "DOUBLE"),
+    ("service_p99_us", "DOUBLE"),
+)
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY,
@@ -101,6 +127,10 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS results (
     {", ".join(f"{name} {sqltype}" for name, sqltype in RESULT_COLUMNS)},
     PRIMARY KEY (run_id, cell_id, repetition)
+);
+CREATE TABLE IF NOT EXISTS result_classes (
+    {", ".join(f"{name} {sqltype}" for name, sqltype in CLASS_COLUMNS)},
+    PRIMARY KEY (run_id, cell_id, repetition, class_index)
 );
 """
 
@@ -174,16 +204,24 @@ class Catalog:
 
     # --- results -------------------------------------------------------------------------
 
-    def insert_result(self, row: Mapping[str, object]) -> None:
-        """Insert one ``results`` row given as column values (``ResultRow.to_columns``)."""
+    def insert_result(self, row: Mapping[str, object], classes: Sequence[Mapping[str, object]] = ()) -> None:
+        """Insert one ``results`` row given as column values (``ResultRow.to_columns``) and the
+        ``result_classes`` rows of its request mix, if any, in one transaction."""
         names = [name for name, _ in RESULT_COLUMNS]
         unknown = set(row) - set(names)
         assert not unknown, f"not catalog columns: {unknown}"
         values = [json.dumps(row[n]) if n in _JSON_COLUMNS and row.get(n) is not None else row.get(n) for n in names]
+        class_names = [name for name, _ in CLASS_COLUMNS]
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 con.execute(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
+                for c in classes:
+                    assert set(c) <= set(class_names), f"not class columns: {set(c) - set(class_names)}"
+                    con.execute(
+                        f"INSERT INTO result_classes ({', '.join(class_names)}) VALUES ({', '.join('?' * len(class_names))})",
+                        [c.get(n) for n in class_names],
+                    )
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -200,6 +238,10 @@ class Catalog:
                 if isinstance(row.get(col), str):
                     row[col] = json.loads(row[col])
         return rows
+
+    def classes(self, run_id: str) -> list[dict]:
+        """The ``result_classes`` rows of a run, by cell, repetition and class."""
+        return self._query("SELECT * FROM result_classes WHERE run_id = ? ORDER BY cell_id, repetition, class_index", [run_id])
 
     def _query(self, sql: str, params: list | None = None) -> list[dict]:
         with self.connect() as con:

@@ -21,6 +21,7 @@ cannot resume a run that is still going."""
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -276,7 +277,7 @@ class RunWriter:
         key = cell if isinstance(cell, CellKey) else CellKey.of(cell)
         row = ResultRow.of(self.run_id, key, repetition, record, source=self.source, load_model=self.load_model,
                            recorded_at=utc_now())
-        self.store.catalog.insert_result(row.to_columns(self.store.root))
+        self.store.catalog.insert_result(row.to_columns(self.store.root), _class_columns(row))
         return row
 
     def set_status(self, status: str) -> None:
@@ -303,6 +304,21 @@ class RunHandle(RunWriter):
             for cell in self.experiment.cells()
             if (cell.cell_id, rep) not in done
         ]
+
+
+def _class_columns(row: ResultRow) -> list[dict[str, object]]:
+    """The ``result_classes`` rows of a successful measured row whose summary has a request mix."""
+    if not row.ok or row.summary_path is None or row.source != "measured":
+        return []
+    try:
+        classes = read_summary(row.summary_path).classes
+    except SummaryError:
+        return []
+    key = {"run_id": row.run_id, "cell_id": row.cell_id, "repetition": row.repetition}
+    return [
+        {**key, "class_index": c.index, **{f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "index"}}
+        for c in classes
+    ]
 
 
 def _with_littles_law(row: ResultRow) -> ResultRow:

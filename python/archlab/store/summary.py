@@ -38,6 +38,30 @@ class TimelinePoint:
 
 
 @dataclass(frozen=True)
+class ClassResult:
+    """One class of a request mix over the window (the summary's ``mix`` entries): its counts,
+    and the latency of its 2xx responses on the same basis as the run's headline (response time
+    for the open models, service time for the closed one) plus the service time's p99. The
+    classes' ``sent``, ``responses`` and ``requests`` add up to the run's."""
+
+    index: int
+    path: str
+    weight: float
+    share: float
+    sent: int
+    responses: int
+    requests: int
+    errors: int
+    throughput_rps: float
+    p50_us: float | None
+    p90_us: float | None
+    p99_us: float | None
+    p999_us: float | None
+    mean_us: float | None
+    service_p99_us: float | None
+
+
+@dataclass(frozen=True)
 class LoadSummary:
     """One summary, typed. ``hdr_log`` is the interval log it names (absolute when read from a
     file: the summary names it relative to its own directory), ``None`` when it names none."""
@@ -50,6 +74,8 @@ class LoadSummary:
     #: Little's law on the window (closed model), None where it is not defined (see
     #: :mod:`archlab.littles_law`) or the summary lacks the figures (version 1).
     littles_law: LittlesLaw | None
+    #: The classes of a request mix, in the mix's order; empty without a mix.
+    classes: tuple[ClassResult, ...] = ()
 
 
 def _bound(value: object) -> bool | None:
@@ -98,6 +124,36 @@ def _measurement(doc: Mapping) -> Measurement:
         generator_bound=_bound(doc.get("generator", {}).get("bound")),
         **_open_fields(doc),
     )
+
+
+def _classes(doc: Mapping) -> tuple[ClassResult, ...]:
+    mix = doc.get("mix")
+    if not isinstance(mix, list):
+        return ()
+    planned = doc.get("latency_basis") == "planned"
+    out = []
+    for c in mix:
+        lat = c["response_time_us"] if planned else c["service_time_us"]
+        out.append(
+            ClassResult(
+                index=int(c["class"]),
+                path=str(c["path"]),
+                weight=float(c["weight"]),
+                share=float(c["share"]),
+                sent=int(c["sent"]),
+                responses=int(c["responses"]),
+                requests=int(c["requests"]),
+                errors=int(c["errors"]["total"]),
+                throughput_rps=float(c["throughput_rps"]),
+                p50_us=_float_or_none(lat.get("p50")),
+                p90_us=_float_or_none(lat.get("p90")),
+                p99_us=_float_or_none(lat.get("p99")),
+                p999_us=_float_or_none(lat.get("p99.9")),
+                mean_us=_float_or_none(lat.get("mean")),
+                service_p99_us=_float_or_none(c["service_time_us"].get("p99")),
+            )
+        )
+    return tuple(out)
 
 
 def _timeline(doc: Mapping) -> tuple[TimelinePoint, ...]:
@@ -200,8 +256,10 @@ def parse_summary(doc: object, where: str = "load summary") -> LoadSummary:
         raise SummaryError(f"{where}: no request completed in the measurement window (errors: {by_class or errors.get('total', 0)})")
     try:
         measurement = _measurement(doc)
-    except (KeyError, TypeError, ValueError) as e:
+        classes = _classes(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise SummaryError(f"{where} lacks or garbles field {e}") from None
     log, model = doc.get("hdr_log"), doc.get("model")
     return LoadSummary(measurement, model if isinstance(model, str) else None,
-                       Path(log) if isinstance(log, str) and log else None, _timeline(doc), _littles_law(doc, measurement))
+                       Path(log) if isinstance(log, str) and log else None, _timeline(doc), _littles_law(doc, measurement),
+                       classes)

@@ -15,6 +15,7 @@ pub use params::{LoadParams, Protocol};
 
 use crate::dist::{Arrivals, SessionLength, ThinkTime};
 pub use crate::error::ConfigError;
+use crate::mix::Mix;
 use crate::schedule::Profile;
 use archlab_netio::CpuList;
 use archlab_wire::memcached::Retrieval;
@@ -214,6 +215,8 @@ struct Given {
     records: Option<std::path::PathBuf>,
     keep_alive: bool,
     requests_per_connection: Option<u32>,
+    mix: Option<Mix>,
+    rcvbuf: Option<usize>,
 }
 
 /// One schedule from a `*_steps` / `*_ramp` pair (both given is refused).
@@ -246,6 +249,9 @@ impl Given {
         let duration = p.duration.or(schedule.map(|(_, s)| s.duration())).unwrap_or(Duration::from_secs(10));
         let memcached = match p.protocol {
             Protocol::Http => {
+                if let (Some(mix), Some(path)) = (&p.mix, &p.path) {
+                    return Err(refuse("mix", format!("either path ({path}) or mix, not both"), format_args!("{mix}")));
+                }
                 let given: [(&'static str, Option<String>); 12] = [
                     ("mc_command", p.mc_command.map(|c| format!("{c:?}").to_lowercase())),
                     ("multi_get", p.multi_get.map(|v| v.to_string())),
@@ -270,6 +276,13 @@ impl Given {
                     if let Some(v) = value {
                         return Err(refuse(parameter, "only with protocol http (this run speaks memcached)", v));
                     }
+                }
+                if let Some(mix) = &p.mix {
+                    return Err(refuse(
+                        "mix",
+                        "only with protocol http (this run speaks memcached)",
+                        format_args!("{mix}"),
+                    ));
                 }
                 let w = McWorkload::new(
                     p.mc_command.unwrap_or(Retrieval::Get),
@@ -321,6 +334,8 @@ impl Given {
             records: p.records,
             keep_alive: p.keep_alive,
             requests_per_connection: p.requests_per_connection,
+            mix: p.mix,
+            rcvbuf: p.rcvbuf,
         })
     }
 }
@@ -350,6 +365,10 @@ pub struct LoadConfig {
     keep_alive: bool,
     requests_per_connection: Option<u32>,
     pipeline: u32,
+    /// HTTP request classes, when the run mixes several paths.
+    mix: Option<Mix>,
+    /// SO_RCVBUF asked for the generator's connections.
+    rcvbuf: Option<usize>,
 }
 
 /// What a run of `p` would do, every default resolved, as parameters: the canonical form of a
@@ -622,11 +641,12 @@ impl LoadConfig {
         let random = pacing.think().is_random()
             || matches!(pacing.arrivals(), Some(Arrivals::Poisson { .. }))
             || matches!(pacing, Pacing::PartlyOpen { length: SessionLength::Geometric { .. }, .. })
-            || p.memcached.as_ref().is_some_and(McWorkload::is_random);
+            || p.memcached.as_ref().is_some_and(McWorkload::is_random)
+            || p.mix.is_some();
         if let (false, Some(seed)) = (random, p.seed) {
             return Err(refuse(
                 "seed",
-                "only when something is random (Poisson arrivals, a random think time or session length, random or gaussian memcached keys, random value sizes)",
+                "only when something is random (Poisson arrivals, a random think time or session length, random or gaussian memcached keys, random value sizes, a mix)",
                 seed,
             ));
         }
@@ -700,6 +720,8 @@ impl LoadConfig {
             keep_alive: p.keep_alive,
             requests_per_connection: if p.keep_alive { p.requests_per_connection } else { Some(1) },
             pipeline: p.pipeline,
+            mix: p.mix,
+            rcvbuf: p.rcvbuf,
         })
     }
 
@@ -748,9 +770,10 @@ impl LoadConfig {
         (p.keep_alive, p.requests_per_connection, p.pipeline) =
             (self.keep_alive, self.requests_per_connection, self.pipeline);
         p.records = self.records.clone();
+        (p.mix, p.rcvbuf) = (self.mix.clone(), self.rcvbuf);
         match &self.memcached {
             None => {
-                p.path = Some(self.path.clone());
+                p.path = self.mix.is_none().then(|| self.path.clone());
                 p.host = self.host_given.then(|| self.host.clone());
             }
             Some(w) => {
@@ -793,8 +816,26 @@ impl LoadConfig {
     pub fn label(&self) -> String {
         match &self.memcached {
             Some(_) => format!("memcached {}", self.target),
-            None => format!("GET http://{}{}", self.host, self.path),
+            None => match &self.mix {
+                Some(m) => format!("GET http://{} mix {m}", self.host),
+                None => format!("GET http://{}{}", self.host, self.path),
+            },
         }
+    }
+    /// The request classes of a mix, if the run has one.
+    pub fn mix(&self) -> Option<&Mix> {
+        self.mix.as_ref()
+    }
+    /// The request target of each class: the mix's paths, else the one path.
+    pub fn request_paths(&self) -> Vec<&str> {
+        match &self.mix {
+            Some(m) => m.classes().iter().map(|c| c.path.as_str()).collect(),
+            None => vec![self.path.as_str()],
+        }
+    }
+    /// SO_RCVBUF asked for the generator's connections (`None`: the kernel's auto-tuning).
+    pub fn rcvbuf(&self) -> Option<usize> {
+        self.rcvbuf
     }
     /// The memcached workload, or `None` for HTTP.
     pub fn memcached(&self) -> Option<&McWorkload> {

@@ -9,6 +9,7 @@
 use super::memcached::{KeyPatterns, Ratio, ValueSize};
 use super::{ArrivalKind, Model, SessionConnection};
 use crate::dist::{SessionLength, ThinkTime};
+use crate::mix::{Mix, MIX_SYNTAX};
 use crate::schedule::Profile;
 use crate::units::Period;
 use archlab_netio::CpuList;
@@ -118,6 +119,32 @@ impl Kind for SessionKind {
         Value::from(v.to_string())
     }
 }
+
+/// Request mixes in their syntax (`/a:2,/b:98`); JSON also takes a list of `{path, weight}`.
+#[derive(Clone, Copy)]
+struct MixKind;
+
+impl Kind for MixKind {
+    type Value = Mix;
+    fn allowed(&self) -> String {
+        MIX_SYNTAX.into()
+    }
+    fn value_name(&self) -> &'static str {
+        "PATH:WEIGHT,..."
+    }
+    fn parse(&self, text: &str) -> Result<Mix, String> {
+        text.parse()
+    }
+    fn parse_json(&self, v: &Value) -> Result<Mix, String> {
+        Mix::from_json(v)
+    }
+    fn to_json(&self, v: &Mix) -> Value {
+        Value::from(v.to_string())
+    }
+}
+
+/// SO_RCVBUF of the generator's connections, bytes (the server's socket buffer bounds).
+const SOCKET_BUFFER: Int<usize> = Int::new(1024, 1 << 30);
 
 const STEPS: &str =
     "comma-separated segments RATE@DURATION (held) or FROM-TO@DURATION (linear), e.g. 1000@10s,2000@10s";
@@ -243,6 +270,15 @@ archlab_options::option_set! {
         data_size: Option<ValueSize> = None, Text::<ValueSize>::of("N or uniform:MIN-MAX (bytes, <= 1048576)", "SIZE");
         /// memcached: check every value read back and the order of multi-get replies.
         verify: bool = false, Flag;
+        /// HTTP: several request classes in one run instead of one path, PATH:WEIGHT pairs
+        /// separated by commas, e.g. "/response?size=102400:2,/response?size=100:98" (JMeter's
+        /// throughput controller); each request's class is drawn from the seeded generator.
+        /// Counts and latency per class in the summary.
+        mix: Option<Mix> = None, MixKind;
+        /// SO_RCVBUF of the generator's connections in bytes, set before connecting so the
+        /// window scale fits it (Linux doubles it; the summary reports what the kernel applied).
+        /// Default: the kernel's auto-tuning.
+        rcvbuf: Option<usize> = None, SOCKET_BUFFER;
         /// HTTP: persistent connections (`--no-keep-alive` sends `Connection: close` and uses
         /// each connection for one request).
         keep_alive: bool = true, NoFlag;

@@ -38,7 +38,7 @@ use crate::config::LoadConfig;
 use crate::control::{Phase, StopHandle};
 use crate::error::LoadError;
 use crate::records::RecordsHeader;
-use crate::report::{LiveSecond, LoadReport, ThreadCpu};
+use crate::report::{ClassTotals, LiveSecond, LoadReport, ThreadCpu};
 use crate::stats::{ErrorClass, Tally};
 use aggregate::Aggregator;
 use archlab_metrics::clock::{now_ns, ClockAnchor};
@@ -85,11 +85,19 @@ pub fn run_load_live(
     on_phase: &mut dyn FnMut(Phase),
     on_second: &mut dyn FnMut(&LiveSecond),
 ) -> Result<LoadReport, LoadError> {
-    let mut request = Vec::with_capacity(128 + cfg.path().len() + cfg.host().len());
-    write_request(&mut request, Method::Get, cfg.host(), cfg.path(), cfg.keep_alive(), &[]);
-    // Pipelining: D copies back to back, so that any run of queued requests (they are all the
-    // same bytes) is one slice of it and one `send`.
-    let batch = request.repeat(cfg.pipeline() as usize);
+    // The request of each class (one without a mix), built once.
+    let requests: Vec<Vec<u8>> = cfg
+        .request_paths()
+        .into_iter()
+        .map(|path| {
+            let mut request = Vec::with_capacity(128 + path.len() + cfg.host().len());
+            write_request(&mut request, Method::Get, cfg.host(), path, cfg.keep_alive(), &[]);
+            request
+        })
+        .collect();
+    // Pipelining: D copies of each class's request back to back, so that any run of queued
+    // requests of one class (the same bytes) is one slice of it.
+    let batches: Vec<Vec<u8>> = requests.iter().map(|r| r.repeat(cfg.pipeline() as usize)).collect();
     let wakers = (0..cfg.threads())
         .map(|_| Waker::new())
         .collect::<io::Result<Vec<_>>>()
@@ -106,8 +114,8 @@ pub fn run_load_live(
     let shared = Shared {
         records,
         cfg,
-        request: &request,
-        batch: &batch,
+        requests: &requests,
+        batches: &batches,
         start: Gate::new(),
         release: Gate::new(),
         end_ns: AtomicU64::new(u64::MAX),
@@ -172,9 +180,10 @@ enum Start {
 /// What the coordinator and the load threads share.
 struct Shared<'a> {
     cfg: &'a LoadConfig,
-    request: &'a [u8],
-    /// The request repeated `pipeline` times.
-    batch: &'a [u8],
+    /// The HTTP request of each mix class (one without a mix).
+    requests: &'a [Vec<u8>],
+    /// Each class's request repeated `pipeline` times.
+    batches: &'a [Vec<u8>],
     start: Gate<Start>,
     /// Opened after [`Phase::End`] was reported: threads may close their connections.
     release: Gate<()>,
@@ -235,17 +244,24 @@ struct WorkerSummary {
     examples: BTreeMap<ErrorClass, String>,
     records_written: u64,
     records_error: Option<String>,
+    /// Per mix class, window only (empty without a mix).
+    classes: Vec<ClassTotals>,
+    /// SO_RCVBUF the kernel applied, when one was asked for and a connection opened.
+    rcvbuf_applied: Option<usize>,
 }
 
 fn log_comments(cfg: &LoadConfig) -> [String; 2] {
     let corrected = cfg.pacing().corrects_coordinated_omission();
     [
         format!(
-            "archlab-engine {} {}-model load: target {} path {} connections {} (max {}) threads {} pacing {:?} seed {}",
+            "archlab-engine {} {}-model load: target {} {} connections {} (max {}) threads {} pacing {:?} seed {}",
             env!("CARGO_PKG_VERSION"),
             cfg.pacing().model().name(),
             cfg.target(),
-            cfg.path(),
+            match cfg.mix() {
+                Some(m) => format!("mix {m}"),
+                None => format!("path {}", cfg.path()),
+            },
             cfg.connections(),
             cfg.max_connections(),
             cfg.threads(),
@@ -417,6 +433,10 @@ fn coordinate(
             voluntary_switches: s.cpu.voluntary_context_switches,
         });
         report.records_written += s.records_written;
+        for (total, class) in report.classes.iter_mut().zip(&s.classes) {
+            total.add(class);
+        }
+        report.rcvbuf_applied = report.rcvbuf_applied.or(s.rcvbuf_applied);
         if report.records_error.is_none() {
             report.records_error = s.records_error;
         }

@@ -10,11 +10,17 @@
 //! coordinated omission (open, partly-open) and the service time otherwise (closed, where
 //! the two differ only by the think timer's wake-up lag); the other one is kept whole-window.
 //! The schedule lag (sent - planned) is recorded when a request is written.
+//!
+//! With a request mix, the window's requests are also counted per class (sent, responses,
+//! 2xx, errors of requests in flight) with both times of each 2xx response, so that the
+//! classes add up to the totals; errors with no request in flight (a failed connect) belong
+//! to no class.
 
 use super::aggregate::Interval;
 use super::{Msg, WorkerSummary, SECOND_NS};
 use crate::config::LoadConfig;
 use crate::records::{Record, RecordSink};
+use crate::report::ClassTotals;
 use crate::stats::{ErrorClass, McCounts, Outcome, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram};
 use archlab_metrics::rusage::{thread_usage, ResourceUsage};
@@ -53,6 +59,8 @@ pub(super) struct Recorder {
     examples: BTreeMap<ErrorClass, String>,
     /// Raw per-request records, when the run writes them.
     pub(super) records: Option<RecordSink>,
+    /// Window counts per mix class (empty without a mix).
+    classes: Vec<ClassTotals>,
 }
 
 impl Recorder {
@@ -80,6 +88,7 @@ impl Recorder {
             horizon: 0,
             examples: BTreeMap::new(),
             records: records.map(|f| RecordSink::new(f, 0)),
+            classes: (0..cfg.mix().map_or(0, |m| m.classes().len())).map(|_| ClassTotals::new()).collect(),
         }
     }
 
@@ -136,7 +145,7 @@ impl Recorder {
 
     /// A response completed at `t` for the request planned at `planned` and written at `sent`.
     #[inline]
-    pub(super) fn response(&mut self, t: u64, outcome: Outcome, planned: u64, sent: u64) {
+    pub(super) fn response(&mut self, t: u64, outcome: Outcome, planned: u64, sent: u64, mix_class: u8) {
         if t >= self.end {
             return;
         }
@@ -146,6 +155,9 @@ impl Recorder {
             return;
         }
         let (response, service) = (t.saturating_sub(planned), t.saturating_sub(sent));
+        if let Some(c) = self.classes.get_mut(usize::from(mix_class)) {
+            c.response(outcome, response, service);
+        }
         let (headline, other) = if self.corrected { (response, service) } else { (service, response) };
         let success = match outcome {
             Outcome::Status(status) => (200..300).contains(&status),
@@ -164,9 +176,12 @@ impl Recorder {
 
     /// A request planned at `planned` was written at `t`.
     #[inline]
-    pub(super) fn sent(&mut self, t: u64, planned: u64) {
+    pub(super) fn sent(&mut self, t: u64, planned: u64, mix_class: u8) {
         if t >= self.end || t < self.warmup_end {
             return;
+        }
+        if let Some(c) = self.classes.get_mut(usize::from(mix_class)) {
+            c.sent += 1;
         }
         let lag = t.saturating_sub(planned);
         hdr::record_ns(&mut self.lag, lag);
@@ -225,6 +240,15 @@ impl Recorder {
         self.examples.entry(class).or_insert_with(|| detail.to_string());
     }
 
+    /// The request of mix class `mix_class` in flight failed at `t` (after [`Recorder::error`]).
+    pub(super) fn class_error(&mut self, t: u64, mix_class: u8, error: ErrorClass) {
+        if t >= self.warmup_end && t < self.end {
+            if let Some(c) = self.classes.get_mut(usize::from(mix_class)) {
+                c.errors.bump(error);
+            }
+        }
+    }
+
     /// Keep the raw record of a request that ended (completed or failed) at `r.done_ns`.
     #[inline]
     pub(super) fn record(&mut self, r: Record) {
@@ -280,6 +304,8 @@ impl Recorder {
             sessions_in_progress: 0,
             thread: 0,
             examples: std::mem::take(&mut self.examples),
+            classes: std::mem::take(&mut self.classes),
+            rcvbuf_applied: None,
             records_written: self.records.as_ref().map_or(0, |s| s.written),
             records_error: self.records.as_mut().and_then(|s| {
                 s.flush();

@@ -13,13 +13,19 @@
 //!
 //! Pipelining (HTTP, closed model): a connection holds up to D requests in flight, the oldest
 //! in the connection's own fields and the others in a FIFO behind it; queued requests are
-//! written as one slice of D copies of the request, and responses, framed one by one from
-//! each read, complete the oldest first. A failure fails every request in flight on it.
+//! written with one `sendmsg`, each run of requests of one class as one slice of that class's
+//! D copies, and responses, framed one by one from each read, complete the oldest first. A
+//! failure fails every request in flight on it.
+//!
+//! Request mixes: the class of each request is drawn when it is sent or queued (`mix.rs`,
+//! one seeded stream per thread) and travels with it (the connection's fields, the FIFO),
+//! so its response, failure and raw record are counted in its class.
 
 use super::recorder::Recorder;
 use super::{io_error, Msg, Shared, Start, GRACE};
 use crate::config::LoadConfig;
 use crate::error::LoadError;
+use crate::mix::ClassDraw;
 use crate::protocol::http::ResponseReader;
 use crate::protocol::memcached::McClient;
 use crate::protocol::{Codec, Progress};
@@ -27,8 +33,9 @@ use crate::records::Record;
 use crate::stats::{ErrorClass, Outcome};
 use crate::timer::Timers;
 use archlab_metrics::clock::now_ns;
-use archlab_netio::socket::{connect_nonblocking, set_nodelay, take_error};
+use archlab_netio::socket::{connect_nonblocking_with, getsockopt_int, set_nodelay, take_error};
 use archlab_netio::{cpus::pin_current_thread, Event, Interest, Poller, Trigger, Waker};
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io;
 use std::net::TcpStream;
@@ -89,6 +96,7 @@ pub(super) fn worker_main<M: Model>(sh: &Shared, i: usize, tx: Sender<Msg>) {
         let mut summary = w.rec.finish();
         summary.in_flight = w.conns.iter().map(Conn::requests_in_flight).sum();
         summary.thread = i;
+        summary.rcvbuf_applied = w.rcvbuf_applied;
         summary.sessions_in_progress = w.conns.iter().filter(|c| c.session_left > 0).count() as u64;
         Box::new(summary)
     });
@@ -129,13 +137,17 @@ pub(super) struct Conn {
     /// Bytes of its response received so far, and of the request.
     resp_bytes: u32,
     req_bytes: u32,
+    /// Mix class of the request in flight (0 without a mix).
+    class: u8,
     /// Responses completed on the current socket (for `requests_per_connection`).
     served: u32,
-    /// Pipelining: requests in flight (the front one above, then `behind`), and the bytes of
-    /// queued requests not yet written (`write_pos` into the current one).
+    /// Pipelining: requests in flight (the front one above, then `behind`: planned, sent,
+    /// class), and the bytes of queued requests not yet written: the classes of the requests
+    /// not wholly written, `write_pos` bytes into the first.
     pub(super) queued: u32,
-    behind: std::collections::VecDeque<(u64, u64)>,
+    behind: VecDeque<(u64, u64, u8)>,
     owed: usize,
+    unwritten: VecDeque<u8>,
     write_pos: usize,
     /// Partly-open model: requests left in the session bound to this slot (0 = none).
     pub(super) session_left: u32,
@@ -155,10 +167,12 @@ impl Conn {
             first_ns: 0,
             resp_bytes: 0,
             req_bytes: 0,
+            class: 0,
             served: 0,
             queued: 0,
-            behind: std::collections::VecDeque::new(),
+            behind: VecDeque::new(),
             owed: 0,
+            unwritten: VecDeque::new(),
             write_pos: 0,
             session_left: 0,
             session_len: 0,
@@ -213,6 +227,12 @@ pub(super) struct Worker<'a, M> {
     first_connect_error: Option<io::Error>,
     /// Global number of this thread's first connection slot (records name connections).
     conn_base: u32,
+    /// The class draws of a mix (`None`: every request is class 0).
+    draw: Option<ClassDraw>,
+    /// Scratch slices of one pipelined `sendmsg` (at most one per request in flight).
+    iov: Vec<libc::iovec>,
+    /// SO_RCVBUF the kernel applied to this thread's first connection, when one was asked for.
+    pub(super) rcvbuf_applied: Option<usize>,
 }
 
 impl<'a, M: Model> Worker<'a, M> {
@@ -262,6 +282,9 @@ impl<'a, M: Model> Worker<'a, M> {
             initial: cfg.connections_of_thread(i),
             first_connect_error: None,
             conn_base: conn_base as u32,
+            draw: cfg.mix().map(|m| ClassDraw::new(m, cfg.seed(), i)),
+            iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; cfg.pipeline() as usize],
+            rcvbuf_applied: None,
         })
     }
 
@@ -360,7 +383,7 @@ impl<'a, M: Model> Worker<'a, M> {
 
     pub(super) fn connect(&mut self, idx: usize, now: u64) {
         let c = &mut self.conns[idx];
-        let registered = connect_nonblocking(self.sh.cfg.target()).and_then(|s| {
+        let registered = connect_nonblocking_with(self.sh.cfg.target(), self.sh.cfg.rcvbuf()).and_then(|s| {
             self.poller.register(s.as_raw_fd(), token(idx, c.epoch), Interest::WRITABLE, Trigger::Level)?;
             Ok(s)
         });
@@ -386,6 +409,10 @@ impl<'a, M: Model> Worker<'a, M> {
         match ready {
             Ok(()) => {
                 c.state = State::Open;
+                if self.rcvbuf_applied.is_none() && self.sh.cfg.rcvbuf().is_some() {
+                    let got = getsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF);
+                    self.rcvbuf_applied = got.ok().map(|b| b as usize);
+                }
                 self.rec.opened(now);
                 if self.started {
                     M::idle(self, idx, now);
@@ -415,6 +442,7 @@ impl<'a, M: Model> Worker<'a, M> {
         c.queued = 0;
         c.behind.clear();
         c.owed = 0;
+        c.unwritten.clear();
         c.write_pos = 0;
         c.codec.reset();
     }
@@ -438,12 +466,14 @@ impl<'a, M: Model> Worker<'a, M> {
         }
         self.rec.error(now, class, detail);
         if self.conns[idx].in_flight() {
+            self.rec.class_error(now, self.conns[idx].class, class);
             self.record(idx, now, 0, Some(class));
             // Pipelining: the requests behind the front one are lost with the connection, each
             // counted once in the same class.
             while self.conns[idx].queued > 1 {
                 self.promote(idx);
                 self.rec.error(now, class, detail);
+                self.rec.class_error(now, self.conns[idx].class, class);
                 self.record(idx, now, 0, Some(class));
             }
         }
@@ -456,7 +486,8 @@ impl<'a, M: Model> Worker<'a, M> {
     /// Pipelining: queue one more request planned at `planned` on `idx` (written by the next
     /// `write_pipelined`).
     pub(super) fn queue_pipelined(&mut self, idx: usize, planned: u64, now: u64) {
-        let len = self.sh.request.len();
+        let class = self.next_class();
+        let len = self.sh.requests[usize::from(class)].len();
         let c = &mut self.conns[idx];
         if c.queued == 0 {
             c.planned_ns = planned;
@@ -464,30 +495,64 @@ impl<'a, M: Model> Worker<'a, M> {
             c.first_ns = 0;
             c.resp_bytes = 0;
             c.req_bytes = len as u32;
+            c.class = class;
         } else {
-            c.behind.push_back((planned, now));
+            c.behind.push_back((planned, now, class));
         }
         c.queued += 1;
         c.owed += len;
-        self.rec.sent(now, planned);
+        c.unwritten.push_back(class);
+        self.rec.sent(now, planned, class);
+    }
+
+    /// The class of the next request sent (0 without a mix).
+    #[inline]
+    fn next_class(&mut self) -> u8 {
+        self.draw.as_mut().map_or(0, ClassDraw::next)
     }
 
     /// Pipelining: write what is owed on `idx`, as far as the socket takes it.
     pub(super) fn write_pipelined(&mut self, idx: usize, now: u64) {
-        let len = self.sh.request.len();
+        let (requests, batches) = (self.sh.requests, self.sh.batches);
         let c = &mut self.conns[idx];
         let fd = c.fd();
         let result = loop {
             if c.owed == 0 {
                 break Ok(true);
             }
-            // write_pos + owed = len x (requests not wholly written) <= the batch's length.
-            let from = &self.sh.batch[c.write_pos..c.write_pos + c.owed];
-            // SAFETY: `from` is a live slice of the shared batch.
-            let n = unsafe { libc::send(fd, from.as_ptr() as *const libc::c_void, from.len(), libc::MSG_NOSIGNAL) };
+            // One slice per run of same-class requests, out of that class's D copies (a run
+            // is at most D long: at most D requests are in flight); the first starts
+            // `write_pos` bytes in. Without a mix this is one slice, as one `send` was.
+            let mut slices = 0;
+            let mut i = 0;
+            while i < c.unwritten.len() {
+                let class = c.unwritten[i];
+                let run = c.unwritten.iter().skip(i).take_while(|&&k| k == class).count();
+                let from = if i == 0 { c.write_pos } else { 0 };
+                let bytes = &batches[usize::from(class)][from..run * requests[usize::from(class)].len()];
+                self.iov[slices] = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
+                slices += 1;
+                i += run;
+            }
+            // SAFETY: a zeroed msghdr is valid; the slices point into the shared batches,
+            // which outlive the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = self.iov.as_mut_ptr();
+            msg.msg_iovlen = slices as _;
+            let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
             if n >= 0 {
-                c.owed -= n as usize;
-                c.write_pos = (c.write_pos + n as usize) % len;
+                let mut n = n as usize;
+                c.owed -= n;
+                while n > 0 {
+                    let left = requests[usize::from(c.unwritten[0])].len() - c.write_pos;
+                    if n < left {
+                        c.write_pos += n;
+                        break;
+                    }
+                    n -= left;
+                    c.write_pos = 0;
+                    c.unwritten.pop_front();
+                }
                 continue;
             }
             let e = io::Error::last_os_error();
@@ -505,33 +570,37 @@ impl<'a, M: Model> Worker<'a, M> {
     fn promote(&mut self, idx: usize) {
         let c = &mut self.conns[idx];
         c.queued = c.queued.saturating_sub(1);
-        if let Some((planned, sent)) = c.behind.pop_front() {
+        if let Some((planned, sent, class)) = c.behind.pop_front() {
             c.planned_ns = planned;
             c.sent_ns = sent;
             c.first_ns = 0;
             c.resp_bytes = 0;
+            c.class = class;
+            c.req_bytes = self.sh.requests[usize::from(class)].len() as u32;
         }
     }
 
     /// Write the request planned for `planned` on the open, idle connection `idx` now.
     pub(super) fn send(&mut self, idx: usize, planned: u64, now: u64) {
+        let class = self.next_class();
         let c = &mut self.conns[idx];
         c.planned_ns = planned;
         c.sent_ns = now;
         c.first_ns = 0;
         c.resp_bytes = 0;
+        c.class = class;
         c.req_bytes = match &mut c.codec {
-            Codec::Http(_) => self.sh.request.len(),
+            Codec::Http(_) => self.sh.requests[usize::from(class)].len(),
             Codec::Memcached(m) => m.next_request().len(),
         } as u32;
-        self.rec.sent(now, planned);
+        self.rec.sent(now, planned, class);
         self.write_from(idx, 0, now);
     }
 
     fn write_from(&mut self, idx: usize, mut sent: usize, now: u64) {
         let c = &mut self.conns[idx];
         let req = match &c.codec {
-            Codec::Http(_) => self.sh.request,
+            Codec::Http(_) => &self.sh.requests[usize::from(c.class)][..],
             Codec::Memcached(m) => m.request(),
         };
         let (req_ptr, req_len) = (req.as_ptr(), req.len());
@@ -670,7 +739,7 @@ impl<'a, M: Model> Worker<'a, M> {
         let quota_left = self.sh.cfg.requests_per_connection().is_none_or(|n| c.served < n);
         let reusable = keep_alive && c.state == State::Awaiting && quota_left;
         c.state = State::Open;
-        self.rec.response(t, outcome, c.planned_ns, c.sent_ns);
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class);
         let (status, class) = match outcome {
             Outcome::Status(s) => (s, ErrorClass::of_status(s)),
             Outcome::Ok => (0, None),
@@ -688,7 +757,7 @@ impl<'a, M: Model> Worker<'a, M> {
     /// requests behind it, counted `closed`.
     fn complete_pipelined(&mut self, idx: usize, t: u64, outcome: Outcome, keep_alive: bool) {
         let c = &self.conns[idx];
-        self.rec.response(t, outcome, c.planned_ns, c.sent_ns);
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class);
         let (status, class) = match outcome {
             Outcome::Status(s) => (s, ErrorClass::of_status(s)),
             Outcome::Ok => (0, None),
@@ -731,6 +800,7 @@ impl<'a, M: Model> Worker<'a, M> {
             connection: self.conn_base + idx as u32,
             status,
             error,
+            class: c.class,
         });
     }
 
