@@ -43,9 +43,8 @@ fn counts_match_the_server_up_to_requests_in_flight_at_the_end() {
     let cfg = LoadConfig::new(params(server.addr, n, ms(200), ms(500))).unwrap();
     let r = run_load_with(&cfg, &StopHandle::new(), &mut |p| phases.push(p)).unwrap();
     assert_eq!(phases, [Phase::Measure, Phase::End]);
-    std::thread::sleep(ms(100)); // let the server finish what was in flight
     let completed = r.totals.requests + r.warmup_totals.requests;
-    let served = server.served();
+    let served = server.served_when_closed();
     assert!(r.totals.requests > 0 && r.warmup_totals.requests > 0, "{r:?}");
     // Exact up to the requests abandoned in flight at the end (served or not yet).
     assert!(r.in_flight_at_end <= n);
@@ -101,6 +100,10 @@ fn latency_recovers_a_known_server_delay() {
 /// drawn think times add no variance. c = R + Z with R the response time from the planned
 /// send (the whole cycle: planned = previous completion + Z), its mean, spread and maximum
 /// from the run's own histogram.
+///
+/// A tolerance above [`LAW_MAX_TOLERANCE`] fails the test as unable to tell (as the runner
+/// flags such rows, `python/archlab/littles_law.py`): a stall of tens of ms on a busy machine
+/// widens the bound through c_max, and the windows below are long enough that it stays under.
 fn littles_law(r: &archlab_load::LoadReport, users: usize, think: Duration) -> (f64, f64) {
     let z = think.as_secs_f64();
     let rt = r.response_time();
@@ -111,8 +114,13 @@ fn littles_law(r: &archlab_load::LoadReport, users: usize, think: Duration) -> (
     let n = users as f64;
     let tolerance = 4.0 * (n * var_user).sqrt() / (n * r.window_s()) + 2f64.powi(-10);
     let ratio = r.throughput_rps() * (r.latency.mean() / 1e9 + z) / n;
+    assert!(tolerance < LAW_MAX_TOLERANCE, "window too short to tell: tolerance {tolerance}: {r:?}");
     (ratio, tolerance)
 }
+
+/// Below the departures the law tests must catch: 0.13 for a think time 30 % too long, 0.3 for
+/// reconnects left out of the latency (both measured on an idle machine).
+const LAW_MAX_TOLERANCE: f64 = 0.1;
 
 #[test]
 fn think_time_follows_the_closed_model_law() {
@@ -122,11 +130,11 @@ fn think_time_follows_the_closed_model_law() {
     // time law). R is timed from each request's planned send (previous completion + Z), so
     // the think timer's wake-up lag, milliseconds on a busy machine, is in R and the law
     // holds whatever the machine's load; a think time drawn 30 % too long would leave 1.2 ms
-    // of every 8 ms cycle out of R + Z, a ratio of 0.87, far outside the tolerance (about 2 %
-    // for 4 users, 8 ms cycles and a 0.8 s window).
+    // of every 8 ms cycle out of R + Z, a ratio of 0.87, far outside the tolerance (about 1 %
+    // for 4 users, 8 ms cycles and a 2 s window on an idle machine).
     let (n, r_delay, z) = (4, ms(4), ms(4));
     let server = TestServer::start(Behaviour { delay: r_delay, ..Default::default() });
-    let mut p = params(server.addr, n, ms(100), ms(800));
+    let mut p = params(server.addr, n, ms(100), ms(2000));
     p.think = archlab_load::ThinkTime::Constant(z);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -136,7 +144,6 @@ fn think_time_follows_the_closed_model_law() {
     let rt = r.response_time().mean() / 1e9;
     let ratio = x * (rt + z.as_secs_f64()) / n as f64;
     let (_, tolerance) = littles_law(&r, n, z);
-    assert!(tolerance < 0.05, "window too short to tell: tolerance {tolerance}: {r:?}");
     assert!((ratio - 1.0).abs() <= tolerance, "X (R + Z) / N = {ratio}, tolerance {tolerance}: {r:?}");
     // The service time never exceeds the response time, and a user thinks before every
     // request but its first: the planned lead of each cycle is Z, so X R_service <= N - X Z.
@@ -155,18 +162,19 @@ fn reconnects_count_in_the_latency_so_the_closed_model_law_holds() {
     // had X p50 = 0.22 N). The tolerance is derived in `littles_law`.
     let n = 4;
     let server = TestServer::start(Behaviour { close_after_response: true, ..Default::default() });
-    let r = run(params(server.addr, n, ms(100), ms(800)));
+    let r = run(params(server.addr, n, ms(100), ms(2000)));
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     // Every request of the window waited for a connection of its own.
     assert!(r.totals.connections_opened + n as u64 >= r.totals.requests, "{r:?}");
     let (ratio, tolerance) = littles_law(&r, n, Duration::ZERO);
-    assert!(tolerance < 0.05, "window too short to tell: tolerance {tolerance}: {r:?}");
     assert!((ratio - 1.0).abs() <= tolerance, "X R / N = {ratio}, tolerance {tolerance}: {r:?}");
-    // The connect is not service: the service time (from the send) stays below the headline.
-    assert!(r.service_time().mean() < r.latency.mean(), "{r:?}");
+    // This run tells the two apart: with the service time (from the send) as R, the connects
+    // left out, the law fails.
+    let without_connects = r.throughput_rps() * r.service_time().mean() / 1e9 / n as f64;
+    assert!(1.0 - without_connects > tolerance, "X S / N = {without_connects}, tolerance {tolerance}: {r:?}");
     // Same with requests_per_connection: one request in three waits for a connection.
     let server_keep = TestServer::start(Behaviour::default());
-    let mut p = params(server_keep.addr, n, ms(100), ms(800));
+    let mut p = params(server_keep.addr, n, ms(100), ms(2000));
     p.requests_per_connection = Some(3);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -351,22 +359,32 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     let stop = StopHandle::new();
+    // Stopped 300 ms into the measurement window (the wait is the part of the window this run
+    // measures; it starts when the window does, whatever the machine's load).
+    let (measuring_tx, measuring_rx) = std::sync::mpsc::channel();
     let stopper = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(ms(400));
+            let measuring = measuring_rx.recv_timeout(Duration::from_secs(20)).is_ok();
+            std::thread::sleep(ms(300));
             stop.stop();
+            measuring
         })
     };
     let cfg = LoadConfig::new(params(server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
-    let t = Instant::now();
     let mut phases = Vec::new();
-    let r = run_load_with(&cfg, &stop, &mut |p| phases.push(p)).unwrap();
-    stopper.join().unwrap();
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let r = run_load_with(&cfg, &stop, &mut |p| {
+        if p == Phase::Measure {
+            let _ = measuring_tx.send(());
+        }
+        phases.push(p);
+    })
+    .unwrap();
+    assert!(stopper.join().unwrap(), "the window never started");
     assert!(r.interrupted);
     assert_eq!(phases, [Phase::Measure, Phase::End]);
-    assert!(r.window_s() > 0.1 && r.window_s() < 1.0, "{}", r.window_s());
+    // The window ends at the stop (300 ms in, plus the stopper's wake-up), not at its 20 s.
+    assert!(r.window_s() >= 0.3 && r.window_s() < 10.0, "{}", r.window_s());
     assert!(r.totals.requests > 0);
     assert_eq!(r.timeline.iter().map(|t| t.requests).sum::<u64>(), r.totals.requests);
     assert!(r.summary(None).interrupted);
@@ -409,9 +427,8 @@ fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu() {
     let mut p = params(server.addr, 2, ms(100), ms(400));
     p.busy_poll = true;
     let r = run(p);
-    std::thread::sleep(ms(100));
     let completed = r.totals.requests + r.warmup_totals.requests;
-    let served = server.served();
+    let served = server.served_when_closed();
     assert!(r.totals.requests > 0, "{r:?}");
     assert!(
         served >= completed && served <= completed + r.in_flight_at_end as u64,
