@@ -8,8 +8,9 @@
 //! there is no sample; `requests` and `latency_us` cover 2xx responses completed inside the
 //! measurement window only. `latency_us` is the headline: the response time from the planned
 //! send time when `coordinated_omission_corrected` (open and partly-open models), the service
-//! time from the actual send otherwise (closed); `response_time_us` and `service_time_us`
-//! are always both there. Non-2xx responses are counted by
+//! time from the actual send otherwise (closed), except that a closed-model request that had
+//! to wait for a connection (set up after its planned time) counts from its planned time, so
+//! that the connect is in it; `response_time_us` and `service_time_us` are always both there. Non-2xx responses are counted by
 //! status and error class, and their latency goes to a separate histogram
 //! (`latency_non2xx_us`) so that fast error responses never flatter the latency of real work.
 //! A run with a request mix adds `mix`, one entry per class with its counts and both times
@@ -142,10 +143,13 @@ pub struct LoadReport {
     /// Length of the measurement window actually covered.
     pub window: Duration,
     /// Headline latency of 2xx responses completed in the window, nanoseconds: response time
-    /// from the planned time when the model corrects coordinated omission, else service time.
+    /// from the planned time when the model corrects coordinated omission, else service time
+    /// (response time for a request that waited for its connection to be set up).
     pub latency: LatencyHistogram,
-    /// The other of the two (service time when `latency` is the response time, and back).
-    pub latency_other: LatencyHistogram,
+    /// Response time (from the planned send time) of the same responses, nanoseconds.
+    pub latency_response: LatencyHistogram,
+    /// Service time (from the actual send) of the same responses, nanoseconds.
+    pub latency_service: LatencyHistogram,
     /// Headline latency of other responses completed in the window, nanoseconds.
     pub latency_non2xx: LatencyHistogram,
     /// Send time - planned time of requests written in the window, nanoseconds.
@@ -189,7 +193,8 @@ impl LoadReport {
             interrupted: false,
             window: Duration::ZERO,
             latency: hdr::new_latency_histogram(),
-            latency_other: hdr::new_latency_histogram(),
+            latency_response: hdr::new_latency_histogram(),
+            latency_service: hdr::new_latency_histogram(),
             latency_non2xx: hdr::new_latency_histogram(),
             schedule_lag: hdr::new_latency_histogram(),
             totals: Tally::default(),
@@ -212,20 +217,12 @@ impl LoadReport {
 
     /// Response time (from the planned send time) of 2xx responses, ns.
     pub fn response_time(&self) -> &LatencyHistogram {
-        if self.config.pacing().corrects_coordinated_omission() {
-            &self.latency
-        } else {
-            &self.latency_other
-        }
+        &self.latency_response
     }
 
     /// Service time (from the actual send) of 2xx responses, ns.
     pub fn service_time(&self) -> &LatencyHistogram {
-        if self.config.pacing().corrects_coordinated_omission() {
-            &self.latency_other
-        } else {
-            &self.latency
-        }
+        &self.latency_service
     }
 
     /// Why the run measured nothing, when no request succeeded in the window (`None` when one
@@ -415,7 +412,8 @@ impl fmt::Debug for LoadReport {
             .field("interrupted", &self.interrupted)
             .field("window", &self.window)
             .field("latency", &LatencySummaryUs::of(&self.latency))
-            .field("latency_other", &LatencySummaryUs::of(&self.latency_other))
+            .field("response_time", &LatencySummaryUs::of(&self.latency_response))
+            .field("service_time", &LatencySummaryUs::of(&self.latency_service))
             .field("schedule_lag", &LatencySummaryUs::of(&self.schedule_lag))
             .field("latency_non2xx_count", &self.latency_non2xx.len())
             .field("totals", &self.totals)
@@ -445,7 +443,8 @@ pub struct Summary {
     pub generator: Generator,
     pub model: &'static str,
     pub coordinated_omission_corrected: bool,
-    /// What `latency_us` is measured from: "planned" (response time) or "sent" (service time).
+    /// What `latency_us` is measured from: "planned" (response time) or "sent" (service time;
+    /// from the planned time for a request that waited for its connection to be set up).
     pub latency_basis: &'static str,
     pub pacing: PacingSummary,
     pub seed: u64,

@@ -77,7 +77,12 @@ fn the_arrivals_of_each_rate_step_are_poisson_counts_of_the_planned_rate() {
     p.records = Some(path.clone());
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
-    assert_eq!(r.totals.flow.never_started, 0, "{:?}", r.totals.flow);
+    // Spare connections: every arrival starts, except those due while the generator was
+    // descheduled at the very end of the window (it ends the window when it wakes): 800/s x a
+    // 25 ms preemption on a busy machine = 20. Each is either sent or never started, exactly.
+    let f = r.totals.flow;
+    assert!(f.never_started <= 20, "{f:?}");
+    assert_eq!(f.sent + f.never_started, f.arrivals, "{f:?}");
     // Counts per step of the requests the generator actually sent, by planned time.
     let mut counts = [0u64; 3];
     for (planned, _, _) in planned_and_connections(&path) {

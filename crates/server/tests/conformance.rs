@@ -24,6 +24,8 @@ use common::{
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Architectures whose shared blocking handlers close an idle keep-alive connection when
@@ -405,9 +407,59 @@ fn options_are_applied() {
         idle.read_to_end(&mut rest).expect("the idle connection was closed");
         assert!(rest.is_empty(), "{arch}");
     }
-    let addr = start("netty", &ServerOptions { loops: Some(3), ..Default::default() });
-    let mut conns: Vec<TcpStream> = (0..6).map(|_| connect(addr)).collect();
+    // `loops` took effect: netty's loops handle `/call` inline, each blocked in its call to the
+    // downstream until that answers, and connections go round-robin to the loops. So with
+    // three loops, three connections each sending a `/call` put three calls at the downstream
+    // at once (a downstream that answers only when it holds them all); with fewer loops the
+    // third call waits behind a blocked loop and never arrives.
+    let (downstream, held, release) = held_downstream();
+    let addr = start("netty", &ServerOptions { loops: Some(3), downstream: Some(downstream), ..Default::default() });
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| connect(addr)).collect();
     for s in &mut conns {
-        assert_eq!(get(s, "/prime?n=11").status, 200);
+        write!(s, "GET /call?ms=1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     }
+    let all_held = wait_until(|| held.load(Ordering::SeqCst) == 3);
+    let at_once = held.load(Ordering::SeqCst);
+    release.store(true, Ordering::SeqCst);
+    assert!(all_held, "loops = 3: {at_once} calls reached the downstream at once, not 3");
+    for s in &mut conns {
+        assert_eq!(read_response(s, &mut Vec::new()).status, 200);
+    }
+}
+
+/// A downstream HTTP service on 127.0.0.1:0 that counts the requests it holds and answers
+/// them (200, empty) only once `release` is set: (address, held, release).
+fn held_downstream() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicBool>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    let (h, r) = (held.clone(), release.clone());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let (held, release) = (h.clone(), r.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        held.fetch_add(1, Ordering::SeqCst);
+                        // Bounded like every client of the suite: the test releases within IO_TIMEOUT.
+                        wait_until(|| release.load(Ordering::SeqCst));
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        if conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").is_err() {
+                            return;
+                        }
+                    }
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, held, release)
 }

@@ -8,7 +8,7 @@ recomputed from the sum of the shards' histograms with the engine's own conventi
 rank rounded up, the highest value of the bucket; mean and standard deviation over bucket
 medians: ``crates/metrics/src/hdr.rs`` and the ``hdrhistogram`` crate), so the merged quantiles
 are those of one histogram and never averages of quantiles. The other latency sections (service
-time of the open models, schedule lag, non-2xx responses) are not in the logs: their count,
+time, the closed model's response time, schedule lag, non-2xx responses) are not in the logs: their count,
 mean, standard deviation, minimum and maximum merge exactly (pooled moments), their quantiles
 are left null rather than invented. Second i of the merged timeline and log is second i of every
 shard's window (the shards start together; the skew is recorded beside them)."""
@@ -214,7 +214,9 @@ def merge_shards(docs: Sequence[Mapping], logs: Sequence[str], seed: int | None 
     headline = latency_summary_us(total)
     out["latency_us"] = headline
     requests = [int(d.get("requests") or 0) for d in docs]
-    for key, same_as_headline in (("response_time_us", basis_is_planned), ("service_time_us", not basis_is_planned)):
+    # The closed model's headline is not pure service time (a request that waited for a new
+    # connection counts from its planned send), so the service time is always pooled.
+    for key, same_as_headline in (("response_time_us", basis_is_planned), ("service_time_us", False)):
         out[key] = headline if same_as_headline else pooled_moments([(r, d.get(key)) for r, d in zip(requests, docs)])
     out["schedule_lag_us"] = pooled_moments([(int(_sum([d], "flow", "sent")), d.get("schedule_lag_us")) for d in docs])
     non2xx = [(int((d.get("latency_non2xx_us") or {}).get("count") or 0), d.get("latency_non2xx_us")) for d in docs]

@@ -4,7 +4,10 @@
 //!
 //! - Closed: slot i is user i. After each response the user thinks (constant, exponential or
 //!   uniform) and its next request is planned at completion + think; nothing queues inside
-//!   the generator, so latency is the service time and coordinated omission is not corrected.
+//!   the generator, so latency is the service time and coordinated omission is not corrected,
+//!   except when the connection has to be replaced (closed by the server, a failure, or
+//!   `requests_per_connection`): the request then waits for the connect, and its latency runs
+//!   from its planned time (see `recorder.rs`). After a failure the user goes on at once.
 //!   With a users schedule, slots at or above the thread's active count park after their
 //!   request in flight; a timer entry applies each change. With pipelining, an idle call
 //!   fills the connection up to the depth instead of sending one request.
@@ -263,6 +266,10 @@ impl Worker<'_, Driver> {
     /// Returns whether the slot should connect again (at once, or after a back-off for a
     /// failed connect).
     pub(super) fn lost(&mut self, idx: usize, now: u64) -> bool {
+        if matches!(self.driver, Driver::Closed { .. }) {
+            // The user's next request is planned now: it waits for the new connection.
+            self.conns[idx].planned_ns = now;
+        }
         let Driver::PartlyOpen { policy, .. } = self.driver else { return true };
         if self.conns[idx].session_left > 0 {
             self.conns[idx].session_left = 0;
@@ -312,7 +319,10 @@ impl Worker<'_, Driver> {
                     c.planned_ns = started_at;
                     self.idle(idx, now);
                 }
-                State::Closed if now < self.rec.end => self.connect(idx, now),
+                State::Closed if now < self.rec.end => {
+                    c.planned_ns = started_at;
+                    self.connect(idx, now);
+                }
                 // Connecting: `idle` runs once connected. In flight: a user stopped and
                 // started again before its response came; it goes on after it.
                 _ => c.planned_ns = started_at,

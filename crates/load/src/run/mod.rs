@@ -228,8 +228,9 @@ struct WorkerSummary {
     warmup: Tally,
     window: Tally,
     non2xx: LatencyHistogram,
-    /// Whole-window histogram of the non-headline time (see `recorder.rs`).
-    other: LatencyHistogram,
+    /// Whole-window histograms of the response and service times (see `recorder.rs`).
+    response: LatencyHistogram,
+    service: LatencyHistogram,
     /// Schedule lag: send time - planned time.
     lag: LatencyHistogram,
     cpu: ResourceUsage,
@@ -421,7 +422,8 @@ fn coordinate(
         report.totals.add(&s.window);
         report.warmup_totals.add(&s.warmup);
         hdr::merge(&mut report.latency_non2xx, &s.non2xx);
-        hdr::merge(&mut report.latency_other, &s.other);
+        hdr::merge(&mut report.latency_response, &s.response);
+        hdr::merge(&mut report.latency_service, &s.service);
         hdr::merge(&mut report.schedule_lag, &s.lag);
         report.cpu_user_s += s.cpu.user_cpu_s;
         report.cpu_sys_s += s.cpu.system_cpu_s;

@@ -5,10 +5,14 @@
 //! interval histogram.
 //!
 //! Every completed request yields two times: the response time, from its planned send time,
-//! and the service time, from the moment it was written. The headline histogram (per second,
-//! the interval log, `latency_us`) holds the response time when the model corrects
-//! coordinated omission (open, partly-open) and the service time otherwise (closed, where
-//! the two differ only by the think timer's wake-up lag); the other one is kept whole-window.
+//! and the service time, from the moment it was written; both are kept whole-window. The
+//! headline histogram (per second, the interval log, `latency_us`) holds the response time
+//! when the model corrects coordinated omission (open, partly-open). In the closed model it
+//! holds the service time (planned and sent differ by the think timer's wake-up lag, which is
+//! the generator's, not the server's), except for a request that had to wait for a
+//! connection (the server closed the previous one, or `requests_per_connection` replaced it):
+//! its user was kept from sending by the connection set-up, so its headline time runs from its
+//! planned time and includes the connect, as the user's cycle does (X (R + Z) = N holds).
 //! The schedule lag (sent - planned) is recorded when a request is written.
 //!
 //! With a request mix, the window's requests are also counted per class (sent, responses,
@@ -48,8 +52,10 @@ pub(super) struct Recorder {
     warmup: Tally,
     window: Tally,
     non2xx: LatencyHistogram,
-    /// The whole-window histogram of the time that is not the headline one.
-    other: LatencyHistogram,
+    /// Whole-window histograms of the response time (from the planned time) and of the
+    /// service time (from the send).
+    response: LatencyHistogram,
+    service: LatencyHistogram,
     lag: LatencyHistogram,
     /// Headline = response time from the planned time (else service time from the send).
     corrected: bool,
@@ -80,7 +86,8 @@ impl Recorder {
             warmup: Tally::default(),
             window: Tally::default(),
             non2xx: hdr::new_latency_histogram(),
-            other: hdr::new_latency_histogram(),
+            response: hdr::new_latency_histogram(),
+            service: hdr::new_latency_histogram(),
             lag: hdr::new_latency_histogram(),
             corrected: cfg.pacing().corrects_coordinated_omission(),
             late_after_ns: cfg.late_after().as_nanos() as u64,
@@ -143,9 +150,19 @@ impl Recorder {
         }
     }
 
-    /// A response completed at `t` for the request planned at `planned` and written at `sent`.
+    /// A response completed at `t` for the request of class `mix_class` planned at `planned` and
+    /// written at `sent`; `waited_for_connection`: it could not be sent at `planned` because its
+    /// connection was still being set up.
     #[inline]
-    pub(super) fn response(&mut self, t: u64, outcome: Outcome, planned: u64, sent: u64, mix_class: u8) {
+    pub(super) fn response(
+        &mut self,
+        t: u64,
+        outcome: Outcome,
+        planned: u64,
+        sent: u64,
+        mix_class: u8,
+        waited_for_connection: bool,
+    ) {
         if t >= self.end {
             return;
         }
@@ -158,7 +175,7 @@ impl Recorder {
         if let Some(c) = self.classes.get_mut(usize::from(mix_class)) {
             c.response(outcome, response, service);
         }
-        let (headline, other) = if self.corrected { (response, service) } else { (service, response) };
+        let headline = if self.corrected || waited_for_connection { response } else { service };
         let success = match outcome {
             Outcome::Status(status) => (200..300).contains(&status),
             Outcome::Ok => true,
@@ -167,7 +184,8 @@ impl Recorder {
         if success {
             self.sec_requests += 1;
             hdr::record_ns(&mut self.interval, headline);
-            hdr::record_ns(&mut self.other, other);
+            hdr::record_ns(&mut self.response, response);
+            hdr::record_ns(&mut self.service, service);
         } else {
             hdr::record_ns(&mut self.non2xx, headline);
             self.sec_errors += u64::from(class.is_some());
@@ -296,7 +314,8 @@ impl Recorder {
             warmup: std::mem::take(&mut self.warmup),
             window: std::mem::take(&mut self.window),
             non2xx: std::mem::replace(&mut self.non2xx, hdr::new_latency_histogram()),
-            other: std::mem::replace(&mut self.other, hdr::new_latency_histogram()),
+            response: std::mem::replace(&mut self.response, hdr::new_latency_histogram()),
+            service: std::mem::replace(&mut self.service, hdr::new_latency_histogram()),
             lag: std::mem::replace(&mut self.lag, hdr::new_latency_histogram()),
             cpu,
             horizon_ns: horizon,

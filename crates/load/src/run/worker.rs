@@ -130,6 +130,9 @@ pub(super) struct Conn {
     pub(super) epoch: u32,
     /// Planned send time of the request in flight, or of the next one (end of a think time).
     pub(super) planned_ns: u64,
+    /// When the current socket's connect completed: a request planned before it waited for
+    /// the connection, and its set-up counts in that request's response time.
+    opened_ns: u64,
     /// When the request in flight was written.
     sent_ns: u64,
     /// When the first byte of its response arrived (0: none yet).
@@ -163,6 +166,7 @@ impl Conn {
             state: State::Closed,
             epoch: 0,
             planned_ns: 0,
+            opened_ns: 0,
             sent_ns: 0,
             first_ns: 0,
             resp_bytes: 0,
@@ -409,6 +413,7 @@ impl<'a, M: Model> Worker<'a, M> {
         match ready {
             Ok(()) => {
                 c.state = State::Open;
+                c.opened_ns = now;
                 if self.rcvbuf_applied.is_none() && self.sh.cfg.rcvbuf().is_some() {
                     let got = getsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF);
                     self.rcvbuf_applied = got.ok().map(|b| b as usize);
@@ -739,7 +744,7 @@ impl<'a, M: Model> Worker<'a, M> {
         let quota_left = self.sh.cfg.requests_per_connection().is_none_or(|n| c.served < n);
         let reusable = keep_alive && c.state == State::Awaiting && quota_left;
         c.state = State::Open;
-        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class);
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class, c.opened_ns > c.planned_ns);
         let (status, class) = match outcome {
             Outcome::Status(s) => (s, ErrorClass::of_status(s)),
             Outcome::Ok => (0, None),
@@ -757,7 +762,7 @@ impl<'a, M: Model> Worker<'a, M> {
     /// requests behind it, counted `closed`.
     fn complete_pipelined(&mut self, idx: usize, t: u64, outcome: Outcome, keep_alive: bool) {
         let c = &self.conns[idx];
-        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class);
+        self.rec.response(t, outcome, c.planned_ns, c.sent_ns, c.class, c.opened_ns > c.planned_ns);
         let (status, class) = match outcome {
             Outcome::Status(s) => (s, ErrorClass::of_status(s)),
             Outcome::Ok => (0, None),

@@ -52,6 +52,8 @@ impl Default for Behaviour {
 pub struct TestServer {
     pub addr: SocketAddr,
     served: Arc<AtomicU64>,
+    /// Connections whose server thread is still running.
+    open: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -61,8 +63,9 @@ impl TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let served = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (served2, stop2) = (served.clone(), stop.clone());
+        let (served2, stop2, open2) = (served.clone(), stop.clone(), open.clone());
         let first: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
         let acceptor = std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -71,10 +74,33 @@ impl TestServer {
                 }
                 let Ok(conn) = conn else { continue };
                 let (b, served, stop, first) = (b.clone(), served2.clone(), stop2.clone(), first.clone());
-                std::thread::spawn(move || serve(conn, &b, &served, &stop, &first));
+                // Counted here, before the thread runs, so that a connection accepted is never
+                // missed by `served_when_closed`.
+                open2.fetch_add(1, Ordering::SeqCst);
+                let open = open2.clone();
+                std::thread::spawn(move || {
+                    serve(conn, &b, &served, &stop, &first);
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
             }
         });
-        TestServer { addr, served, stop, acceptor: Some(acceptor) }
+        TestServer { addr, served, open, stop, acceptor: Some(acceptor) }
+    }
+
+    /// Responses written, once every connection accepted so far has been closed by its client
+    /// (a finished run closes all of its own): the count is then final. Waits on the count
+    /// of open connections, bounded by 30 s.
+    pub fn served_when_closed(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.open.load(Ordering::SeqCst) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{} server connections still open 30 s after the run",
+                self.open.load(Ordering::SeqCst)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.served()
     }
 
     /// Responses written completely so far.
