@@ -42,7 +42,7 @@ pub struct InvalidParam {
 }
 
 impl InvalidParam {
-    fn new(param: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Display) -> Self {
+    pub(crate) fn new(param: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Display) -> Self {
         InvalidParam { param: param.into(), allowed: allowed.into(), received: received.to_string() }
     }
 }
