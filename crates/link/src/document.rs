@@ -76,7 +76,15 @@ fn set(raw: &mut RawLink, key: &str, v: &Value, parse_duration: ParseDuration) -
                 _ => (key, &mut raw.both),
             };
             let text = text(v).ok_or_else(|| refuse("a string or a number"))?;
-            let parsed = |r: Result<(), String>| r.map_err(|e| InvalidParam::new(key, allowed_of(&e), v));
+            let parsed = |r: Result<(), String>| {
+                r.map_err(|e| match stem {
+                    // The duration parser says what is wrong, not what a duration looks like.
+                    "delay" | "jitter" => {
+                        InvalidParam::new(key, format!("a duration such as 5ms ({})", allowed_of(&e)), v)
+                    }
+                    _ => InvalidParam::new(key, allowed_of(&e), v),
+                })
+            };
             set_direction(direction, stem, &text, parse_duration, parsed).unwrap_or_else(|| {
                 Err(InvalidParam::new(key, format!("a key among {}, seed", KEYS.join(", ")), key))
             })?;
@@ -105,9 +113,11 @@ fn set_direction(
     Some(parsed(result))
 }
 
-/// What a parser's message says is allowed: its text without "expected" and the value received.
+/// What a parser's message says is allowed: its text without "expected" and the value received
+/// (which the refusal gives on its own), whether the message quotes it last or first.
 fn allowed_of(message: &str) -> &str {
     let m = message.strip_prefix("expected ").unwrap_or(message);
+    let m = m.strip_prefix('"').and_then(|rest| rest.split_once("\": ")).map_or(m, |(_, after)| after);
     m.rsplit_once(", got ").map_or(m, |(allowed, _)| allowed)
 }
 
@@ -166,6 +176,7 @@ mod tests {
         assert_eq!(err(r#"{"rate":"0mbit"}"#).param, "rate");
         assert_eq!(err(r#"{"delay":"5ms","jitter_down":"6ms"}"#).param, "jitter_down");
         assert_eq!(err(r#"{"delay":"5"}"#).param, "delay");
+        assert_eq!(allowed_of(r#""-5ms": a duration must be >= 0"#), "a duration must be >= 0");
         assert_eq!(err(r#"{"queue_up":"64KiB"}"#).param, "queue_up");
         assert_eq!(err(r#"{"seed":3}"#).param, "seed");
         let unknown = err(r#"{"delay_sideways":"1ms"}"#);
