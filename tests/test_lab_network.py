@@ -76,13 +76,14 @@ def test_delay_shows_as_two_one_way_delays_and_is_recorded(engine_path, tmp_path
     bound_s = (base.measurement.p50_us * 1e-6 + 2 * delay_s * (1 + LINK_RELATIVE)) * (1 + HDR_RELATIVE)
     assert p50_s <= bound_s, (delayed.measurement, base.measurement)
 
-    # The link's own report of the repetition: every packet delivered, each held the delay.
+    # The link's own report of the repetition: every packet delivered (but those still held
+    # when it stopped), none dropped, each held the delay.
     report = json.loads((delayed.summary_path.parent / "link.json").read_text())
     assert report["exit"] == "exit code 0"
     for direction in ("up", "down"):
         d = report["stats"][direction]
-        assert d["packets_in"] == d["packets_out"] > delayed.measurement.requests
-        assert d["loss_drops"] == d["queue_drops"] == d["hold_drops"] == 0
+        assert d["packets_in"] == d["packets_out"] + d["held"] and d["packets_out"] > delayed.measurement.requests
+        assert d["loss_drops"] == d["queue_drops"] == d["hold_drops"] == d["write_errors"] == 0
         assert 5000 <= d["delay_us"]["p50"] <= 5000 * (1 + LINK_RELATIVE), d["delay_us"]
         assert report["ready"][direction]["delay_us"] == 5000.0
     base_report = json.loads((base.summary_path.parent / "link.json").read_text())

@@ -85,6 +85,9 @@ pub struct LinkArgs {
     /// Let jitter reorder packets.
     #[arg(long)]
     reorder: bool,
+    /// TCP congestion control of both sides' stacks, e.g. cubic [default: the host's]
+    #[arg(long)]
+    congestion: Option<String>,
     /// Seed of the loss and jitter draws [default: 1]
     #[arg(long)]
     seed: Option<u64>,
@@ -139,6 +142,7 @@ impl LinkArgs {
             },
             reorder: self.reorder,
             seed: self.seed,
+            congestion: self.congestion.clone(),
         }
     }
 

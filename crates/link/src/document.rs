@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use std::time::Duration;
 
 /// Every key of the object, in the order the documentation lists them.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 21] = [
     "mtu",
     "delay",
     "delay_up",
@@ -31,6 +31,7 @@ pub const KEYS: [&str; 20] = [
     "loss_up",
     "loss_down",
     "reorder",
+    "congestion",
 ];
 
 /// The one key outside [`KEYS`]'s per-direction families.
@@ -68,6 +69,10 @@ fn set(raw: &mut RawLink, key: &str, v: &Value, parse_duration: ParseDuration) -
                 Some(v.as_u64().and_then(|m| u32::try_from(m).ok()).ok_or_else(|| refuse("bytes in 576..=65535"))?)
         }
         "reorder" => raw.reorder = v.as_bool().ok_or_else(|| refuse("true or false"))?,
+        "congestion" => {
+            raw.congestion =
+                Some(v.as_str().ok_or_else(|| refuse("a TCP congestion control name such as cubic"))?.into())
+        }
         SEED_KEY => raw.seed = Some(v.as_u64().ok_or_else(|| refuse("an integer in 0..=18446744073709551615"))?),
         _ => {
             let (stem, direction) = match key.rsplit_once('_') {
@@ -129,14 +134,15 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// What a checked link applies, as JSON: `mtu`, `up` and `down` (as in the `ready` line) and
-/// `seed`.
+/// What a checked link applies, as JSON: `mtu`, `up` and `down` (as in the `ready` line),
+/// `seed` and `congestion` (null: the host's default).
 pub fn config_json(config: &LinkConfig) -> Value {
     let mut m = Map::new();
     m.insert("mtu".into(), json!(config.mtu));
     m.insert("up".into(), json!(config.up));
     m.insert("down".into(), json!(config.down));
     m.insert("seed".into(), json!(config.seed));
+    m.insert("congestion".into(), json!(config.congestion));
     Value::Object(m)
 }
 
@@ -179,6 +185,11 @@ mod tests {
         assert_eq!(allowed_of(r#""-5ms": a duration must be >= 0"#), "a duration must be >= 0");
         assert_eq!(err(r#"{"queue_up":"64KiB"}"#).param, "queue_up");
         assert_eq!(err(r#"{"seed":3}"#).param, "seed");
+        assert_eq!(err(r#"{"congestion":"Cubic!"}"#).param, "congestion");
+        assert_eq!(
+            config_from_json("t", r#"{"congestion":"cubic"}"#, seconds).unwrap().congestion.as_deref(),
+            Some("cubic")
+        );
         let unknown = err(r#"{"delay_sideways":"1ms"}"#);
         assert_eq!(unknown.param, "delay_sideways");
         assert!(unknown.allowed.contains("delay_up"), "{unknown}");

@@ -123,7 +123,11 @@ def route_for(group: ProcessGroup, engine: Engine, cell: Cell, placement: Placem
     link = group.start("link", argv, directory / "link.stderr")
     ready: dict = {}
     try:
-        ready = json.loads(link.expect("ready ", ready_timeout_s).split(" ", 1)[1])
+        ready = json.loads(link.expect("ready ", ready_timeout_s).split(" ", 1)[1])  # fails with the link's own words
+    except BaseException:
+        _stop(group, engine, link, name, ready, directory)
+        raise
+    try:
         yield Route(host=ready["server"]["addr"], server_netns=ready["server"]["netns"], client_netns=ready["client"]["netns"])
         if link.poll() is not None:
             raise link.failure(f"{describe_exit(link.poll())} during the cell")
@@ -135,10 +139,15 @@ def route_for(group: ProcessGroup, engine: Engine, cell: Cell, placement: Placem
             raise link.failure(f"{describe_exit(link.poll())} during the cell") from e
         raise
     finally:
-        exit_status = group.stop(link)
-        report = {"ready": ready, "stats": _last_stats(link), "exit": describe_exit(exit_status)}
-        (directory / "link.json").write_text(json.dumps(report, indent=2) + "\n")
-        _remove_leftovers(engine, name, ready)
+        _stop(group, engine, link, name, ready, directory)
+
+
+def _stop(group: ProcessGroup, engine: Engine, link: ManagedProcess, name: str, ready: dict, directory: Path) -> None:
+    """Stop the forwarder, keep its report in ``directory/link.json``, remove what it left."""
+    exit_status = group.stop(link)
+    report = {"ready": ready, "stats": _last_stats(link), "exit": describe_exit(exit_status)}
+    (directory / "link.json").write_text(json.dumps(report, indent=2) + "\n")
+    _remove_leftovers(engine, name, ready)
 
 
 def _last_stats(link: ManagedProcess) -> dict | None:

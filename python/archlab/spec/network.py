@@ -1,7 +1,7 @@
 """The ``[network]`` section of a spec: the emulated link a cell's client and server talk over
 (``archlab-engine link``, see ``docs/link.md``) instead of loopback. Its keys are the link's own
 (``mtu``, ``delay``, ``jitter``, ``rate``, ``queue``, ``burst``, ``loss``, each also per
-direction as ``delay_up`` / ``delay_down``..., ``reorder``, ``seed``), read from the data plane
+direction as ``delay_up`` / ``delay_down``..., ``reorder``, ``seed``, ``congestion``), read from the data plane
 (``archlab._native``), which also checks every value and every combination the spec makes:
 this module keeps no range, default or syntax of its own. A scalar is fixed for every cell; a
 list makes a factor named ``network.KEY`` whose levels cross the others like ``concurrency``'s.
