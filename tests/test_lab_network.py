@@ -23,6 +23,7 @@ from conftest import cli_env, engine_processes, processes_with_token, spec_text,
 from archlab.errors import SpecError
 from archlab.lab.network import NETNS_DIR
 from archlab.lab.session import run_spec
+from archlab.report.provenance import provenance
 from archlab.spec import parse_spec
 from archlab.store import Store
 
@@ -56,7 +57,7 @@ def _wait_for(condition, timeout_s: float, what: str):
 
 def test_delay_shows_as_two_one_way_delays_and_is_recorded(engine_path, tmp_path, token):
     spec = tmp_path / "spec.toml"
-    spec.write_text(spec_text(experiment=EXPERIMENT, factors=ONE_USER, network='delay = ["0ms", "5ms"]'))
+    spec.write_text(spec_text(experiment=EXPERIMENT, factors=ONE_USER, network='delay = ["0ms", "5ms"]\ncongestion = "reno"'))
     store = Store(tmp_path / "runs")
     handle = run_spec(spec, store)
     view = store.load_run(handle.run_id)
@@ -86,17 +87,20 @@ def test_delay_shows_as_two_one_way_delays_and_is_recorded(engine_path, tmp_path
         assert d["loss_drops"] == d["queue_drops"] == d["hold_drops"] == d["write_errors"] == 0
         assert 5000 <= d["delay_us"]["p50"] <= 5000 * (1 + LINK_RELATIVE), d["delay_us"]
         assert report["ready"][direction]["delay_us"] == 5000.0
+    assert report["ready"]["congestion"] == "reno"
     base_report = json.loads((base.summary_path.parent / "link.json").read_text())
     assert base_report["ready"]["mtu"] == 1500 and base_report["stats"]["up"]["delay_us"]["p50"] < 1000
 
     # The manifest: the spec's [network] and, per cell, what the data plane applied.
     document = json.loads((handle.directory / "manifest.json").read_text())
-    assert document["spec"]["network"] == {"delay": ["0ms", "5ms"]}
+    assert document["spec"]["network"] == {"congestion": "reno", "delay": ["0ms", "5ms"]}
     cells = document["network"][-1]["cells"]
-    assert cells[delayed.cell_id]["given"] == {"delay": "5ms"}
+    assert cells[delayed.cell_id]["given"] == {"delay": "5ms", "congestion": "reno"}
     assert cells[delayed.cell_id]["applied"]["up"]["delay_us"] == cells[delayed.cell_id]["applied"]["down"]["delay_us"] == 5000.0
     assert cells[base.cell_id]["applied"]["mtu"] == 1500
     assert dict(delayed.cell.factors)["network.delay"] == "5ms"
+    # The report's header says the cells ran over the link, and with what.
+    assert provenance(view.manifest).network.endswith("congestion=reno delay=0ms|5ms")
     assert not _lab_namespaces(os.getpid()) and not engine_processes(token)
 
 

@@ -53,12 +53,15 @@ class NetworkUnavailable(ArchlabError):
     """This process cannot create the emulated link a spec's ``[network]`` asks for."""
 
 
-def prepare(engine: Engine, experiment: Experiment) -> None:
+def prepare(engine: Engine, experiment: Experiment, remote_load: bool = False) -> None:
     """Before a run with ``[network]`` starts anything: refuse it in one line naming what is
-    missing (CAP_NET_ADMIN...), and remove what killed runs left (links whose forwarder is
-    gone; a live link is never touched)."""
+    missing (CAP_NET_ADMIN...) or when its load runs elsewhere (``remote_load``: a cluster's
+    hosts are not in this host's namespaces), and remove what killed runs left (links whose
+    forwarder is gone; a live link is never touched)."""
     if experiment.network is None:
         return
+    if remote_load:
+        raise NetworkUnavailable("[network] runs the load generator in this host's client namespace: run it without --cluster")
     missing = contract.link_missing_privilege(SCHEDULING)
     if missing is not None:
         raise NetworkUnavailable(f"[network] runs cells over an emulated link, but {missing}")
