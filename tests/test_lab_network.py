@@ -205,3 +205,13 @@ def test_a_run_without_cap_net_admin_is_refused_before_anything_exists(engine_pa
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "lacks CAP_NET_ADMIN" in lines[0], done.stderr
     assert not store.exists()
+
+
+def test_a_link_with_load_on_other_hosts_is_refused(engine_path, native):
+    from archlab.lab.engine import Engine
+    from archlab.lab.network import NetworkUnavailable, prepare
+    from archlab.spec import DataPlaneRegistry, SpecEnvironment
+
+    experiment = parse_spec(spec_text(factors=ONE_USER, network="mtu = 1500"), "t.toml", SpecEnvironment.local(DataPlaneRegistry()))
+    with pytest.raises(NetworkUnavailable, match="without --cluster"):
+        prepare(Engine(engine_path), experiment, remote_load=True)
