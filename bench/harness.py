@@ -264,3 +264,13 @@ def _plain(value: object) -> object:
 
 def verdict(interval: Interval, target: float) -> str:
     return f"meets >= {target:g}" if interval.clears(target) else f"does NOT establish >= {target:g}"
+
+
+def chosen_parts(only: str | None, parts: Sequence[str]) -> set[str] | None:
+    """The parts of a benchmark that ``--only`` selects (all without it), or None after printing
+    one line naming the allowed parts and the unknown ones."""
+    chosen = set(only.split(",")) if only else set(parts)
+    if unknown := chosen - set(parts):
+        print(f"bench: --only takes {','.join(parts)}; got {','.join(sorted(unknown))}", file=sys.stderr)
+        return None
+    return chosen

@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_peers import ENGINE, ROOT, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+from harness import chosen_parts  # noqa: E402
 from load_peers import memcached  # noqa: E402
 
 NUTCRACKER = "nutcracker"  # Debian package nutcracker (twemproxy)
@@ -219,9 +220,8 @@ def summarise(title: str, results: dict[str, list[dict]], peer: str = "twemproxy
 
 def main() -> int:
     a = parse_arguments(__doc__, extra=_extra_options)
-    parts = set(a.only.split(",")) if a.only else set(PARTS)
-    if unknown := parts - set(PARTS):
-        print(f"bench: --only takes {','.join(PARTS)}; got {','.join(sorted(unknown))}", file=sys.stderr)
+    parts = chosen_parts(a.only, PARTS)
+    if parts is None:
         return 2
     archs = a.archs.split(",")
     allowed = ("seed", "ring", "actor", "event-loop")

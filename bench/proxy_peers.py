@@ -50,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_peers import ENGINE, ROOT, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+from harness import chosen_parts  # noqa: E402
 from middleware_peers import bootstrap_median_ci, cpu_seconds, stopping, wait_accepting  # noqa: E402
 
 PATH = "/echo?size=12"
@@ -250,9 +251,8 @@ def throughput_summary(results: dict[str, list[dict]], ours: list[str]) -> dict:
 
 def main() -> int:
     a = parse_arguments(__doc__, extra=_extra_options)
-    parts = set(a.only.split(",")) if a.only else set(PARTS)
-    if unknown := parts - set(PARTS):
-        print(f"bench: --only takes {','.join(PARTS)}; got {','.join(sorted(unknown))}", file=sys.stderr)
+    parts = chosen_parts(a.only, PARTS)
+    if parts is None:
         return 2
     archs = a.archs.split(",")
     if a.reps < 5:

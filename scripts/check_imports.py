@@ -23,13 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Circles that another change is removing; each names the change. Keep this empty otherwise.
-KNOWN_CIRCLES: dict[str, set[frozenset[str]]] = {
-    # The reverse proxy's service seam: `options` holds a `service::Service`, whose event-loop
-    # forwarding speaks the reactor's `Conn`/`Ctx`/`Next`, and the reactor reads `options`.
-    # Removed by moving the reactor's connection types below `options` and `Flow`/`KeepAlive`
-    # into `service` (issue 11, one contract per concept: no circle inside a crate).
-    "server": {frozenset({"acceptor.rs", "frontend/reactor.rs", "http_service.rs", "options.rs", "service.rs", "timeouts.rs"})},
-}
+KNOWN_CIRCLES: dict[str, set[frozenset[str]]] = {}
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -214,7 +208,13 @@ def strongly_connected(graph: dict[Path, set[Path]]) -> list[list[Path]]:
 
 
 def main(argv: list[str]) -> int:
+    if any(a.startswith("-") for a in argv):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 0 if argv in (["-h"], ["--help"]) else 2
     dirs = [Path(a) for a in argv] or sorted(p for p in (ROOT / "crates").iterdir() if (p / "src").is_dir())
+    if missing := [str(d) for d in dirs if not ((d / "src" / "lib.rs").exists() or (d / "src" / "main.rs").exists())]:
+        print(f"check_imports: not a crate directory (no src/lib.rs or src/main.rs): {', '.join(missing)}", file=sys.stderr)
+        return 2
     failed = False
     for d in dirs:
         crate = Crate(d / "src")

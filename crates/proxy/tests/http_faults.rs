@@ -106,6 +106,25 @@ fn stalls_give_504_garbage_502_no_backend_503_and_nothing_hangs() {
 }
 
 #[test]
+fn a_slow_backend_is_the_proxys_to_time_out_not_the_clients_request_timeout() {
+    // The server's request timeout (300 ms) is for requests that do not arrive; a request
+    // that did, waiting on a backend that answers after 900 ms, gets its answer (the proxy's
+    // backend timeout, 60 s by default, is the one that governs it). A head that never
+    // completes still gets the 408.
+    let slow = Fake::start(Behavior::Answer { body: b"late".to_vec(), delay: Duration::from_millis(900) });
+    let server = ServerOptions { request_timeout_ms: 300, ..ServerOptions::default() };
+    for arch in ARCHS {
+        let (addr, _) = start_proxy(arch, server.clone(), options(&[slow.addr]));
+        let r = exchange(addr, &request("GET"));
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"late"[..]), "{arch}: {}", r.head);
+        let mut s = connect(addr);
+        s.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n").unwrap();
+        let r = read_any_response(&mut s, &mut Vec::new()).expect("a response");
+        assert_eq!(r.status, 408, "{arch}: a head that never completes: {}", r.head);
+    }
+}
+
+#[test]
 fn chunked_responses_and_large_bodies_pass_through_unchanged() {
     let payload = random_bytes(300_000, 1);
     let sizes = vec![1, 7, 4096, 65_536, 13, 100_000];

@@ -15,43 +15,11 @@
 
 use crate::conn::{InBuf, OutBuf};
 use crate::options::ServerOptions;
-use crate::service::{BlockingForward, ClientConn, Service};
+use crate::service::{ClientConn, Service};
+pub use crate::service::{Flow, KeepAlive, Scratch};
 use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_workload::{Context, WorkError, Workload};
-
-/// What the connection should do after the buffered requests were answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// Keep reading: the input holds nothing or a partial request.
-    KeepOpen,
-    /// Flush the output, then close: the request said so (Connection: close, HTTP/1.0) or
-    /// the server refused keep-alive. Nothing unread is expected from the client.
-    Close,
-    /// Flush the error response, then close lingering: the client may still be sending the
-    /// rest of a refused request (see `conn::LINGER`).
-    Refused,
-    /// Flush the output, and once it has all gone out, call again without reading: a complete
-    /// request waits behind output over `max_output_bytes` (the connection reads no further
-    /// requests meanwhile).
-    Drain,
-}
-
-/// Reusable scratch space for response bodies and the workloads' per-thread [`Context`]
-/// (`/call`'s downstream connection, `/db`'s shared pool): one per thread (or per connection).
-/// With a forwarding [`Service`] it also holds the thread's forwarding handler.
-#[derive(Default)]
-pub struct Scratch {
-    body: Vec<u8>,
-    work: Context,
-    /// The request class (path and query, `/echo?size=10`) of the last request answered.
-    class: String,
-    /// `max_output_bytes`: the unsent output beyond which requests wait, and the largest
-    /// response body produced at once.
-    max_output: usize,
-    /// The handler of a forwarding service, for a thread that may block.
-    forward: Option<Box<dyn BlockingForward>>,
-}
 
 impl Scratch {
     /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
@@ -70,16 +38,6 @@ impl Scratch {
     pub fn last_class(&self) -> &str {
         &self.class
     }
-}
-
-/// Whether the server lets a connection live on after the next response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeepAlive {
-    /// As the client asks (HTTP/1.1 default on).
-    AsRequested,
-    /// Answer the next request with `Connection: close` and close: a blocking pool does this
-    /// when connections wait for a worker (see `frontend::pool`).
-    Refuse,
 }
 
 /// Answer the requests of a connection served by a thread that may block, with the service

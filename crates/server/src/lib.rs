@@ -27,6 +27,7 @@
 //! are counted by the server itself (`archlab_metrics::counters`).
 
 pub mod acceptor;
+pub mod admission;
 pub mod conn;
 pub mod frontend;
 pub mod http_service;

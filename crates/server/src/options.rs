@@ -12,11 +12,14 @@
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
 use crate::service::Service;
+use crate::timeouts::Timeouts;
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use archlab_workload::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use archlab_workload::{
+    DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS,
+};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -147,6 +150,11 @@ impl OptionName {
 }
 
 impl ServerOptions {
+    /// The request and idle timeouts the connections of this server run under.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts::new(self.request_timeout_ms, self.idle_timeout_ms)
+    }
+
     /// Number of CPUs the server may use: the pinned list, else the CPUs this process may run on.
     pub fn cpu_count(&self) -> usize {
         match &self.cpus {

@@ -22,7 +22,6 @@
 //! (a request answered, a connection gone idle), not one per event.
 
 use crate::conn::InBuf;
-use crate::options::ServerOptions;
 use std::time::{Duration, Instant};
 
 /// The two timeouts of a server; `None` is off (`0` in the options).
@@ -37,8 +36,10 @@ fn millis(ms: u64) -> Option<Duration> {
 }
 
 impl Timeouts {
-    pub fn from_options(options: &ServerOptions) -> Timeouts {
-        Timeouts { request: millis(options.request_timeout_ms), idle: millis(options.idle_timeout_ms) }
+    /// The timeouts of `request_timeout_ms` and `idle_timeout_ms` (0: off), as the options
+    /// give them (`ServerOptions::timeouts`).
+    pub fn new(request_timeout_ms: u64, idle_timeout_ms: u64) -> Timeouts {
+        Timeouts { request: millis(request_timeout_ms), idle: millis(idle_timeout_ms) }
     }
 
     /// How late a sweep may fire: 1/64 of the shorter timeout, at least 1 ms.
@@ -84,9 +85,12 @@ impl Watch {
     }
 
     /// Take note of what the server holds for the connection after serving it: `input` as
-    /// it is, `pending_output` bytes unsent. Reads the clock only when the state changes.
-    pub fn observe(&mut self, input: &InBuf, pending_output: usize) {
-        let waiting = if pending_output > 0 {
+    /// it is, `pending_output` bytes unsent, and whether the server is still `answering` a
+    /// request whose head it has taken (a proxy's exchange, which keeps its own deadlines: a
+    /// slow backend must end in the proxy's 504, not in a 408 for a request that did arrive).
+    /// Reads the clock only when the state changes.
+    pub fn observe(&mut self, input: &InBuf, pending_output: usize, answering: bool) {
+        let waiting = if pending_output > 0 || answering {
             Waiting::Output
         } else if input.is_empty() {
             Waiting::Idle
@@ -184,23 +188,23 @@ mod tests {
         let (_, why) = w.deadline(&T).unwrap();
         assert_eq!(why, Expiry::Idle, "a new connection is idle");
         let mut input = input_with(b"GET / HT");
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         let (started, why) = w.deadline(&T).unwrap();
         assert_eq!(why, Expiry::Request);
         assert!(w.in_request());
         // More of the same request: the clock does not restart (slowloris).
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert_eq!(w.deadline(&T).unwrap().0, started);
         // The request was answered and the next one began: its clock starts anew.
         input.consume(4);
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert!(w.deadline(&T).unwrap().0 >= started);
         assert_ne!(w.consumed, 0);
         // A response unsent: no timeout; then idle.
-        w.observe(&input, 10);
+        w.observe(&input, 10, false);
         assert_eq!(w.deadline(&T), None);
         input.consume(input.filled().len());
-        w.observe(&input, 0);
+        w.observe(&input, 0, false);
         assert_eq!(w.deadline(&T).unwrap().1, Expiry::Idle);
         assert_eq!(w.deadline(&Timeouts::default()), None, "0 turns both off");
     }

@@ -35,32 +35,41 @@ fn architecture(name: &'static str) -> Subject {
     Subject::new(name, CLOSE_IDLE_UNDER_PRESSURE.contains(&name), move || start(name, &ServerOptions::default()))
 }
 
-conformance_suite! { architecture;
-    thread_per_connection => "thread-per-connection",
-    sync => "sync",
-    blocking => "blocking",
-    blocking_ring => "blocking-ring",
-    blocking_actor => "blocking-actor",
-    single_thread => "single-thread",
-    reactor => "reactor",
-    reactor_ring => "reactor-ring",
-    reactor_actor => "reactor-actor",
-    nio2 => "nio2",
-    nio2_ring => "nio2-ring",
-    nio2_actor => "nio2-actor",
-    seda_queue => "seda-queue",
-    seda_ring => "seda-ring",
-    seda_actor => "seda-actor",
-    async_fix => "async-fix",
-    async_4 => "async-4",
-    netty => "netty",
-    hybrid => "hybrid",
-    tokio => "tokio",
-    io_uring => "io-uring",
-    ncopy => "ncopy",
-    reactor_pool => "reactor-pool",
-    netty_ring => "netty-ring",
+/// Every registered architecture, listed once: `every_architecture!(suite! { prefix })` calls
+/// `suite!` with `prefix` and the list (`the_suite_covers_every_registered_architecture` checks
+/// the list against the registry).
+macro_rules! every_architecture {
+    ($suite:ident! { $($prefix:tt)* }) => {
+        $suite! { $($prefix)*
+            thread_per_connection => "thread-per-connection",
+            sync => "sync",
+            blocking => "blocking",
+            blocking_ring => "blocking-ring",
+            blocking_actor => "blocking-actor",
+            single_thread => "single-thread",
+            reactor => "reactor",
+            reactor_ring => "reactor-ring",
+            reactor_actor => "reactor-actor",
+            nio2 => "nio2",
+            nio2_ring => "nio2-ring",
+            nio2_actor => "nio2-actor",
+            seda_queue => "seda-queue",
+            seda_ring => "seda-ring",
+            seda_actor => "seda-actor",
+            async_fix => "async-fix",
+            async_4 => "async-4",
+            netty => "netty",
+            hybrid => "hybrid",
+            tokio => "tokio",
+            io_uring => "io-uring",
+            ncopy => "ncopy",
+            reactor_pool => "reactor-pool",
+            netty_ring => "netty-ring",
+        }
+    };
 }
+
+every_architecture!(conformance_suite! { architecture; });
 
 /// One test per (limit property, architecture), in `limits::<architecture>`.
 macro_rules! limits_suite {
@@ -103,32 +112,7 @@ macro_rules! limits_suite {
     };
 }
 
-limits_suite! {
-    thread_per_connection => "thread-per-connection",
-    sync => "sync",
-    blocking => "blocking",
-    blocking_ring => "blocking-ring",
-    blocking_actor => "blocking-actor",
-    single_thread => "single-thread",
-    reactor => "reactor",
-    reactor_ring => "reactor-ring",
-    reactor_actor => "reactor-actor",
-    nio2 => "nio2",
-    nio2_ring => "nio2-ring",
-    nio2_actor => "nio2-actor",
-    seda_queue => "seda-queue",
-    seda_ring => "seda-ring",
-    seda_actor => "seda-actor",
-    async_fix => "async-fix",
-    async_4 => "async-4",
-    netty => "netty",
-    hybrid => "hybrid",
-    tokio => "tokio",
-    io_uring => "io-uring",
-    ncopy => "ncopy",
-    reactor_pool => "reactor-pool",
-    netty_ring => "netty-ring",
-}
+every_architecture!(limits_suite! {});
 
 #[test]
 fn the_suite_covers_every_registered_architecture() {

@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from archlab.errors import ProcessFailed
 from archlab.lab import presets, process_tree
@@ -31,6 +32,8 @@ from archlab.spec.units import format_cpu_list
 SAMPLE_PERIOD_S = 0.1  # resident memory over time: ten readings a second
 SETUP_TIMEOUT_S = 120.0  # a set-up or tear-down command that takes longer is a failure
 OUTPUT_TAIL_LINES = 20
+#: Builds a command line from the filled placeholders and the scratch directory.
+CommandBuilder = Callable[[dict[str, str], Path], list[str]]
 
 
 def free_port(host: str) -> int:
@@ -151,9 +154,13 @@ def run_commands(group: ProcessGroup, spec: SystemSpec, which: str, values: dict
             raise ProcessFailed(proc.name, f"{' '.join(argv)}: {detail}", output_tail(log))
 
 
-def start(group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...]) -> RunningSystem:
+def start(
+    group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...], command: CommandBuilder | None = None
+) -> RunningSystem:
     """Set up, start and wait for readiness; on any failure the system is stopped again and its
-    tree reaped before the error is raised."""
+    tree reaped before the error is raised. ``command`` builds the command line from the filled
+    placeholders and the scratch directory when the spec has none of its own (a topology's
+    balancer, whose configuration names its backends)."""
     assert spec.target is None, "a remote target is not started"
     process_tree.become_subreaper()
     cpus = spec.cpus or default_cpus
@@ -164,12 +171,15 @@ def start(group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: 
     run_commands(group, spec, "setup", values, directory, cpus)
     token = uuid.uuid4().hex
     log = directory / "system.log"
-    if spec.preset is not None:
+    if command is not None:
+        argv = command(values, scratch)
+    elif spec.preset is not None:
         argv = presets.command(spec.preset, values, scratch)
     else:
         assert spec.command is not None
         argv = [fill(a, values) for a in spec.command]
-    proc = group.start(f"system {spec.name}", argv, log, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
+    user = presets.run_as(spec.preset) if spec.preset is not None else None
+    proc = group.start(f"system {spec.name}", argv, log, run_as=user, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
     running = RunningSystem(spec, proc, spec.host, port, process_tree.ProcessTree(proc.pid, token), log, values)
     try:
         wait_ready(running)

@@ -135,6 +135,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
         handle.store.append_manifest_fact(handle.run_id, "load_hosts", load_executor.describe())
     if handle.experiment.network is not None:  # which link each cell runs over
         handle.store.append_manifest_fact(handle.run_id, "network", network.describe(handle.experiment))
+    _record_topology_facts(handle)
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
@@ -167,6 +168,15 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     finally:
         progress.close()
     return "complete"
+
+
+def _record_topology_facts(handle: RunHandle) -> None:
+    """The CPU caps a topology asks for, and whether this machine can apply them (see archlab.lab.topology)."""
+    if any(s.topology is not None for s in handle.experiment.systems):
+        from archlab.lab.topology import quota_fact  # it builds on this module
+
+        if (fact := quota_fact(handle.experiment)) is not None:
+            handle.store.append_manifest_fact(handle.run_id, "cpu_quota", fact)
 
 
 def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:

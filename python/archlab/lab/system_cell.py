@@ -86,6 +86,10 @@ def measure(
     group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool
 ) -> tuple[LoadSummary, ServerCost | None, dict]:
     spec = find_system(exp.systems, cell.architecture)
+    if spec.topology is not None:
+        from archlab.lab import topology  # it builds on this module
+
+        return topology.measure(group, engine, exp, cell, rep, files, config)
     sources = column_sources(cell.architecture, exp.systems)
     records = files.records if exp.load.records else None
     if spec.target is not None:
@@ -111,21 +115,7 @@ def measure(
     summary = _summary(files)
     start, end = window.start, window.end
     assert isinstance(start, TreeSample) and isinstance(end, TreeSample)
-    spent = spending_between(start, end)
-    n = max(summary.measurement.requests, 1)
-    in_window = [(kib, threads) for t, kib, threads in system.rss_samples if start.taken_at <= t <= end.taken_at]
-    cost = ServerCost(
-        cpu_user_s=spent.cpu_user_s,
-        cpu_sys_s=spent.cpu_sys_s,
-        cpu_us_per_request=(spent.cpu_user_s + spent.cpu_sys_s) * 1e6 / n,
-        voluntary_cs_per_request=spent.voluntary_cs / n,
-        involuntary_cs_per_request=spent.involuntary_cs / n,
-        read_syscalls_per_request=None,  # unavailable: see column_sources
-        write_syscalls_per_request=None,
-        peak_rss_kib=max([*(kib for kib, _ in in_window), start.rss_kib, end.rss_kib]),
-        # The most threads seen in the window (a thread per connection may end before its edge).
-        server_threads=max([*(n for _, n in in_window), start.threads, end.threads]),
-    )
+    cost = tree_cost(start, end, summary.measurement.requests, system.rss_samples)
     t0 = system.rss_samples[0][0] if system.rss_samples else start.taken_at
     probe_doc = {
         "system": spec.name,
@@ -138,6 +128,26 @@ def measure(
         "cost": vars(cost),
     }
     return summary, cost, probe_doc
+
+
+def tree_cost(start: TreeSample, end: TreeSample, requests: int, rss_samples: list[tuple[float, int, int]]) -> ServerCost:
+    """What a process tree read from outside spent between two samples, per request; its
+    socket calls are unavailable (see :func:`column_sources`)."""
+    spent = spending_between(start, end)
+    n = max(requests, 1)
+    in_window = [(kib, threads) for t, kib, threads in rss_samples if start.taken_at <= t <= end.taken_at]
+    return ServerCost(
+        cpu_user_s=spent.cpu_user_s,
+        cpu_sys_s=spent.cpu_sys_s,
+        cpu_us_per_request=(spent.cpu_user_s + spent.cpu_sys_s) * 1e6 / n,
+        voluntary_cs_per_request=spent.voluntary_cs / n,
+        involuntary_cs_per_request=spent.involuntary_cs / n,
+        read_syscalls_per_request=None,
+        write_syscalls_per_request=None,
+        peak_rss_kib=max([*(kib for kib, _ in in_window), start.rss_kib, end.rss_kib]),
+        # The most threads seen in the window (a thread per connection may end before its edge).
+        server_threads=max([*(t for _, t in in_window), start.threads, end.threads]),
+    )
 
 
 def _summary(files: RepFiles) -> LoadSummary:

@@ -20,6 +20,7 @@ from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, a
 from archlab.report.figures import Figure, render_figures
 from archlab.report.formatting import MISSING, format_interval, interval_text, littles_law_text
 from archlab.report.provenance import Provenance, provenance
+from archlab.report.processes import processes_html
 from archlab.report.sources import column_sources_html
 from archlab.stats import Interval
 from archlab.store import Manifest, ResultRow
@@ -388,6 +389,7 @@ def render_html(
         + _figures(figures)
         + _results(groups)
         + column_sources_html(manifest)
+        + processes_html(rows)
         + _models(manifest, rows)
         + _failures(cells)
         + "</main>"

@@ -1,7 +1,8 @@
 """Systems under test that the lab does not build: the spec's ``[[systems]]`` entries, validated
 into frozen :class:`SystemSpec` values. A system is either a command the lab starts (a template
 with the placeholders ``{port}``, ``{cpus}``, ``{dir}`` and ``{host}``, filled per cell or once
-per run when ``reusable``) or a remote ``target`` URL the lab only sends load to. Either is a
+per run when ``reusable``), a remote ``target`` URL the lab only sends load to, or a topology of
+several processes (``backends`` and a ``front``, :mod:`archlab.spec.topology`). Each is a
 level of the ``architecture`` factor, written ``system:NAME``. Everything that can be refused is
 refused here, before any process starts: unknown placeholders, CPUs this machine does not have,
 two systems on one fixed port, a ``system:`` level naming no system. How a system is started,
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from archlab.errors import SpecError
+from archlab.errors import InvalidValue, SpecError
 from archlab.spec.registry import ArchitectureInfo, Registry
+from archlab.spec.topology import TOPOLOGY_KEYS, Topology, is_topology, memcached_workload, parse_topology
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 #: The prefix of an ``architecture`` level that names a ``[[systems]]`` entry.
@@ -49,7 +51,11 @@ SYSTEM_KEYS = (
     "setup",
     "teardown",
     "reusable",
+    *TOPOLOGY_KEYS,
 )
+# Keys of a topology entry besides its own (each process's readiness and stop are the lab's).
+# A topology is started per cell (reusable is not offered: its processes' counters start afresh).
+_TOPOLOGY_ENTRY_KEYS = ("name", "ready_timeout", "stop_grace", *TOPOLOGY_KEYS)
 ReadyKind = Literal["port", "http"]
 READY_KINDS: tuple[ReadyKind, ...] = ("port", "http")
 # Signals a system may ask to be stopped with (what servers document as their graceful stop).
@@ -94,6 +100,7 @@ class SystemSpec:
     setup: tuple[tuple[str, ...], ...] = ()
     teardown: tuple[tuple[str, ...], ...] = ()
     reusable: bool = False
+    topology: Topology | None = None  # several processes (then command, preset and target are None)
 
     @property
     def level(self) -> str:
@@ -111,6 +118,9 @@ class SystemSpec:
         d: dict[str, object] = {"name": self.name}
         if self.target is not None:
             d["target"] = self.target.url
+            return d
+        if self.topology is not None:
+            d.update(self.topology.to_dict(), ready_timeout_s=self.ready_timeout_s, stop_grace_s=self.stop_grace_s)
             return d
         if self.preset is not None:
             d["preset"] = self.preset
@@ -149,8 +159,11 @@ def find_system(systems: Sequence[SystemSpec], level: str) -> SystemSpec:
 # --- validation --------------------------------------------------------------------------
 
 
-def parse_systems(entries: Sequence[Mapping[str, object]], cpus_here: frozenset[int]) -> tuple[SystemSpec, ...]:
-    systems = tuple(_system(e, f"systems[{i}]", cpus_here) for i, e in enumerate(entries))
+def parse_systems(
+    entries: Sequence[Mapping[str, object]], cpus_here: frozenset[int], architectures: tuple[str, ...] = ()
+) -> tuple[SystemSpec, ...]:
+    """``architectures`` are the data plane's, which a topology's backends may run."""
+    systems = tuple(_system(e, f"systems[{i}]", cpus_here, architectures) for i, e in enumerate(entries))
     seen: dict[str, int] = {}
     ports: dict[tuple[str, int], int] = {}
     for i, s in enumerate(systems):
@@ -167,20 +180,65 @@ def parse_systems(entries: Sequence[Mapping[str, object]], cpus_here: frozenset[
                     hint=f"systems[{ports[key]}] ({systems[ports[key]].name}) is fixed on {s.host}:{s.port} too",
                 )
             ports[key] = i
+    _check_backend_systems(systems)
     return systems
 
 
-def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> SystemSpec:
+def _check_backend_systems(systems: Sequence[SystemSpec]) -> None:
+    """A topology's ``backends.system`` must name a command entry (copies get their own ports)."""
+    for i, s in enumerate(systems):
+        if s.topology is None or s.topology.backends.kind != "system":
+            continue
+        name = s.topology.backends.name
+        named = next((o for o in systems if o.name == name), None)
+        commands = [o.name for o in systems if o.command is not None]
+        if named is None or named.command is None:
+            raise SpecError(
+                f"systems[{i}].backends.system",
+                "the name of a [[systems]] entry with a command (" + (", ".join(commands) or "there is none") + ")",
+                name,
+                hint="no system has that name" if named is None else f"{name} is not started from a command",
+            )
+        if named.port is not None and s.topology.backends.copies > 1:
+            raise SpecError(f"systems[{i}].backends.copies", f"1, since {name} is fixed on port {named.port}", s.topology.backends.copies)
+
+
+def topology_members(systems: Sequence[SystemSpec]) -> frozenset[str]:
+    """Names of the systems that topologies run as their backends."""
+    return frozenset(s.topology.backends.name for s in systems if s.topology is not None and s.topology.backends.kind == "system")
+
+
+def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], architectures: tuple[str, ...] = ()) -> SystemSpec:
     name = t.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SpecError(f"{field}.name", "1 to 40 letters, digits, '.', '_' or '-', starting with a letter or digit", name if name is not None else "nothing")
-    given = [k for k in ("command", "preset", "target") if k in t]
+    unknown = sorted(k for k in t if k not in SYSTEM_KEYS)
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", "one of the keys " + ", ".join(SYSTEM_KEYS), unknown[0])
+    given = [k for k in ("command", "preset", "target", "backends") if k in t]
+    if is_topology(t) and "backends" not in given:
+        given.append("backends")  # a front alone: parse_topology names the missing backends
     if len(given) != 1:
         raise SpecError(
             f"{field}",
-            "exactly one of command (a system the lab starts), preset (a peer it configures: " + ", ".join(PRESETS) + ") and target (a remote URL it only loads)",
+            "exactly one of command (a system the lab starts), preset (a peer it configures: "
+            + ", ".join(PRESETS)
+            + "), target (a remote URL it only loads) and backends (with a front: a topology of several processes)",
             " and ".join(given) or "none of them",
         )
+    if given == ["backends"]:
+        extra = sorted(k for k in t if k not in _TOPOLOGY_ENTRY_KEYS)
+        if extra:
+            raise SpecError(f"{field}.{extra[0]}", "no such key for a topology (it has " + ", ".join(_TOPOLOGY_ENTRY_KEYS) + ")", t[extra[0]])
+        return SystemSpec(
+            name=name,
+            topology=parse_topology(t, field, cpus_here, architectures),
+            ready_timeout_s=_positive_duration(t.get("ready_timeout", "10s"), f"{field}.ready_timeout"),
+            stop_grace_s=parse_duration(t.get("stop_grace", "3s"), f"{field}.stop_grace"),
+        )
+    topology_only = sorted(k for k in t if k in TOPOLOGY_KEYS)
+    if topology_only:
+        raise SpecError(f"{field}.{topology_only[0]}", "no such key unless the entry is a topology (with backends)", t[topology_only[0]])
     if "target" in t:
         extra = sorted(k for k in t if k not in ("name", "target"))
         if extra:
@@ -190,7 +248,9 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int]) -> S
     if "preset" in t:
         preset = t["preset"]
         if preset not in PRESETS:
-            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset)
+            # memcached speaks memcached: a topology says so with its load (spec/topology.py).
+            hint = 'for memcached write backends = { preset = "memcached" } and load = { protocol = "memcached" }' if preset == "memcached" else ""
+            raise SpecError(f"{field}.preset", "one of " + ", ".join(f"'{p}' ({d})" for p, d in PRESETS.items()), preset, hint=hint)
         defaults = dict(_PRESET_DEFAULTS[str(preset)])
         if "ready" in t:  # the entry chose its own readiness check
             defaults.pop("ready_path", None)
@@ -318,12 +378,28 @@ class WithSystems:
     inner: Registry
     systems: tuple[SystemSpec, ...]
     systems_only: bool
+    # What every architecture level speaks: "http", "memcached" (memcached topologies, whose
+    # workload levels are /memcached?PARAM=VALUE...) or "mixed" (no workload fits both).
+    protocol: str = "http"
 
     def architectures(self) -> Sequence[ArchitectureInfo]:
         own = tuple(ArchitectureInfo(s.level, f"[[systems]] {s.name}", frozenset()) for s in self.systems)
         return (*self.inner.architectures(), *own)
 
     def check_workload(self, target: str) -> None:
+        if self.protocol == "mixed":
+            raise ValueError("the architecture levels speak both http and memcached (a memcached topology); no workload fits both: make two specs")
+        if self.protocol == "memcached":
+            from archlab import contract
+
+            params = memcached_workload(target)
+            topology_load = [dict(s.topology.load) for s in self.systems if s.topology is not None and s.topology.protocol == "memcached"]
+            for load in topology_load:
+                try:
+                    contract.check_load({**load, **params, "protocol": "memcached"})
+                except InvalidValue as e:
+                    raise ValueError(str(e)) from None
+            return
         if not self.systems_only:
             self.inner.check_workload(target)
         elif not target.startswith("/"):
@@ -333,14 +409,33 @@ class WithSystems:
 def registry_with(inner: Registry, systems: tuple[SystemSpec, ...], architecture_levels: object) -> Registry:
     if not systems and not (isinstance(architecture_levels, list) and any(is_system_level(a) for a in architecture_levels)):
         return inner
-    only = isinstance(architecture_levels, list) and bool(architecture_levels) and all(is_system_level(a) for a in architecture_levels)
-    return WithSystems(inner, systems, only)
+    levels = architecture_levels if isinstance(architecture_levels, list) else []
+    only = bool(levels) and all(is_system_level(a) for a in levels)
+    if only and all(_runs_archlab_servers(systems, str(a)) for a in levels):
+        only = False  # topologies of archlab's own servers: their workloads are checked like any
+    spoken = {_protocol(systems, str(a)) for a in levels}
+    protocol = "mixed" if len(spoken) > 1 else (spoken.pop() if spoken else "http")
+    return WithSystems(inner, systems, only, protocol)
+
+
+def _protocol(systems: Sequence[SystemSpec], level: str) -> str:
+    named = next((s for s in systems if s.level == level), None)
+    return named.topology.protocol if named is not None and named.topology is not None else "http"
+
+
+def _runs_archlab_servers(systems: Sequence[SystemSpec], level: str) -> bool:
+    """Whether ``level`` is a topology whose backends are archlab architectures (so the
+    workload is one of archlab's)."""
+    named = next((s for s in systems if s.level == level), None)
+    return named is not None and named.topology is not None and named.topology.backends.kind == "architecture"
 
 
 def check_used(systems: Sequence[SystemSpec], architecture_levels: Sequence[object]) -> None:
-    """A declared system no cell runs would be ignored silently: refused instead."""
+    """A declared system no cell runs would be ignored silently: refused instead (a system a
+    topology runs as its backends is used)."""
+    members = topology_members(systems)
     for i, s in enumerate(systems):
-        if s.level not in architecture_levels:
+        if s.level not in architecture_levels and s.name not in members:
             raise SpecError(
                 f"systems[{i}]",
                 f"a system that factors.architecture names (add '{s.level}' to its levels)",
@@ -376,6 +471,18 @@ def column_sources(architecture: str, systems: Sequence[SystemSpec]) -> dict[str
             "syscalls": "server itself (its socket-call counters)",
         }
     system = find_system(systems, architecture)
+    if system.topology is not None:
+        t = system.topology
+        # archlab's serve and proxy count themselves; the middleware and peers are read from /proc.
+        own = t.backends.kind == "architecture" and (t.front is None or t.front.kind == "proxy")
+        how = "each process itself (getrusage)" if own else "archlab's serve/proxy themselves (getrusage), the others from /proc (outside)"
+        return {
+            "throughput_latency": generator,
+            "cpu": f"sum over the topology's processes, per process in probe.json: {how}",
+            "context_switches": f"sum over the topology's processes: {how}",
+            "rss": "largest process of the topology",
+            "syscalls": "sum of the processes' own socket-call counters" if own else "unavailable (not every process of the topology counts its socket calls)",
+        }
     if system.is_remote:
         return {
             "throughput_latency": generator,

@@ -78,7 +78,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
     server = _server(raw.section("server"))
     load = _load(raw.section("load"))
-    systems = parse_systems(raw.entries("systems"), env.cpus)
+    systems = parse_systems(raw.entries("systems"), env.cpus, tuple(a.name for a in env.registry.architectures()))
     registry = registry_with(env.registry, systems, raw.section("factors").get("architecture"))
     factors = _factors(raw.section("factors"), registry, load.model)
     _check_not_fixed_and_varied(factors, raw)

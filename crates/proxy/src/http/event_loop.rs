@@ -600,4 +600,8 @@ impl LoopForward for LoopForwarder {
     fn timer(&mut self, conn: &mut Conn<LoopState>, idx: usize, ctx: Ctx<'_>) -> Next {
         self.run(conn, idx, ctx, Wake::Timer)
     }
+
+    fn answering(&self, conn: &Conn<LoopState>) -> bool {
+        conn.state.as_ref().and_then(|s| s.downcast_ref::<ClientState>()).is_some_and(|st| st.flight.is_some())
+    }
 }

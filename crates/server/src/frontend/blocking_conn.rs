@@ -99,7 +99,7 @@ impl BlockingConn {
                 Flow::Close => return,
                 Flow::Refused => return linger_close_blocking(&mut self.stream),
             }
-            self.watch.observe(&self.input, 0);
+            self.watch.observe(&self.input, 0, false);
             if !self.set_read_timeout(starving.is_some()) {
                 return self.expire();
             }

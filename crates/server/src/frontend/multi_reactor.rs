@@ -16,9 +16,9 @@
 use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::WritePolicy;
 use crate::frontend::hybrid::Router;
-use crate::frontend::reactor::{EventLoop, Inline, Mode};
+use crate::frontend::reactor::{EventLoop, Forwarding, Inline, Mode};
 use crate::options::ServerOptions;
-use crate::service::{Forwarding, Service};
+use crate::service::Service;
 use crate::Server;
 use std::io;
 use std::net::TcpListener;
@@ -85,7 +85,7 @@ impl MultiReactor {
             })?;
         }
         let mut next = 0;
-        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
+        accept_blocking(&listener, &self.options, &Admission::new(self.options.max_connections), |stream, place| {
             inboxes[next].send(stream, place);
             next = (next + 1) % inboxes.len();
         })

@@ -59,7 +59,7 @@ impl Server for NCopy {
             })?);
         }
         // One cap for the whole server: a copy at the cap is woken when any copy closes one.
-        let admission = Admission::new(&self.options);
+        let admission = Admission::new(self.options.max_connections);
         let mut loops = Vec::with_capacity(self.copies);
         for l in listeners {
             let mode = Inline(WritePolicy::Spin);

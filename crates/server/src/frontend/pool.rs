@@ -27,7 +27,6 @@ use crate::acceptor::{accept_blocking, Admission};
 use crate::frontend::blocking_conn::BlockingConn;
 use crate::http_service::{KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::timeouts::Timeouts;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
 use std::io;
@@ -59,8 +58,8 @@ impl Server for BlockingHandOff {
             }
         })?;
         let _ = sender.set(started.clone());
-        let timeouts = Timeouts::from_options(&self.options);
-        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
+        let timeouts = self.options.timeouts();
+        accept_blocking(&listener, &self.options, &Admission::new(self.options.max_connections), |stream, place| {
             started.send(BlockingConn::new(stream, place, &limits, timeouts))
         })
     }

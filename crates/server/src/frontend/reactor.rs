@@ -45,7 +45,8 @@ use crate::acceptor::{accept_pending, Admission, Admitted, Backlog};
 use crate::conn::{FlushReport, Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::service::{Forwarding, Service};
+pub use crate::service::{backend_token, Conn, Ctx, Next};
+use crate::service::{LoopForward, LoopState, Service, BACKEND_BIT, FIRST_CONN};
 use crate::timeouts::{Expiry, Sweep, Timeouts, Watch};
 use crate::Server;
 use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
@@ -60,63 +61,7 @@ use std::time::Instant;
 
 const LISTENER: u64 = 0;
 const WAKER: u64 = 1;
-const FIRST_CONN: u64 = 2;
-/// Set in the token of a connection a mode opened for the client in slot `idx` (a proxy's
-/// backend connection): [`backend_token`].
-const BACKEND_BIT: u64 = 1 << 63;
-
-/// The poller token under which a mode registers the backend connection of the client
-/// connection in slot `idx`; its events reach [`Mode::backend_ready`] with that slot.
-pub fn backend_token(idx: usize) -> u64 {
-    BACKEND_BIT | (idx as u64 + FIRST_CONN)
-}
 const EVENTS_PER_WAIT: usize = 1024;
-
-/// A connection of a loop, with the per-connection state `S` of the loop's [`Mode`].
-pub struct Conn<S> {
-    pub stream: TcpStream,
-    pub input: InBuf,
-    pub output: OutBuf,
-    pub closing: bool,
-    /// Closing after refusing a request: linger instead of closing at once.
-    pub refused: bool,
-    /// Complete requests wait behind output over `max_output_bytes` (`Flow::Drain`): answer
-    /// them once the output has gone out, and read nothing more meanwhile.
-    pub waiting: bool,
-    /// The poller reported the peer's close (EPOLLRDHUP/EPOLLHUP/EPOLLERR): read on to EOF or
-    /// an error, since no further edge will come.
-    peer_closed: bool,
-    /// Set once the write side is shut down: input is discarded until then.
-    lingering_until: Option<Instant>,
-    discarded: usize,
-    /// Which timeout runs for the connection, since when.
-    watch: Watch,
-    /// The connection's place under `max_connections`, given back when it is dropped.
-    _place: Admitted,
-    /// What the mode keeps per connection.
-    pub state: S,
-}
-
-/// What the loop does with a connection after its mode served it.
-pub enum Next {
-    Keep,
-    Close,
-    Linger,
-    /// Netty's flush task: the write-spin limit was reached, continue after the other events.
-    FlushLater,
-    /// Arm the one-shot registration for this interest.
-    Rearm(Interest),
-    /// The mode took the connection out of the loop; it comes back through the [`Inbox`].
-    Away,
-}
-
-/// What one loop's connections are served with: the limits and a thread's scratch space, and
-/// the loop's poller, in which a mode may register connections of its own ([`backend_token`]).
-pub struct Ctx<'a> {
-    pub limits: &'a Limits,
-    pub scratch: &'a mut Scratch,
-    pub poller: &'a Poller,
-}
 
 /// How a loop serves ready connections: implemented by each readiness front-end.
 pub trait Mode: Send + 'static {
@@ -141,6 +86,12 @@ pub trait Mode: Send + 'static {
     /// A deadline of the connection in slot `idx` (reported by [`Mode::due`]) has passed.
     fn timer(&mut self, _conn: &mut Conn<Self::State>, _idx: usize, _ctx: Ctx<'_>) -> Next {
         Next::Keep
+    }
+    /// Whether the mode is still answering a request of `conn` that it has taken (a proxy's
+    /// exchange): the loop runs no request or idle timeout for it meanwhile, the mode's own
+    /// deadlines do.
+    fn answering(&self, _conn: &Conn<Self::State>) -> bool {
+        false
     }
 }
 
@@ -337,7 +288,7 @@ impl<M: Mode> EventLoop<M> {
     pub fn with_inbox(options: &ServerOptions, mode: M) -> io::Result<(Self, Arc<Inbox<M::State>>)> {
         let inbox = Inbox::new()?;
         // Nothing is admitted here: the loop has no listener.
-        let admission = Admission::new(&ServerOptions::default());
+        let admission = Admission::new(0);
         Ok((EventLoop::new(None, admission, inbox.clone(), options, mode)?, inbox))
     }
 
@@ -345,7 +296,7 @@ impl<M: Mode> EventLoop<M> {
     /// beforehand, so that they can hold it before the loop exists).
     pub fn with_inbox_of(inbox: Arc<Inbox<M::State>>, options: &ServerOptions, mode: M) -> io::Result<Self> {
         // Nothing is admitted here: the loop has no listener.
-        let admission = Admission::new(&ServerOptions::default());
+        let admission = Admission::new(0);
         EventLoop::new(None, admission, inbox, options, mode)
     }
 
@@ -358,7 +309,7 @@ impl<M: Mode> EventLoop<M> {
     ) -> io::Result<Self> {
         let poller = Poller::new(EVENTS_PER_WAIT)?;
         poller.register(inbox.waker.as_raw_fd(), WAKER, Interest::READABLE, Trigger::Level)?;
-        let timeouts = Timeouts::from_options(options);
+        let timeouts = options.timeouts();
         Ok(EventLoop {
             poller,
             conns: Slab { slots: Vec::new(), free: Vec::new() },
@@ -496,7 +447,8 @@ impl<M: Mode> EventLoop<M> {
         if conn.lingering_until.is_some() {
             return;
         }
-        conn.watch.observe(&conn.input, conn.output.pending());
+        let answering = self.mode.answering(conn);
+        conn.watch.observe(&conn.input, conn.output.pending(), answering);
         if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
             self.sweep.schedule(deadline);
         }
@@ -741,7 +693,7 @@ impl SingleThread {
 
 impl Server for SingleThread {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
-        let admission = Admission::new(&self.options);
+        let admission = Admission::new(self.options.max_connections);
         match &self.options.service {
             Service::Workload => {
                 let mode = Inline(WritePolicy::Spin);
@@ -752,5 +704,37 @@ impl Server for SingleThread {
                 EventLoop::with_listener(listener, admission, Inbox::new()?, &self.options, mode)?.run()
             }
         }
+    }
+}
+
+/// The event loop's mode for a forwarding service.
+pub struct Forwarding(pub Box<dyn LoopForward>);
+
+impl Mode for Forwarding {
+    type State = LoopState;
+
+    fn registration(&self) -> (Interest, Trigger) {
+        (Interest::BOTH, Trigger::Edge)
+    }
+
+    fn ready(&mut self, slot: &mut Option<Box<Conn<LoopState>>>, idx: usize, ctx: Ctx<'_>, _: bool) -> Next {
+        let conn = slot.as_mut().expect("the loop passes a present connection");
+        self.0.client_ready(conn, idx, ctx)
+    }
+
+    fn backend_ready(&mut self, conn: &mut Conn<LoopState>, idx: usize, ctx: Ctx<'_>) -> Next {
+        self.0.backend_ready(conn, idx, ctx)
+    }
+
+    fn due(&mut self, now: Instant, fired: &mut Vec<usize>) -> Option<Instant> {
+        self.0.due(now, fired)
+    }
+
+    fn timer(&mut self, conn: &mut Conn<LoopState>, idx: usize, ctx: Ctx<'_>) -> Next {
+        self.0.timer(conn, idx, ctx)
+    }
+
+    fn answering(&self, conn: &Conn<LoopState>) -> bool {
+        self.0.answering(conn)
     }
 }

@@ -254,7 +254,7 @@ impl Server for Staged {
         if route.stages.set(senders).is_err() {
             unreachable!("stages are set once");
         }
-        let admission = Admission::new(&self.options);
+        let admission = Admission::new(self.options.max_connections);
         if self.pollers == 1 {
             let home = homes[0].clone();
             return EventLoop::with_listener(listener, admission, home, &self.options, Poller { route, home: 0 })?

@@ -9,7 +9,6 @@ use crate::acceptor::{accept_blocking, Admission};
 use crate::frontend::blocking_conn::BlockingConn;
 use crate::http_service::{KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::timeouts::Timeouts;
 use crate::Server;
 use std::io;
 use std::net::TcpListener;
@@ -31,8 +30,8 @@ impl Server for ThreadPerConnection {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let limits = self.options.limits.clone();
         let options = &self.options;
-        let timeouts = Timeouts::from_options(options);
-        accept_blocking(&listener, &self.options, &Admission::new(options), |stream, place| {
+        let timeouts = options.timeouts();
+        accept_blocking(&listener, &self.options, &Admission::new(options.max_connections), |stream, place| {
             let limits = limits.clone();
             let mut scratch = Scratch::new(options);
             let spawned =

@@ -234,7 +234,7 @@ struct Proactor {
 
 impl Proactor {
     fn new(listener: Arc<TcpListener>, admission: Arc<Admission>, options: &ServerOptions) -> io::Result<Proactor> {
-        let timeouts = Timeouts::from_options(options);
+        let timeouts = options.timeouts();
         Ok(Proactor {
             ring: new_ring()?,
             listener,
@@ -542,7 +542,7 @@ impl Proactor {
         if conn.phase != Phase::Open {
             return;
         }
-        conn.watch.observe(&conn.input, conn.output.pending());
+        conn.watch.observe(&conn.input, conn.output.pending(), false);
         if let Some((deadline, _)) = conn.watch.deadline(&self.timeouts) {
             self.sweep.schedule(deadline);
         }
@@ -697,7 +697,7 @@ impl Server for IoUringProactor {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         listener.set_nonblocking(true)?;
         let listener = Arc::new(listener);
-        let admission = Admission::new(&self.options);
+        let admission = Admission::new(self.options.max_connections);
         // Every ring is made on the thread that runs it; none accepts before all exist, so a
         // ring that cannot be made fails `serve` before any connection is taken.
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();

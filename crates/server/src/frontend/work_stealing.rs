@@ -19,7 +19,7 @@ use crate::acceptor::{accept_blocking, Admission};
 use crate::conn::{Flushed, InBuf, OutBuf, WritePolicy, LINGER, LINGER_MAX_BYTES};
 use crate::http_service::{serve_buffered, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::timeouts::{Timeouts, Watch};
+use crate::timeouts::Watch;
 use crate::Server;
 use archlab_metrics::counters::{count_limit, count_write, LimitEvent};
 use archlab_wire::http::request_timeout_response;
@@ -48,7 +48,7 @@ impl Server for WorkStealing {
             .enable_time()
             .build()?;
         let options = Arc::new(self.options.clone());
-        accept_blocking(&listener, &self.options, &Admission::new(&self.options), |stream, place| {
+        accept_blocking(&listener, &self.options, &Admission::new(self.options.max_connections), |stream, place| {
             archlab_metrics::counters::count_handoff();
             let options = options.clone();
             runtime.spawn(async move {
@@ -85,7 +85,7 @@ impl Write for Nonblocking<'_> {
 
 async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions) {
     let limits = &options.limits;
-    let timeouts = Timeouts::from_options(options);
+    let timeouts = options.timeouts();
     let mut watch = Watch::new();
     let mut input = InBuf::new(limits.max_header_bytes + limits.max_body_bytes);
     let mut output = OutBuf::default();
@@ -110,7 +110,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, options: &ServerOptions
             Flow::Close => return,
             Flow::Refused => return linger(stream).await,
         }
-        watch.observe(&input, 0);
+        watch.observe(&input, 0, false);
         loop {
             match input.read_from(&mut Nonblocking(&stream)) {
                 Ok(0) => return,
