@@ -93,8 +93,8 @@ def test_two_cells_end_to_end(engine_path, tmp_path, token):
 class BadOptionEngine(Engine):
     """The real engine, asked to serve with an option it does not have."""
 
-    def serve_argv(self, architecture, options_path):
-        return [*super().serve_argv(architecture, options_path), "--bogus"]
+    def serve_argv(self, architecture, options_path, host="127.0.0.1"):
+        return [*super().serve_argv(architecture, options_path, host), "--bogus"]
 
 
 @dataclass(frozen=True)

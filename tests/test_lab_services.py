@@ -59,8 +59,8 @@ def test_call_cell_runs_against_a_started_downstream(engine_path, tmp_path, toke
 
 @dataclass(frozen=True)
 class BadOptionEngine(Engine):
-    def serve_argv(self, architecture, options_path):
-        return [*super().serve_argv(architecture, options_path), "--bogus"]
+    def serve_argv(self, architecture, options_path, host="127.0.0.1"):
+        return [*super().serve_argv(architecture, options_path, host), "--bogus"]
 
 
 def test_downstream_is_stopped_when_the_server_fails(engine_path, tmp_path, token):

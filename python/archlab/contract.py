@@ -26,6 +26,7 @@ from archlab.errors import InvalidValue, NativeMissing
 _REQUIRED = (
     "architectures", "check_workload", "check_server", "server_options_schema", "check_load", "load_params_schema",
     "parse_duration", "think_time", "cpu_list", "check_proxy", "proxy_options_schema", "OptionError", "mix",
+    "check_link", "link_keys", "link_missing_privilege",
 )  # fmt: skip
 _BUILD_HINT = "run `make build` (or `maturin develop --release` in the package's environment)"
 
@@ -136,3 +137,24 @@ def check_proxy(architecture: str, options: Mapping[str, object]) -> dict[str, A
     mapping), checked and normalised, as the JSON object ``archlab-engine proxy --options``
     reads."""
     return json.loads(_call(native().check_proxy, architecture, _dumps(options)))
+
+
+@functools.cache
+def link_keys() -> tuple[str, ...]:
+    """The parameters of an emulated link (``archlab-engine link --params``): ``mtu``,
+    ``delay``, ``delay_up``, ... ``seed``."""
+    return tuple(native().link_keys())
+
+
+def check_link(params: Mapping[str, object]) -> dict[str, Any]:
+    """A link's parameters, checked: what it applies (``mtu``, ``up`` and ``down`` with
+    ``delay_us``, ``jitter_us``, ``rate``, ``loss``, ``reorder``, and ``seed``), as the link's
+    ``ready`` line says it. A refusal names the parameter's key."""
+    return json.loads(_call(native().check_link, _dumps(params)))
+
+
+def link_missing_privilege(scheduling: str = "realtime") -> str | None:
+    """What this process (and so the children it starts) lacks to create a link whose threads
+    are scheduled as ``scheduling``, as one line naming it (e.g. CAP_NET_ADMIN); None if
+    nothing."""
+    return native().link_missing_privilege(scheduling)

@@ -5,7 +5,7 @@
 //! `--cleanup-stale` does so for every link whose forwarder is gone. Programs run on a side
 //! with `ip netns exec NETNS ...`. The mechanism is in `archlab-link`.
 
-use crate::args::{parse_cpus, parse_duration};
+use crate::args::{parse_cpus, parse_duration, read_document};
 use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_link::params::{parse_bytes, parse_loss, parse_rate, RateSetting};
@@ -29,6 +29,10 @@ pub struct LinkArgs {
     /// Remove what killed forwarders left, for every link, then exit.
     #[arg(long)]
     cleanup_stale: bool,
+    /// The link's parameters as one JSON object (a file, or - for stdin), keys as the flags
+    /// with _ for - (delay_up, rate, mtu...), instead of the flags; see docs/link.md.
+    #[arg(long, value_name = "FILE")]
+    params: Option<std::path::PathBuf>,
     /// MTU of both devices, bytes (576..=65535) [default: 1500]
     #[arg(long, allow_hyphen_values = true)]
     mtu: Option<u32>,
@@ -81,6 +85,9 @@ pub struct LinkArgs {
     /// Let jitter reorder packets.
     #[arg(long)]
     reorder: bool,
+    /// TCP congestion control of both sides' stacks, e.g. cubic [default: the host's]
+    #[arg(long)]
+    congestion: Option<String>,
     /// Seed of the loss and jitter draws [default: 1]
     #[arg(long)]
     seed: Option<u64>,
@@ -135,12 +142,14 @@ impl LinkArgs {
             },
             reorder: self.reorder,
             seed: self.seed,
+            congestion: self.congestion.clone(),
         }
     }
 
     /// Whether any parameter of a link was given (they mean nothing to a cleanup).
     fn has_link_params(&self) -> bool {
         self.raw("") != RawLink::default()
+            || self.params.is_some()
             || self.cpus.is_some()
             || self.cpus_up.is_some()
             || self.cpus_down.is_some()
@@ -181,7 +190,20 @@ pub fn run(a: LinkArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let name = a.name.as_deref().expect("clap requires one of --name, --cleanup, --cleanup-stale");
-    let config = LinkConfig::new(&a.raw(name)).map_err(|e| link_error(e.into()))?;
+    let config = match &a.params {
+        Some(path) => {
+            if a.raw(name) != (RawLink { name: name.to_string(), ..RawLink::default() }) {
+                return Err(CliError::usage(
+                    "--params takes the link's parameters in place of their flags: give one or the other",
+                ));
+            }
+            let doc = read_document("params", path)?;
+            archlab_link::document::config_from_json(name, &doc, parse_duration).map_err(|e| {
+                CliError::usage(format!("invalid {} in --params: expected {}, got {}", e.param, e.allowed, e.received))
+            })?
+        }
+        None => LinkConfig::new(&a.raw(name)).map_err(|e| link_error(e.into()))?,
+    };
     let control = Control::new().map_err(|e| CliError::runtime(format!("cannot create an eventfd: {e}")))?;
     // Signals first, so that the forwarding threads inherit the blocked mask, and a signal
     // during set-up is kept until the link exists and can be removed.

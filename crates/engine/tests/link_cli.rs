@@ -325,3 +325,55 @@ fn missing_privileges_are_named_in_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert_nothing_left(&name);
 }
+
+/// The parameters as one JSON object (`--params`, how the lab passes a spec's `[network]`):
+/// the same link as the flags make, with the congestion control set in both namespaces;
+/// refusals name the JSON key; flags and `--params` together are refused.
+#[test]
+fn params_as_json_and_congestion_control() {
+    let dir = std::env::temp_dir().join(unique("params"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let params = dir.join("link.json");
+    std::fs::write(&params, r#"{"delay_down": "2ms", "rate_up": "10mbit", "mtu": 1400, "congestion": "reno"}"#)
+        .unwrap();
+    let name = unique("json");
+    let f = Forwarder::spawn(&["--name", &name, "--params", params.to_str().unwrap()]);
+    let ready = f.next("ready");
+    assert_eq!(ready["mtu"], 1400);
+    assert_eq!(ready["down"]["delay_us"], 2000.0);
+    assert_eq!(ready["up"]["rate"]["rate_bps"], 10_000_000);
+    assert_eq!(ready["congestion"], "reno");
+    for ns in namespaces(&name) {
+        let out =
+            Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-n", "net.ipv4.tcp_congestion_control"]).output();
+        assert_eq!(String::from_utf8_lossy(&out.expect("sysctl runs").stdout).trim(), "reno", "in {ns}");
+    }
+    f.signal(libc::SIGTERM);
+    let _ = f.next("stats");
+    let (status, err) = f.wait();
+    assert!(status.success(), "{status:?} {err}");
+    assert_nothing_left(&name);
+
+    let bad = unique("badjson");
+    for (doc, key) in [
+        (r#"{"loss_up": 1.5}"#, "loss_up"),
+        (r#"{"delay": "5ms", "jitter_down": "6ms"}"#, "jitter_down"),
+        (r#"{"delai": "5ms"}"#, "delai"),
+        (r#"{"congestion": "Cubic!"}"#, "congestion"),
+    ] {
+        std::fs::write(&params, doc).unwrap();
+        let (code, out, err) = run(&["--name", &bad, "--params", params.to_str().unwrap()], |_| {});
+        assert_eq!(code, 2, "{doc}: {err}");
+        assert!(
+            err.starts_with(&format!("archlab-engine: error: invalid {key} in --params: expected ")),
+            "{doc}: {err}"
+        );
+        assert!(out.is_empty(), "{doc}: {out}");
+    }
+    std::fs::write(&params, "{}").unwrap();
+    let (code, _, err) = run(&["--name", &bad, "--params", params.to_str().unwrap(), "--delay", "1ms"], |_| {});
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--params takes the link's parameters in place of their flags"), "{err}");
+    assert_nothing_left(&bad);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -19,6 +19,7 @@
 //! what a killed forwarder left.
 
 pub mod control;
+pub mod document;
 pub mod error;
 mod forwarder;
 mod link;

@@ -49,6 +49,8 @@ pub struct ReadyInfo {
     pub up: DirectionParams,
     pub down: DirectionParams,
     pub seed: u64,
+    /// TCP congestion control of both sides (None: the host's default).
+    pub congestion: Option<String>,
     /// How the forwarding threads are scheduled: high, realtime or normal.
     pub scheduling: &'static str,
     /// The CPUs each forwarding thread is pinned to, if it is.
@@ -73,7 +75,7 @@ impl Link {
     /// failures and take stop requests through `control`.
     pub fn start(config: &LinkConfig, control: Arc<Control>, options: &ThreadOptions) -> Result<Link, LinkError> {
         privileges::check(options.scheduling)?;
-        let topology = Topology::create(&config.name, config.mtu)?;
+        let topology = Topology::create(&config.name, config.mtu, config.congestion.as_deref())?;
         let counters = [Arc::default(), Arc::default()];
         let mut link = Link {
             config: config.clone(),
@@ -163,6 +165,7 @@ impl Link {
             up: self.config.up,
             down: self.config.down,
             seed: self.config.seed,
+            congestion: self.config.congestion.clone(),
             scheduling: self.threads_options.scheduling.name(),
             cpus_up: self.threads_options.cpus_up.as_ref().map(|c| c.to_string()),
             cpus_down: self.threads_options.cpus_down.as_ref().map(|c| c.to_string()),

@@ -42,7 +42,7 @@ pub struct InvalidParam {
 }
 
 impl InvalidParam {
-    fn new(param: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Display) -> Self {
+    pub(crate) fn new(param: impl Into<String>, allowed: impl Into<String>, received: impl fmt::Display) -> Self {
         InvalidParam { param: param.into(), allowed: allowed.into(), received: received.to_string() }
     }
 }
@@ -187,6 +187,8 @@ pub struct RawLink {
     /// Let jitter reorder packets (off: a packet never leaves before the one ahead of it).
     pub reorder: bool,
     pub seed: Option<u64>,
+    /// TCP congestion control of both sides' stacks (e.g. `cubic`); None: the host's default.
+    pub congestion: Option<String>,
 }
 
 /// The rate limiter of a direction: a token bucket filled at `rate_bps` holding at most
@@ -268,6 +270,9 @@ pub struct LinkConfig {
     pub up: DirectionParams,
     pub down: DirectionParams,
     pub seed: u64,
+    /// TCP congestion control both namespaces' stacks use; None: the host's default (new
+    /// namespaces inherit it).
+    pub congestion: Option<String>,
 }
 
 impl LinkConfig {
@@ -294,7 +299,8 @@ impl LinkConfig {
         if let (false, Some(seed)) = (up.is_random() || down.is_random(), raw.seed) {
             return Err(InvalidParam::new("seed", "only when something is random (a loss or a jitter)", seed));
         }
-        Ok(LinkConfig { name, mtu, up, down, seed: raw.seed.unwrap_or(DEFAULT_SEED) })
+        let congestion = raw.congestion.as_deref().map(check_congestion).transpose()?;
+        Ok(LinkConfig { name, mtu, up, down, seed: raw.seed.unwrap_or(DEFAULT_SEED), congestion })
     }
 
     pub fn direction(&self, d: Direction) -> &DirectionParams {
@@ -361,6 +367,22 @@ fn resolve(raw: &RawLink, d: Direction, mtu: u32, round_trip: Duration) -> Resul
         }
     };
     Ok(DirectionParams { delay, jitter, rate, loss, reorder: false })
+}
+
+/// The name of a congestion control algorithm, as the kernel spells them (`TCP_CA_NAME_MAX` is
+/// 16 bytes with the NUL). Whether this kernel has it is known only when the link is created.
+fn check_congestion(name: &str) -> Result<String, InvalidParam> {
+    let ok = (1..=15).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(InvalidParam::new(
+            "congestion",
+            "a TCP congestion control name such as cubic, reno or bbr",
+            format!("{name:?}"),
+        ))
+    }
 }
 
 fn at_least_mtu(v: Option<(u64, String)>, mtu: u32) -> Result<Option<u64>, InvalidParam> {

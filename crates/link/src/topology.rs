@@ -68,7 +68,7 @@ pub struct Topology {
 impl Topology {
     /// Take the name, remove what a killed forwarder of this name left, and create both sides.
     /// On failure everything created so far is removed.
-    pub fn create(name: &LinkName, mtu: u32) -> Result<Topology, LinkError> {
+    pub fn create(name: &LinkName, mtu: u32, congestion: Option<&str>) -> Result<Topology, LinkError> {
         let lock = NameLock::acquire(name)?;
         let [client_ns, server_ns] = namespace_names(name);
         let mut stale_removed = Vec::new();
@@ -83,6 +83,11 @@ impl Topology {
         let server = Side { netns: server_ns, device: DEVICE.into(), addr: SERVER_ADDR, peer: CLIENT_ADDR };
         let client_tun = make_side(&client, mtu, &mut made)?;
         let server_tun = make_side(&server, mtu, &mut made)?;
+        if let Some(algorithm) = congestion {
+            for side in [&client, &server] {
+                set_congestion(&side.netns, algorithm)?;
+            }
+        }
         made.0.clear();
         Ok(Topology {
             client,
@@ -128,6 +133,28 @@ impl Drop for Created {
             let _ = netns::delete(ns);
         }
     }
+}
+
+/// Make `algorithm` the TCP congestion control of namespace `ns` (a per-namespace sysctl).
+/// The kernel lets a namespace other than the host's choose only among the host's
+/// `tcp_allowed_congestion_control` (EPERM otherwise); the error says which those are.
+fn set_congestion(ns: &str, algorithm: &str) -> Result<(), LinkError> {
+    const SYSCTL: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default();
+    netns::run_in(ns, || std::fs::write(SYSCTL, algorithm)).map_err(|e| {
+        let why = if e.kind() == io::ErrorKind::PermissionDenied {
+            let allowed = read("tcp_allowed_congestion_control");
+            format!(
+                "a namespace may only choose among net.ipv4.tcp_allowed_congestion_control ({0}); the host's root \
+                 can widen it: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{0} {algorithm}\"",
+                allowed.trim()
+            )
+        } else {
+            format!("this kernel has: {}", read("tcp_available_congestion_control").trim())
+        };
+        let e = io::Error::new(e.kind(), format!("{e} ({why})"));
+        LinkError::setup(format!("set TCP congestion control {algorithm} in {ns}"))(e)
+    })
 }
 
 fn make_side(side: &Side, mtu: u32, made: &mut Created) -> Result<Tun, LinkError> {

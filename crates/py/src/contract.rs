@@ -25,7 +25,7 @@ pyo3::create_exception!(
 );
 
 /// The one error mapping of the contracts.
-fn refused(py: Python<'_>, e: Refusal) -> PyErr {
+pub(crate) fn refused(py: Python<'_>, e: Refusal) -> PyErr {
     let err = OptionError::new_err((e.field.clone(), e.allowed.clone(), e.received.clone(), e.hint.clone()));
     let value = err.value(py);
     for (name, v) in [("field", &e.field), ("allowed", &e.allowed), ("received", &e.received), ("hint", &e.hint)] {

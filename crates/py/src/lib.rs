@@ -5,6 +5,7 @@
 
 mod contract;
 mod jtl;
+mod link;
 mod metrics;
 mod programs;
 mod sim;
@@ -56,5 +57,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     programs::register(m)?;
     contract::register(m)?;
     metrics::register(m)?;
+    link::register(m)?;
     Ok(())
 }

@@ -90,13 +90,14 @@ class Engine:
             raise ProcessFailed(f"{BINARY} architectures --json", f"printed invalid JSON ({e})") from None
         return tuple(ArchitectureInfo.from_mapping(item) for item in items)
 
-    def serve_argv(self, architecture: str, options_path: Path) -> list[str]:
-        """``serve`` of ``architecture`` on a free loopback port, with the options of the JSON
-        file ``options_path`` (written from :func:`serve_options`)."""
+    def serve_argv(self, architecture: str, options_path: Path, host: str = "127.0.0.1") -> list[str]:
+        """``serve`` of ``architecture`` on a free port of ``host`` (loopback unless the cell
+        runs over a link), with the options of the JSON file ``options_path`` (written from
+        :func:`serve_options`)."""
         return [
             str(self.path), "serve",
             "--arch", architecture,
-            "--host", "127.0.0.1",
+            "--host", host,
             "--port", "0",
             "--options", str(options_path),
         ]  # fmt: skip

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
-from archlab.lab import probes
+from archlab.lab import network, probes
 from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
@@ -133,6 +133,8 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     progress = Progress(total=planned, done=planned - len(pending), stream=stream)
     if load_executor is not None:
         handle.store.append_manifest_fact(handle.run_id, "load_hosts", load_executor.describe())
+    if handle.experiment.network is not None:  # which link each cell runs over
+        handle.store.append_manifest_fact(handle.run_id, "network", network.describe(handle.experiment))
     _record_topology_facts(handle)
     try:
         with ProcessGroup(config.stop_grace_s) as group:
@@ -268,17 +270,20 @@ def _measure(
             services["db_settings"] = exp.db_settings  # [db] pool and wait
         options = serve_options(cell, exp.placement, **services)  # type: ignore[arg-type]
         files.serve_options.write_text(json.dumps(options, indent=2) + "\n")
-        server = group.start("server", engine.serve_argv(cell.architecture, files.serve_options), files.server_stderr)
-        try:
-            host, port = _listening_address(server, config.ready_timeout_s)
-            _wait_until_answers(server, host, port, cell.probe_path, config.health_timeout_s)
-            records = files.records if exp.load.records else None
-            params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
-            files.load_params.write_text(json.dumps(params, indent=2) + "\n")
-            argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
-            window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
-        finally:
-            server_exit = group.stop(server)
+        # Loopback, or the emulated link of [network] (archlab.lab.network).
+        with network.route_for(group, engine, cell, exp.placement, files.directory, config.ready_timeout_s) as route:
+            serve = route.server_argv(engine.serve_argv(cell.architecture, files.serve_options, route.host))
+            server = group.start("server", serve, files.server_stderr)
+            try:
+                host, port = _listening_address(server, config.ready_timeout_s)
+                route.from_client(lambda: _wait_until_answers(server, host, port, cell.probe_path, config.health_timeout_s))
+                records = files.records if exp.load.records else None
+                params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
+                files.load_params.write_text(json.dumps(params, indent=2) + "\n")
+                argv = route.client_argv(engine.load_argv(files.load_params, files.summary, files.hdr_log))
+                window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
+            finally:
+                server_exit = group.stop(server)
     finally:
         if downstream is not None:
             downstream.stop(group)

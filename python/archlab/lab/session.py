@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
+from archlab.lab import network
 from archlab.lab.engine import DataPlaneRegistry, Engine
 from archlab.lab.runner import LoadExecutor, RunnerConfig, execute
 from archlab.spec import SpecEnvironment, load_spec, parse_spec
@@ -27,6 +28,7 @@ def run_spec(
     CLI uses it to say where the run goes and how to resume)."""
     experiment, text = load_spec(spec_path, SpecEnvironment.local(DataPlaneRegistry()))
     engine = Engine.locate()
+    network.prepare(engine, experiment, load_executor is not None)  # refused before the run exists
     with store.create_run(experiment, text, EngineFacts(engine.version, engine.build_profile)) as handle:
         if on_created is not None:
             on_created(handle)
@@ -40,6 +42,7 @@ def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(),
     manifest = store.read_manifest(run_id)
     engine = Engine.locate()
     experiment = parse_spec(manifest.spec_text or "", f"{run_id}/spec.toml", SpecEnvironment.local(DataPlaneRegistry()))
+    network.prepare(engine, experiment, load_executor is not None)
     with store.open_run(run_id, experiment) as handle:
         if on_created is not None:
             on_created(handle)

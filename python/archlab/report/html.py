@@ -77,6 +77,7 @@ def _header(p: Provenance) -> str:
         ("Kernel", _e(p.kernel)),
         ("CPU", _e(p.cpu_model)),
         ("Placement", _e(p.placement)),
+        ("Network", _e(p.network)),
         ("Spec hash", f'<code class="hash">{_e(p.spec_hash)}</code>'),
     ]
     return (

@@ -32,6 +32,7 @@ class Provenance:
     placement: str
     spec_hash: str
     load_model: str
+    network: str = "loopback"
 
 
 def _text(value: object) -> str:
@@ -82,6 +83,16 @@ def _placement(manifest: Manifest) -> str:
     return f"server on CPU {_text(manifest.server_cpus)} · load generator on CPU {_text(manifest.client_cpus)}"
 
 
+def _network(manifest: Manifest) -> str:
+    """Loopback, or the emulated link of the spec's ``[network]`` (a list: the levels of a
+    factor); what each cell's link applied is in the manifest and each repetition's link.json."""
+    given = manifest.spec.get("network")
+    if given is None:
+        return "loopback"
+    parts = [f"{k}={'|'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in given.items()]
+    return "emulated link (archlab-engine link): " + (" ".join(parts) or "defaults (MTU 1500)")
+
+
 def provenance(manifest: Manifest) -> Provenance:
     return Provenance(
         name=manifest.name,
@@ -97,4 +108,5 @@ def provenance(manifest: Manifest) -> Provenance:
         placement=_placement(manifest),
         spec_hash=_text(manifest.spec_hash),
         load_model=_text(manifest.load_model),
+        network=_network(manifest),
     )

@@ -21,7 +21,10 @@ others); ``[db]`` pool (the server's ``db_pool``), wait (a duration in whole ms,
 ``db_wait_ms``) and rows (default 10,000) of the ``/db`` workload's connection pool and table,
 refused when no workload is ``/db``; ``[[systems]]`` systems under test the lab starts from a
 command or loads at a remote target, each a level ``system:NAME`` of the architecture factor
-(:mod:`archlab.spec.systems`). Ranges and defaults of the server's options are the data
+(:mod:`archlab.spec.systems`); ``[network]`` the emulated link every cell then runs over
+instead of loopback (``mtu``, ``delay``, ``jitter``, ``rate``, ``queue``, ``burst``, ``loss``,
+each also ``_up``/``_down``, ``reorder``, ``seed``, ``congestion``; a list makes a factor
+``network.KEY``; :mod:`archlab.spec.network`). Ranges and defaults of the server's options are the data
 plane's, read through ``archlab._native`` (see :mod:`archlab.contract`).
 """
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Union, cast
 
+from archlab.spec.network import LinkSetting, NetworkSpec, factor_name, is_network_factor
+from archlab.spec.network import keys as network_keys
 from archlab.spec.systems import SystemSpec
 from archlab.spec.units import format_cpu_list, short_duration
 
@@ -287,6 +289,8 @@ class Cell:
     # the generator's SO_RCVBUF in bytes.
     mix: str | None = None
     rcvbuf: int | None = None
+    # The emulated link the cell runs over ([network]); None: loopback.
+    network: LinkSetting | None = None
 
     @property
     def probe_path(self) -> str:
@@ -322,6 +326,8 @@ class Experiment:
     db: DbSettings | None = None
     # The [[systems]] entries: systems under test the lab starts (or loads remotely) by name.
     systems: tuple[SystemSpec, ...] = ()
+    # The [network] section: cells run over an emulated link; None: over loopback.
+    network: NetworkSpec | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -334,6 +340,7 @@ class Experiment:
         """Every combination of levels: the first factor in canonical order varies slowest,
         levels keep the order the spec lists them in."""
         ordered = [f for name in FACTOR_NAMES if (f := self.factor(name)) is not None]
+        ordered += [f for f in self.factors if is_network_factor(f.name)]  # vary fastest
         cells = []
         for index, combo in enumerate(itertools.product(*(f.levels for f in ordered))):
             levels = dict(zip((f.name for f in ordered), combo))
@@ -354,6 +361,7 @@ class Experiment:
                 session_rate=_opt_float(levels.get("session_rate")),
                 mix=mix,
                 rcvbuf=_opt_int(levels.get("rcvbuf", self.load.rcvbuf)),
+                network=self.network.setting(levels) if self.network is not None else None,
             )
             cells.append(cell)
         return tuple(cells)
@@ -417,6 +425,8 @@ class Experiment:
             d["db"] = self.db.to_dict()
         if self.systems:  # only when given: specs without [[systems]] keep their hash
             d["systems"] = [s.to_dict() for s in self.systems]
+        if self.network is not None:  # only when given: specs without [network] keep their hash
+            d["network"] = self.network.to_dict()
         return d
 
     def spec_hash(self) -> str:
@@ -465,5 +475,9 @@ def _plain_number(value: object) -> str:
 
 
 def cell_id(levels: dict[str, Level]) -> str:
-    """``netty__echo-size-1024__c16``: one part per varied factor, in canonical order."""
-    return "__".join(_ID_PARTS[name](levels[name]) for name in FACTOR_NAMES if name in levels)
+    """``netty__echo-size-1024__c16``: one part per varied factor, in canonical order, then the
+    varied link parameters (``delay-5ms``) in the data plane's order of them."""
+    parts = [_ID_PARTS[name](levels[name]) for name in FACTOR_NAMES if name in levels]
+    if any(is_network_factor(name) for name in levels):
+        parts += [f"{slug(key)}-{slug(str(levels[factor_name(key)]))}" for key in network_keys() if factor_name(key) in levels]
+    return "__".join(parts)

@@ -16,6 +16,7 @@ from typing import Mapping
 from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
+from archlab.spec import network
 from archlab.spec.systems import SYSTEM_KEYS
 
 # Sections written as arrays of tables ([[systems]]): section -> keys each entry accepts.
@@ -34,6 +35,7 @@ def sections() -> Mapping[str, tuple[str, ...]]:
             "load": LOAD_KEYS,
             "placement": ("server_cpus", "client_cpus"),
             "db": DB_KEYS,
+            network.SECTION: network.keys(),
         }
     )
 

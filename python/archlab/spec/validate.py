@@ -45,6 +45,7 @@ from archlab.spec.model import (
     server_option_names,
     slug,
 )
+from archlab.spec import network
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
 from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
@@ -89,6 +90,9 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     db = _db(raw, factors)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
+    link = _network(raw, factors)
+    if link is not None:
+        factors += tuple(Factor(network.factor_name(k), levels) for k, levels in link.varied)
     given = Experiment(
         name=name,
         description=description,
@@ -101,8 +105,30 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         placement=placement,
         db=db,
         systems=systems,
+        network=link,
     )
     return dataclasses.replace(given, load=_check_load(given, raw))
+
+
+def _network(raw: RawSpec, factors: tuple[Factor, ...]) -> network.NetworkSpec | None:
+    """The ``[network]`` section (:mod:`archlab.spec.network`), refused where the cells could
+    not run over the link: the services of ``/call`` and ``/db`` and foreign systems live on
+    this host's loopback, which the server's namespace cannot reach."""
+    if network.SECTION not in raw.tables:
+        return None
+    for f in factors:
+        for i, level in enumerate(f.levels):
+            bad = (f.name == "workload" and str(level).split("?", 1)[0] in ("/call", DB_PATH)) or (
+                f.name == "architecture" and is_system_level(str(level))
+            )
+            if bad:
+                raise SpecError(
+                    f"factors.{f.name}[{i}]",
+                    "a level that runs over an emulated link (not /call, /db or a system:NAME)",
+                    level,
+                    hint="[network] puts the server in its own network namespace; remove [network] for this spec",
+                )
+    return network.parse(raw.section(network.SECTION))
 
 
 # --- scalar helpers ------------------------------------------------------------------------
