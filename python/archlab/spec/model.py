@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Union, cast
 
 from archlab.spec.systems import SystemSpec
+from archlab.spec.tune import TuneSettings
 from archlab.spec.units import format_cpu_list, short_duration
 
 Level = Union[str, int, float]
@@ -296,6 +297,8 @@ class Experiment:
     db: DbSettings | None = None
     # The [[systems]] entries: systems under test the lab starts (or loads remotely) by name.
     systems: tuple[SystemSpec, ...] = ()
+    # The [tune] section: a pool-size sweep over service programs (archlab.spec.tune).
+    tune: TuneSettings | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -386,6 +389,8 @@ class Experiment:
             d["db"] = self.db.to_dict()
         if self.systems:  # only when given: specs without [[systems]] keep their hash
             d["systems"] = [s.to_dict() for s in self.systems]
+        if self.tune is not None:  # only when given: specs without [tune] keep their hash
+            d["tune"] = self.tune.to_dict()
         return d
 
     def spec_hash(self) -> str:

@@ -17,6 +17,7 @@ from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
 from archlab.spec.systems import SYSTEM_KEYS
+from archlab.spec.tune import TUNE_KEYS
 
 # Sections written as arrays of tables ([[systems]]): section -> keys each entry accepts.
 ARRAY_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"systems": SYSTEM_KEYS})
@@ -34,6 +35,7 @@ def sections() -> Mapping[str, tuple[str, ...]]:
             "load": LOAD_KEYS,
             "placement": ("server_cpus", "client_cpus"),
             "db": DB_KEYS,
+            "tune": TUNE_KEYS,
         }
     )
 
