@@ -174,6 +174,11 @@ def _levels(tune: Mapping[str, object], parameter: str, factors: Mapping[str, ob
     limit, source = os_thread_limit()
     given = factors.get("architecture")
     archs = [a for a in given if isinstance(a, str)] if isinstance(given, list) else []
+    takes = {str(a["name"]): set(a.get("options", ())) for a in contract.native().architectures()}
+    for i, arch in enumerate(archs):
+        if arch in takes and parameter not in takes[arch]:
+            pooled = ", ".join(n for n, opts in takes.items() if parameter in opts)
+            raise SpecError(f"factors.architecture[{i}]", f"an architecture that takes {parameter} ({pooled})", arch)
     for i, level in enumerate(levels):
         field = f"tune.levels[{i}]"
         if isinstance(level, bool) or not isinstance(level, int) or level < 1:
