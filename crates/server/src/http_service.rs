@@ -15,10 +15,12 @@
 
 use crate::conn::{InBuf, OutBuf};
 use crate::options::ServerOptions;
+use crate::pool_control::Gate;
 use crate::service::{BlockingForward, ClientConn, Service};
 use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_workload::{Context, WorkError, Workload};
+use std::sync::Arc;
 
 /// What the connection should do after the buffered requests were answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub struct Scratch {
     max_output: usize,
     /// The handler of a forwarding service, for a thread that may block.
     forward: Option<Box<dyn BlockingForward>>,
+    /// The adaptive pool's gate, for a thread of a pool under `pool_control`: a request's
+    /// workload runs holding one of its permits.
+    gate: Option<Arc<Gate>>,
 }
 
 impl Scratch {
@@ -63,7 +68,20 @@ impl Scratch {
             Service::Workload => None,
             Service::Forward(f) => Some(f.blocking()),
         };
-        Scratch { body: Vec::new(), work, class: String::new(), max_output: options.max_output_bytes, forward }
+        Scratch {
+            body: Vec::new(),
+            work,
+            class: String::new(),
+            max_output: options.max_output_bytes,
+            forward,
+            gate: None,
+        }
+    }
+
+    /// The same scratch for a thread of a pool sized by `gate` (see `crate::pool_control`).
+    pub fn with_gate(mut self, gate: Option<Arc<Gate>>) -> Scratch {
+        self.gate = gate;
+        self
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -110,7 +128,10 @@ pub fn serve_buffered(
             }
             Ok(Parse::Complete { mut request, consumed: n }) => {
                 request.keep_alive &= policy == KeepAlive::AsRequested;
+                let gate = scratch.gate.clone();
+                let permit = gate.as_deref().map(Gate::enter);
                 respond(&request, out, scratch);
+                drop(permit);
                 consumed = n;
                 keep_alive = request.keep_alive;
             }

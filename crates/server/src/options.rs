@@ -11,12 +11,15 @@
 //! apply to every architecture. A value out of range is refused with the allowed values,
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
+use crate::pool_control::PoolControl;
 use crate::service::Service;
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
 use archlab_options::{Choice, Int, Kind, NoFlag, PowerOfTwo, Text};
 use archlab_wire::http::Limits;
-use archlab_workload::{DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS};
+use archlab_workload::{
+    DbConfig, DbPool, ProgramSet, DB_POOL_DEFAULT, DB_POOL_MAX, DB_WAIT_DEFAULT_MS, DB_WAIT_MAX_MS,
+};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,6 +66,16 @@ archlab_options::option_set! {
         batch: Option<usize> = None, COUNT, named Batch;
         /// Capacity of each SEDA stage queue (default 1024).
         queue_capacity: Option<usize> = None, CAPACITY, named QueueCapacity;
+        /// Resize the worker pool while serving: `hill-climb` (hill climbing on measured
+        /// throughput, as the .NET thread pool does; blocking and seda-queue). The pool's
+        /// threads (`threads`, SEDA's `handlers`) are the largest size; the sizes chosen are
+        /// in the `rusage` line's `pool_sizes`.
+        pool_control: Option<PoolControl> = None, Choice { all: &PoolControl::ALL, name: PoolControl::as_str }, named PoolControlOpt;
+        /// Smallest pool size of `pool_control`, and the size it starts at (default 1).
+        pool_min: Option<usize> = None, COUNT, named PoolMin;
+        /// Control interval of `pool_control`, in ms: the throughput of each interval decides
+        /// the next size (default 500).
+        pool_interval_ms: Option<u64> = None, Int::<u64>::new(10, 60_000), named PoolIntervalMs;
         /// Netty's write-spin limit: write calls per flush round (default 16).
         write_spin: Option<usize> = None, COUNT, named WriteSpin;
         /// SO_SNDBUF of accepted connections, bytes (Linux doubles it).
