@@ -143,8 +143,13 @@ def _figure(ev: Evaluation, tune: TuneSettings) -> str:
                     continue
                 nearest = min(levels, key=lambda m: (abs(m - level), -m))
                 marker, size = _MARKERS[name]
-                ax.plot([level], [c.intervals[nearest].mean * scale], marker, markersize=size, color=f"C{i}", label=name, alpha=0.85)
+                # Side by side around the level (a fifth of an octave apart), so that picks of
+                # the same level stay visible.
+                x = level * 2 ** (0.2 * (i - (len(marks) - 1) / 2))
+                ax.plot([x], [c.intervals[nearest].mean * scale], marker, markersize=size, color=f"C{i}", label=name, alpha=0.9)
             ax.set_xscale("log", base=2)
+            ax.set_xticks(levels, [str(m) for m in levels])
+            ax.set_ylim(bottom=0)
             ax.set_title(p)
             ax.set_xlabel(tune.parameter)
             ax.set_ylabel(f"{ev.objective.objective.value} ({unit})")
