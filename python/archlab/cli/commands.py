@@ -59,7 +59,7 @@ def tune(args: argparse.Namespace) -> int:
         if args.spec is not None or args.resume:
             raise SpecError("--analyse", "no SPEC and no --resume with --analyse", args.analyse)
         view = store.load_run(known_run(store, args.analyse, "--analyse"))
-        return _tune_summary(view, store.run_dir(args.analyse))
+        return _tune_summary(view, store.run_dir(args.analyse), args.all_models)
     if args.spec is None and not args.resume:
         raise SpecError("SPEC", "a spec with a [tune] section (or --resume RUN_ID)", "nothing")
     if args.spec is not None:
@@ -77,7 +77,7 @@ def tune(args: argparse.Namespace) -> int:
     code = _run(args, store, None, on_created=created)
     if code == 130 or not made:
         return code
-    status = _tune_summary(store.load_run(made[0].run_id), made[0].directory)
+    status = _tune_summary(store.load_run(made[0].run_id), made[0].directory, args.all_models)
     return code or status
 
 
@@ -89,17 +89,19 @@ def _keep_programs(handle: RunHandle) -> None:
         kept.write_bytes(Path(tune.programs_file).read_bytes())
 
 
-def _tune_summary(view: RunView, run_dir: Path) -> int:
-    from archlab.tuning.tune_report import analyse, summary_text, tune_settings  # lazy: scikit-learn
+def _tune_summary(view: RunView, run_dir: Path, all_models: bool = False) -> int:
+    from archlab.tuning.tune_report import analyse_with_data, models_text, summary_text, tune_settings  # lazy: scikit-learn
 
     tune = tune_settings(view.manifest)
     if tune is None:
         raise SpecError("RUN_ID", "a run of a spec with a [tune] section", view.manifest.run_id)
-    evals = analyse(view.manifest, view.rows, run_dir)
+    evals, data = analyse_with_data(view.manifest, view.rows, run_dir)
     if not evals:
         _say(f"run {view.manifest.run_id}: no successful repetition at concurrency {tune.concurrency} to analyse")
         return 1
     print(summary_text(evals, tune.parameter))
+    if all_models:
+        print(models_text(evals, data, tune.default))
     return 0
 
 

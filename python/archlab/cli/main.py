@@ -122,6 +122,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted sweep, then analyse it")
     p.add_argument("--analyse", metavar="RUN_ID", help="analyse a stored sweep again (no process is started)")
     p.add_argument("--no-report", action="store_true", help="skip the table and report.html")
+    p.add_argument("--all-models", action="store_true",
+                   help="also score the seed's four models as regression and classification (slower: 8 nested cross-validations)")
     p.set_defaults(func=commands.tune, cluster=None, shards=None)
 
     p = sub.add_parser(

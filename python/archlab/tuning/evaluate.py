@@ -88,6 +88,36 @@ def evaluate(architecture: str, dataset: Dataset, objective: SweepObjective, def
     return Evaluation(architecture, objective, default, choices, default_regret, tuners, scores)
 
 
+@dataclass(frozen=True)
+class ModelScore:
+    """One of the seed's models (Table 5.2) on held-out programs of a sweep."""
+
+    model: str
+    task: str
+    mape: float
+    mse: float
+    accuracy: float
+    f1_macro: float
+    median_regret: float
+
+
+def seed_models(dataset: Dataset, objective: SweepObjective, default: int) -> list[ModelScore]:
+    """The seed's four models, as regression and as classification, each scored by grouped
+    cross-validation (:func:`~archlab.tuning.learned.cross_validate`): the seed's metrics and
+    the median regret of their picks on held-out programs."""
+    out = []
+    n_splits = min(5, len(dataset.programs))
+    for model in ("decision-tree", "random-forest", "svm", "xgboost"):
+        for task in ("regression", "classification"):
+            try:
+                r = cross_validate(dataset, model, task, default_size=default, n_splits=n_splits, objective=objective.objective)
+            except (InvalidValue, ValueError):
+                continue  # e.g. classification of a sweep where one size is always best
+            regrets = [objective.regret(dataset, p, m) for p, m in r.picks.items()]
+            out.append(ModelScore(model, task, r.mape, r.mse, r.accuracy, r.f1_macro, float(np.nanmedian(regrets))))
+    return out
+
+
 def _learned(dataset: Dataset, objective: SweepObjective, default: int) -> tuple[TunerResult, dict[str, float]]:
     programs = dataset.programs
     if len(programs) < 3:

@@ -36,6 +36,11 @@ def tune_settings(manifest: Manifest) -> TuneSettings | None:
 
 
 def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> list[Evaluation]:
+    return analyse_with_data(manifest, rows, run_dir)[0]
+
+
+def analyse_with_data(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> tuple[list[Evaluation], dict]:
+    """:func:`analyse`, with the datasets it read (architecture -> Dataset)."""
     tune = tune_settings(manifest)
     if tune is None:
         raise ArchlabError(f"run {manifest.run_id} is not a sweep (its spec has no [tune] section)")
@@ -47,7 +52,8 @@ def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None)
     setting = Setting(cores=cores, concurrency=tune.concurrency, think_time_s=float(spec.get("load", {}).get("think_time_s", 0.0)),
                       db_connections=int(db.get("pool", 10)))
     out = []
-    for arch, dataset in sorted(datasets(list(rows), tune, programs).items()):
+    data = datasets(list(rows), tune, programs)
+    for arch, dataset in sorted(data.items()):
         cpu: dict[str, list[float]] = {}
         for r in rows:
             p = tune.program_of(r.cell.workload or "")
@@ -56,7 +62,7 @@ def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None)
                 cpu.setdefault(p, []).append(r.cost.cpu_us_per_request / 1e6)
         cpu_at_one = {p: float(np.mean(v)) for p, v in cpu.items()}
         out.append(evaluate(arch, dataset, objective, tune.default, setting, cpu_at_one))
-    return out
+    return out, data
 
 
 def _unit(objective: SweepObjective) -> tuple[str, float]:
@@ -94,6 +100,23 @@ def summary_text(evals: Sequence[Evaluation], parameter: str) -> str:
                 lines.append(f"  {t.name}: {t.note}")
         if ev.learned_scores:
             lines.append("  learned model on held-out programs: " + ", ".join(f"{k} {v:.3g}" for k, v in ev.learned_scores.items()))
+    return "\n".join(lines)
+
+
+def models_text(evals: Sequence[Evaluation], datasets_by_arch: dict, default: int) -> str:
+    """The seed's Table 5.2 on this sweep: its four models as regression and classification,
+    scored on held-out programs (grouped cross-validation), per architecture."""
+    from archlab.tuning.evaluate import seed_models
+
+    lines = []
+    for ev in evals:
+        lines.append(f"{ev.architecture}: the seed's models on held-out programs (grouped CV; seed 003 Table 5.2 beside)")
+        head = ["model", "task", "MAPE %", "MSE", "accuracy", "F1 macro", "median regret"]
+        rows = [[m.model, m.task, f"{m.mape:.1f}", f"{m.mse:.3g}", f"{m.accuracy:.2f}", f"{m.f1_macro:.2f}", _pct(m.median_regret)]
+                for m in seed_models(datasets_by_arch[ev.architecture], ev.objective, default)]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        for r in [head, *rows]:
+            lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
