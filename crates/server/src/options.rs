@@ -11,7 +11,7 @@
 //! apply to every architecture. A value out of range is refused with the allowed values,
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
-use crate::pool_control::PoolControl;
+use crate::pool_control::{ControlSettings, PoolControl, POOL_INTERVAL_DEFAULT_MS};
 use crate::service::Service;
 use archlab_handoff::{Dispatch, WaitStrategy};
 use archlab_netio::CpuList;
@@ -160,6 +160,17 @@ impl OptionName {
 }
 
 impl ServerOptions {
+    /// The adaptive pool's settings for a pool of `threads` threads, when `pool_control` asks
+    /// for one (see `crate::pool_control`).
+    pub fn pool_control_settings(&self, threads: usize) -> Option<ControlSettings> {
+        Some(ControlSettings {
+            control: self.pool_control?,
+            minimum: self.pool_min.unwrap_or(1),
+            maximum: threads,
+            interval: std::time::Duration::from_millis(self.pool_interval_ms.unwrap_or(POOL_INTERVAL_DEFAULT_MS)),
+        })
+    }
+
     /// Number of CPUs the server may use: the pinned list, else the CPUs this process may run on.
     pub fn cpu_count(&self) -> usize {
         match &self.cpus {

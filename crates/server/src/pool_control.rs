@@ -251,16 +251,6 @@ pub struct ControlSettings {
     pub interval: Duration,
 }
 
-/// The controller's settings for a pool of `threads` threads, when the options ask for one.
-pub fn settings(options: &crate::ServerOptions, threads: usize) -> Option<ControlSettings> {
-    Some(ControlSettings {
-        control: options.pool_control?,
-        minimum: options.pool_min.unwrap_or(1),
-        maximum: threads,
-        interval: Duration::from_millis(options.pool_interval_ms.unwrap_or(POOL_INTERVAL_DEFAULT_MS)),
-    })
-}
-
 /// Start the controller of a pool of `settings.maximum` threads: returns the gate the pool's
 /// threads pass through. The controller thread lives as long as the gate (it holds it weakly).
 pub fn start(settings: ControlSettings) -> std::io::Result<Arc<Gate>> {
@@ -360,41 +350,6 @@ mod tests {
             c.observe(c.size().min(6) as f64 * 100.0);
         }
         assert!((6..=14).contains(&c.current()), "{}", c.current());
-    }
-
-    #[test]
-    fn its_options_are_refused_where_they_would_be_ignored() {
-        use crate::registry::check;
-        let o = |f: fn(&mut crate::ServerOptions)| {
-            let mut o = crate::ServerOptions::default();
-            f(&mut o);
-            o
-        };
-        let e = check("blocking", &o(|o| o.pool_min = Some(2))).err().unwrap().to_string();
-        assert!(e.starts_with("pool_min: expected no value without pool_control"), "{e}");
-        let e = check("blocking", &o(|o| o.pool_interval_ms = Some(100))).err().unwrap().to_string();
-        assert!(e.starts_with("pool_interval_ms: expected no value without pool_control"), "{e}");
-        let e = check("blocking", &o(|o| (o.pool_control, o.pool_min) = (Some(PoolControl::HillClimb), Some(8))));
-        assert!(e
-            .err()
-            .unwrap()
-            .to_string()
-            .starts_with("pool_min: expected an integer in 1..=4 (the pool's threads)"));
-        let e = check(
-            "seda-queue",
-            &o(|o| (o.pool_control, o.handlers, o.pool_min) = (Some(PoolControl::HillClimb), Some(2), Some(3))),
-        );
-        assert!(e
-            .err()
-            .unwrap()
-            .to_string()
-            .starts_with("pool_min: expected an integer in 1..=2 (the pool's handlers)"));
-        let e = check("netty", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).err().unwrap().to_string();
-        assert!(e.starts_with("option pool_control does not apply to architecture netty"), "{e}");
-        assert!(
-            check("blocking", &o(|o| (o.pool_control, o.threads) = (Some(PoolControl::HillClimb), Some(32)))).is_ok()
-        );
-        assert!(check("seda-queue", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).is_ok());
     }
 
     #[test]

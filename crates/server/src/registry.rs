@@ -658,4 +658,39 @@ mod tests {
             assert!(lookup(name).is_some(), "{name}");
         }
     }
+
+    #[test]
+    fn pool_control_options_are_refused_where_they_would_be_ignored() {
+        use crate::pool_control::PoolControl;
+        let o = |f: fn(&mut ServerOptions)| {
+            let mut o = ServerOptions::default();
+            f(&mut o);
+            o
+        };
+        let e = check("blocking", &o(|o| o.pool_min = Some(2))).err().unwrap().to_string();
+        assert!(e.starts_with("pool_min: expected no value without pool_control"), "{e}");
+        let e = check("blocking", &o(|o| o.pool_interval_ms = Some(100))).err().unwrap().to_string();
+        assert!(e.starts_with("pool_interval_ms: expected no value without pool_control"), "{e}");
+        let e = check("blocking", &o(|o| (o.pool_control, o.pool_min) = (Some(PoolControl::HillClimb), Some(8))));
+        assert!(e
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with("pool_min: expected an integer in 1..=4 (the pool's threads)"));
+        let e = check(
+            "seda-queue",
+            &o(|o| (o.pool_control, o.handlers, o.pool_min) = (Some(PoolControl::HillClimb), Some(2), Some(3))),
+        );
+        assert!(e
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with("pool_min: expected an integer in 1..=2 (the pool's handlers)"));
+        let e = check("netty", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).err().unwrap().to_string();
+        assert!(e.starts_with("option pool_control does not apply to architecture netty"), "{e}");
+        assert!(
+            check("blocking", &o(|o| (o.pool_control, o.threads) = (Some(PoolControl::HillClimb), Some(32)))).is_ok()
+        );
+        assert!(check("seda-queue", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).is_ok());
+    }
 }

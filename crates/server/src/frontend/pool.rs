@@ -27,7 +27,6 @@ use crate::acceptor::{accept_blocking, Admission};
 use crate::frontend::blocking_conn::BlockingConn;
 use crate::http_service::{KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::pool_control;
 use crate::timeouts::Timeouts;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
@@ -52,7 +51,7 @@ impl Server for BlockingHandOff {
         let limits = self.options.limits.clone();
         // The adaptive pool (`pool_control`): the workers run requests through its gate.
         let gate =
-            pool_control::settings(&self.options, self.handoff.threads()).map(pool_control::start).transpose()?;
+            self.options.pool_control_settings(self.handoff.threads()).map(crate::pool_control::start).transpose()?;
         let started = archlab_handoff::start(&self.handoff, "worker", |_| {
             let (sender, limits) = (sender.clone(), limits.clone());
             let mut scratch = Scratch::new(&self.options).with_gate(gate.clone());

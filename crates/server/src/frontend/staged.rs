@@ -36,7 +36,6 @@ use crate::conn::WritePolicy;
 use crate::frontend::reactor::{Away, Back, Conn, Ctx, EventLoop, Inbox, Mode, Next};
 use crate::http_service::{serve_connection, Flow, KeepAlive, Scratch};
 use crate::options::ServerOptions;
-use crate::pool_control;
 use crate::service::ClientConn;
 use crate::Server;
 use archlab_handoff::{HandOffSpec, Sender};
@@ -245,8 +244,10 @@ impl Server for Staged {
         });
         // The adaptive pool (`pool_control`) sizes the stage that handles requests.
         let Hop::Stage { stage: handling, .. } = route.hops[first_handle] else { unreachable!("a stage hop") };
-        let gate = pool_control::settings(&self.options, self.stages[handling].threads())
-            .map(pool_control::start)
+        let gate = self
+            .options
+            .pool_control_settings(self.stages[handling].threads())
+            .map(crate::pool_control::start)
             .transpose()?;
         let mut senders = Vec::with_capacity(self.stages.len());
         for (i, spec) in self.stages.iter().enumerate() {
