@@ -38,7 +38,7 @@ def test_check_server_normalises_and_refuses_with_a_typed_error():
     with pytest.raises(OptionRefused) as e:
         contract.check_server("blocking", {"loops": 2})
     assert (e.value.parameter, e.value.received) == ("loops", "2")
-    assert e.value.allowed == "no loops value for architecture 'blocking', which accepts options: threads, sndbuf, rcvbuf"
+    assert e.value.allowed == "no loops value for architecture 'blocking', which accepts options: threads, pool_control, pool_min, pool_interval_ms, sndbuf, rcvbuf"
     assert e.value.hint == "loops applies to netty, hybrid, reactor-pool, netty-ring, io-uring"
     with pytest.raises(OptionRefused) as e:
         contract.check_server("seda-ring", {"ring_size": 1000})

@@ -32,9 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     "latency": FOUNDATION | {"store"},
     "models": FOUNDATION | {"store"},
     "sim": FOUNDATION | {"spec", "store", "latency"},
-    "report": FOUNDATION | {"spec", "store", "models", "latency"},
+    "report": FOUNDATION | {"spec", "store", "models", "latency", "tuning"},
     "compare": FOUNDATION | {"store", "report"},
-    "tuning": FOUNDATION | {"models", "sim", "store"},
+    "tuning": FOUNDATION | {"spec", "models", "sim", "store"},
     # Above the runner and the simulator: it gives them a cluster; only the CLI imports it.
     "cluster": FOUNDATION | {"spec", "store", "lab", "sim", "latency"},
 }

@@ -93,6 +93,12 @@ pub(crate) fn usage_json() -> serde_json::Value {
             v.extend(c);
         }
     }
+    // The adaptive pool's sizes over time ([ms since its start, size] per change), when it runs.
+    let sizes = archlab_server::pool_control::size_history();
+    if let (Some(v), false) = (v.as_object_mut(), sizes.is_empty()) {
+        v.insert("pool_sizes".into(), serde_json::json!(sizes));
+        v.insert("pool_size".into(), serde_json::json!(archlab_server::pool_control::adopted_size()));
+    }
     v
 }
 

@@ -15,11 +15,13 @@
 
 use crate::conn::{InBuf, OutBuf};
 use crate::options::ServerOptions;
+use crate::pool_control::Gate;
 use crate::service::{ClientConn, Service};
 pub use crate::service::{Flow, KeepAlive, Scratch};
 use archlab_metrics::counters::{count_limit, LimitEvent};
 use archlab_wire::http::{self, Limits, Method, Parse, Status};
 use archlab_workload::{Context, WorkError, Workload};
+use std::sync::Arc;
 
 impl Scratch {
     /// Scratch for a thread of a server built from `options` (its `--downstream`, `--db` and
@@ -31,7 +33,20 @@ impl Scratch {
             Service::Workload => None,
             Service::Forward(f) => Some(f.blocking()),
         };
-        Scratch { body: Vec::new(), work, class: String::new(), max_output: options.max_output_bytes, forward }
+        Scratch {
+            body: Vec::new(),
+            work,
+            class: String::new(),
+            max_output: options.max_output_bytes,
+            forward,
+            gate: None,
+        }
+    }
+
+    /// The same scratch for a thread of a pool sized by `gate` (see `crate::pool_control`).
+    pub fn with_gate(mut self, gate: Option<Arc<Gate>>) -> Scratch {
+        self.gate = gate;
+        self
     }
 
     /// Path and query of the last request answered with this scratch (HybridNetty's class).
@@ -68,7 +83,10 @@ pub fn serve_buffered(
             }
             Ok(Parse::Complete { mut request, consumed: n }) => {
                 request.keep_alive &= policy == KeepAlive::AsRequested;
+                let gate = scratch.gate.clone();
+                let permit = gate.as_deref().map(Gate::enter);
                 respond(&request, out, scratch);
+                drop(permit);
                 consumed = n;
                 keep_alive = request.keep_alive;
             }

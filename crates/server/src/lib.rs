@@ -32,6 +32,7 @@ pub mod conn;
 pub mod frontend;
 pub mod http_service;
 pub mod options;
+pub mod pool_control;
 pub mod registry;
 pub mod service;
 pub mod timeouts;

@@ -11,6 +11,7 @@
 //! apply to every architecture. A value out of range is refused with the allowed values,
 //! whether it comes from a flag, from JSON or from code (`registry::build` checks).
 
+use crate::pool_control::{ControlSettings, PoolControl, POOL_INTERVAL_DEFAULT_MS};
 use crate::service::Service;
 use crate::timeouts::Timeouts;
 use archlab_handoff::{Dispatch, WaitStrategy};
@@ -66,6 +67,16 @@ archlab_options::option_set! {
         batch: Option<usize> = None, COUNT, named Batch;
         /// Capacity of each SEDA stage queue (default 1024).
         queue_capacity: Option<usize> = None, CAPACITY, named QueueCapacity;
+        /// Resize the worker pool while serving: `hill-climb` (hill climbing on measured
+        /// throughput, as the .NET thread pool does; blocking and seda-queue). The pool's
+        /// threads (`threads`, SEDA's `handlers`) are the largest size; the sizes chosen are
+        /// in the `rusage` line's `pool_sizes`.
+        pool_control: Option<PoolControl> = None, Choice { all: &PoolControl::ALL, name: PoolControl::as_str }, named PoolControlOpt;
+        /// Smallest pool size of `pool_control`, and the size it starts at (default 1).
+        pool_min: Option<usize> = None, COUNT, named PoolMin;
+        /// Control interval of `pool_control`, in ms: the throughput of each interval decides
+        /// the next size (default 500).
+        pool_interval_ms: Option<u64> = None, Int::<u64>::new(10, 60_000), named PoolIntervalMs;
         /// Netty's write-spin limit: write calls per flush round (default 16).
         write_spin: Option<usize> = None, COUNT, named WriteSpin;
         /// SO_SNDBUF of accepted connections, bytes (Linux doubles it).
@@ -153,6 +164,17 @@ impl ServerOptions {
     /// The request and idle timeouts the connections of this server run under.
     pub fn timeouts(&self) -> Timeouts {
         Timeouts::new(self.request_timeout_ms, self.idle_timeout_ms)
+    }
+
+    /// The adaptive pool's settings for a pool of `threads` threads, when `pool_control` asks
+    /// for one (see `crate::pool_control`).
+    pub fn pool_control_settings(&self, threads: usize) -> Option<ControlSettings> {
+        Some(ControlSettings {
+            control: self.pool_control?,
+            minimum: self.pool_min.unwrap_or(1),
+            maximum: threads,
+            interval: std::time::Duration::from_millis(self.pool_interval_ms.unwrap_or(POOL_INTERVAL_DEFAULT_MS)),
+        })
     }
 
     /// Number of CPUs the server may use: the pinned list, else the CPUs this process may run on.

@@ -90,15 +90,18 @@ pub const DEFAULT_ACTOR_BATCH: usize = 5;
 pub const DEFAULT_SEDA_BATCH: usize = 1;
 
 use OptionName::{
-    Batch, Copies, Dispatch as DispatchOpt, Dispatchers, Handlers, Loops, Mailbox, QueueCapacity, RecvBuffer, RingSize,
-    SendBuffer, Threads, Wait, WriteSpin,
+    Batch, Copies, Dispatch as DispatchOpt, Dispatchers, Handlers, Loops, Mailbox, PoolControlOpt, PoolIntervalMs,
+    PoolMin, QueueCapacity, RecvBuffer, RingSize, SendBuffer, Threads, Wait, WriteSpin,
 };
 // Each list ends with the socket options every architecture accepts (OptionName::COMMON).
 const SOCKET_ONLY: &[OptionName] = &[SendBuffer, RecvBuffer];
 const POOL: &[OptionName] = &[Threads, SendBuffer, RecvBuffer];
+/// A pool the adaptive controller can size (`crate::pool_control`).
+const POOL_CONTROLLED: &[OptionName] = &[Threads, PoolControlOpt, PoolMin, PoolIntervalMs, SendBuffer, RecvBuffer];
 const RING: &[OptionName] = &[Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
 const ACTOR: &[OptionName] = &[Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
-const SEDA_QUEUE: &[OptionName] = &[Handlers, QueueCapacity, Batch, SendBuffer, RecvBuffer];
+const SEDA_QUEUE: &[OptionName] =
+    &[Handlers, QueueCapacity, Batch, PoolControlOpt, PoolMin, PoolIntervalMs, SendBuffer, RecvBuffer];
 const NIO2_RING: &[OptionName] = &[Threads, Handlers, RingSize, Wait, DispatchOpt, SendBuffer, RecvBuffer];
 const NIO2_ACTOR: &[OptionName] = &[Threads, Handlers, Mailbox, Dispatchers, Batch, SendBuffer, RecvBuffer];
 const NETTY: &[OptionName] = &[Loops, WriteSpin, SendBuffer, RecvBuffer];
@@ -221,7 +224,7 @@ pub static REGISTRY: &[Architecture] = &[
     Architecture {
         name: "blocking",
         description: "acceptor + queue of connections + pool of P blocking workers, default P=4 (Blocking, seed 000)",
-        accepts: POOL,
+        accepts: POOL_CONTROLLED,
         build: |o| blocking(o, pool(o.threads.unwrap_or(DEFAULT_POOL_THREADS))),
         preflight: None,
         reuse_port: false,
@@ -537,10 +540,39 @@ pub fn check(name: &str, options: &ServerOptions) -> Result<&'static Architectur
         }
     }
     options.check_values().map_err(BuildError::Invalid)?;
+    check_pool_control(arch, options)?;
     if options.service.is_forward() && !arch.proxy.can_proxy() {
         return Err(BuildError::CannotProxy { architecture: arch.name });
     }
     Ok(arch)
+}
+
+/// `pool_min` and `pool_interval_ms` set `pool_control`, so they need it (never silently
+/// ignored), and the smallest size must fit in the pool.
+fn check_pool_control(arch: &Architecture, options: &ServerOptions) -> Result<(), BuildError> {
+    if options.pool_control.is_none() {
+        for (name, set) in
+            [("pool_min", options.pool_min.is_some()), ("pool_interval_ms", options.pool_interval_ms.is_some())]
+        {
+            if set {
+                let e = OptionError::new(name, "no value without pool_control", "a value")
+                    .with_hint("it sets the adaptive pool of pool_control = \"hill-climb\"");
+                return Err(BuildError::Invalid(e));
+            }
+        }
+        return Ok(());
+    }
+    let (size, option) = if arch.accepts_option(Threads) {
+        (options.threads.unwrap_or(DEFAULT_POOL_THREADS), "threads")
+    } else {
+        (options.handlers.unwrap_or(DEFAULT_HANDLERS), "handlers")
+    };
+    if let Some(min) = options.pool_min.filter(|&m| m > size) {
+        let e =
+            OptionError::new("pool_min", format!("an integer in 1..={size} (the pool's {option})"), min.to_string());
+        return Err(BuildError::Invalid(e));
+    }
+    Ok(())
 }
 
 /// Build the named architecture, refusing options it does not use and values out of range.
@@ -570,7 +602,7 @@ mod tests {
         let e = build("blocking", &o).err().unwrap();
         assert_eq!(
             e.to_string(),
-            "option loops does not apply to architecture blocking (it accepts: threads, sndbuf, rcvbuf)"
+            "option loops does not apply to architecture blocking (it accepts: threads, pool_control, pool_min, pool_interval_ms, sndbuf, rcvbuf)"
         );
         let o = ServerOptions { threads: Some(0), ..Default::default() };
         let e = build("blocking", &o).err().unwrap();
@@ -625,5 +657,40 @@ mod tests {
         ] {
             assert!(lookup(name).is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn pool_control_options_are_refused_where_they_would_be_ignored() {
+        use crate::pool_control::PoolControl;
+        let o = |f: fn(&mut ServerOptions)| {
+            let mut o = ServerOptions::default();
+            f(&mut o);
+            o
+        };
+        let e = check("blocking", &o(|o| o.pool_min = Some(2))).err().unwrap().to_string();
+        assert!(e.starts_with("pool_min: expected no value without pool_control"), "{e}");
+        let e = check("blocking", &o(|o| o.pool_interval_ms = Some(100))).err().unwrap().to_string();
+        assert!(e.starts_with("pool_interval_ms: expected no value without pool_control"), "{e}");
+        let e = check("blocking", &o(|o| (o.pool_control, o.pool_min) = (Some(PoolControl::HillClimb), Some(8))));
+        assert!(e
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with("pool_min: expected an integer in 1..=4 (the pool's threads)"));
+        let e = check(
+            "seda-queue",
+            &o(|o| (o.pool_control, o.handlers, o.pool_min) = (Some(PoolControl::HillClimb), Some(2), Some(3))),
+        );
+        assert!(e
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with("pool_min: expected an integer in 1..=2 (the pool's handlers)"));
+        let e = check("netty", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).err().unwrap().to_string();
+        assert!(e.starts_with("option pool_control does not apply to architecture netty"), "{e}");
+        assert!(
+            check("blocking", &o(|o| (o.pool_control, o.threads) = (Some(PoolControl::HillClimb), Some(32)))).is_ok()
+        );
+        assert!(check("seda-queue", &o(|o| o.pool_control = Some(PoolControl::HillClimb))).is_ok());
     }
 }

@@ -29,6 +29,7 @@
 //! way: options -> service, front-ends -> options and service.
 use crate::admission::Admitted;
 use crate::conn::{InBuf, OutBuf};
+use crate::pool_control::Gate;
 use crate::timeouts::Watch;
 use archlab_netio::{Interest, Poller};
 use archlab_wire::http::Limits;
@@ -150,6 +151,9 @@ pub struct Scratch {
     pub(crate) max_output: usize,
     /// The handler of a forwarding service, for a thread that may block.
     pub(crate) forward: Option<Box<dyn BlockingForward>>,
+    /// The adaptive pool's gate, for a thread of a pool under `pool_control`: a request's
+    /// workload runs holding one of its permits.
+    pub(crate) gate: Option<Arc<Gate>>,
 }
 
 /// Poller tokens of an event loop: 0 and 1 are its listener and waker, connections follow.

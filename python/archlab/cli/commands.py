@@ -11,6 +11,7 @@ from pathlib import Path
 
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
 from archlab.lab.engine import DataPlaneRegistry, repo_root
+from archlab.spec import SpecEnvironment
 from archlab.lab.session import resume_run, run_spec
 from archlab.cli.stores import known_run, open_store
 from archlab.store import RunHandle, RunView, Store
@@ -50,10 +51,66 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, store, ShardedLoad(cluster, shards))
 
 
-def _run(args: argparse.Namespace, store: Store, executor) -> int:
+def tune(args: argparse.Namespace) -> int:
+    """``archlab tune``: the sweep runs as ``archlab run`` runs a spec (progress, resume), then
+    the tuning library reads it back from the store."""
+    store = open_store(args.store)
+    if args.analyse:
+        if args.spec is not None or args.resume:
+            raise SpecError("--analyse", "no SPEC and no --resume with --analyse", args.analyse)
+        view = store.load_run(known_run(store, args.analyse, "--analyse"))
+        return _tune_summary(view, store.run_dir(args.analyse), args.all_models)
+    if args.spec is None and not args.resume:
+        raise SpecError("SPEC", "a spec with a [tune] section (or --resume RUN_ID)", "nothing")
+    if args.spec is not None:
+        from archlab.spec import load_spec
+
+        experiment, _ = load_spec(args.spec, SpecEnvironment.local(DataPlaneRegistry()))
+        if experiment.tune is None:
+            raise SpecError("tune", f"a [tune] section in {args.spec} (`archlab run` runs specs without one)", "nothing")
+    made: list[RunHandle] = []
+
+    def created(handle: RunHandle) -> None:
+        made.append(handle)
+        _keep_programs(handle)
+
+    code = _run(args, store, None, on_created=created)
+    if code == 130 or not made:
+        return code
+    status = _tune_summary(store.load_run(made[0].run_id), made[0].directory, args.all_models)
+    return code or status
+
+
+def _keep_programs(handle: RunHandle) -> None:
+    """A copy of the program file in the run directory, so the analysis reads what ran."""
+    tune = handle.experiment.tune
+    kept = handle.directory / "programs.toml"
+    if tune is not None and not kept.exists():
+        kept.write_bytes(Path(tune.programs_file).read_bytes())
+
+
+def _tune_summary(view: RunView, run_dir: Path, all_models: bool = False) -> int:
+    from archlab.tuning.tune_report import analyse_with_data, models_text, summary_text, tune_settings  # lazy: scikit-learn
+
+    tune = tune_settings(view.manifest)
+    if tune is None:
+        raise SpecError("RUN_ID", "a run of a spec with a [tune] section", view.manifest.run_id)
+    evals, data = analyse_with_data(view.manifest, view.rows, run_dir)
+    if not evals:
+        _say(f"run {view.manifest.run_id}: no successful repetition at concurrency {tune.concurrency} to analyse")
+        return 1
+    print(summary_text(evals, tune.parameter))
+    if all_models:
+        print(models_text(evals, data, tune.default))
+    return 0
+
+
+def _run(args: argparse.Namespace, store: Store, executor, on_created=None) -> int:
     created: list[RunHandle] = []
 
     def announce(handle: RunHandle) -> None:
+        if on_created is not None:
+            on_created(handle)
         created.append(handle)
         planned, left = handle.experiment.cells_planned, len(handle.pending())
         todo = f"{left} of {planned} cell runs left" if left < planned else f"{planned} cell runs"

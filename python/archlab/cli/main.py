@@ -105,6 +105,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.set_defaults(func=commands.run)
 
     p = sub.add_parser(
+        "tune",
+        help="sweep a pool size over service programs, pick the best per program, score three tuners",
+        description="Run a spec with a [tune] section (a sweep of a pool size over the service programs of a\n"
+        "program file) like `archlab run`, then print per program the best level with its interval and\n"
+        "ties, and the regret of the learned, model-based and controller tuners vs the measured best\n"
+        "and vs the default level; report.html in the run directory gets the same with a figure.",
+        epilog="examples:\n"
+        "  archlab tune experiments/seed003-pool-sweep.toml\n"
+        "  archlab tune --resume 20261125-220000-seed003-pool-sweep-3fa2c1\n"
+        "  archlab tune --analyse 20261125-220000-seed003-pool-sweep-3fa2c1   (no process started)\n\n"
+        "Exit codes: 0 done, 1 lab error or every cell failed, 2 invalid spec, 130 interrupted.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", nargs="?", metavar="SPEC", help="a spec with a [tune] section (TOML)")
+    store_option(p)
+    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted sweep, then analyse it")
+    p.add_argument("--analyse", metavar="RUN_ID", help="analyse a stored sweep again (no process is started)")
+    p.add_argument("--no-report", action="store_true", help="skip the table and report.html")
+    p.add_argument("--all-models", action="store_true",
+                   help="also score the seed's four models as regression and classification (slower: 8 nested cross-validations)")
+    p.set_defaults(func=commands.tune, cluster=None, shards=None)
+
+    p = sub.add_parser(
         "report",
         help="print the table and regenerate report.html of a stored run",
         description="Regenerate a run's terminal table and report.html from the store alone (no process is started).",

@@ -140,7 +140,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
-                database = _start_database(group, handle) if any(needs_postgres(c.workload) for c, _ in pending) else None
+                database = _start_database(group, handle) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
                 systems = _system_pool(group, handle)
                 try:
@@ -177,6 +177,12 @@ def _record_topology_facts(handle: RunHandle) -> None:
 
         if (fact := quota_fact(handle.experiment)) is not None:
             handle.store.append_manifest_fact(handle.run_id, "cpu_quota", fact)
+
+
+def _needs_db(exp: Experiment, cell: Cell) -> bool:
+    """``/db``, or a service program of a sweep with a ``db`` step."""
+    tune = exp.tune
+    return needs_postgres(cell.workload) or (tune is not None and tune.program_of(cell.workload) in tune.db_programs)
 
 
 def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
@@ -263,7 +269,7 @@ def _measure(
         services: dict[str, object] = {}
         if downstream is not None:
             services["downstream"] = downstream.address
-        if database is not None and needs_postgres(cell.workload):
+        if database is not None and _needs_db(exp, cell):
             if database.process.poll() is not None:
                 raise database.process.failure("exited during the run")
             services["db"] = database.url

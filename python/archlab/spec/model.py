@@ -17,6 +17,7 @@ from typing import Literal, Union, cast
 from archlab.spec.network import LinkSetting, NetworkSpec, factor_name, is_network_factor
 from archlab.spec.network import keys as network_keys
 from archlab.spec.systems import SystemSpec
+from archlab.spec.tune import TuneSettings
 from archlab.spec.units import format_cpu_list, short_duration
 
 Level = Union[str, int, float]
@@ -328,6 +329,8 @@ class Experiment:
     systems: tuple[SystemSpec, ...] = ()
     # The [network] section: cells run over an emulated link; None: over loopback.
     network: NetworkSpec | None = None
+    # The [tune] section: a pool-size sweep over service programs (archlab.spec.tune).
+    tune: TuneSettings | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -427,6 +430,8 @@ class Experiment:
             d["systems"] = [s.to_dict() for s in self.systems]
         if self.network is not None:  # only when given: specs without [network] keep their hash
             d["network"] = self.network.to_dict()
+        if self.tune is not None:  # only when given: specs without [tune] keep their hash
+            d["tune"] = self.tune.to_dict()
         return d
 
     def spec_hash(self) -> str:

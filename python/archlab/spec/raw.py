@@ -18,6 +18,7 @@ from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
 from archlab.spec import network
 from archlab.spec.systems import SYSTEM_KEYS
+from archlab.spec.tune import TUNE_KEYS
 
 # Sections written as arrays of tables ([[systems]]): section -> keys each entry accepts.
 ARRAY_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType({"systems": SYSTEM_KEYS})
@@ -36,6 +37,7 @@ def sections() -> Mapping[str, tuple[str, ...]]:
             "placement": ("server_cpus", "client_cpus"),
             "db": DB_KEYS,
             network.SECTION: network.keys(),
+            "tune": TUNE_KEYS,
         }
     )
 

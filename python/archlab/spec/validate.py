@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,6 +50,7 @@ from archlab.spec import network
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
 from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
+from archlab.spec.tune import expand as expand_tune
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
 _NAME_CHARS = "letters, digits, '.', '_' and '-' (it becomes part of the run id)"
@@ -76,6 +78,11 @@ class SpecEnvironment:
 
 def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
+    tune = None
+    if "tune" in raw.tables:
+        # A pool-size sweep: [tune] fills in the workload and parameter factors (archlab.spec.tune).
+        tune, factors_t, server_t = expand_tune(raw.section("tune"), raw.section("factors"), raw.section("server"), raw.section("load"))
+        raw = dataclasses.replace(raw, tables=MappingProxyType({**raw.tables, "factors": factors_t, "server": server_t}))
     server = _server(raw.section("server"))
     load = _load(raw.section("load"))
     systems = parse_systems(raw.entries("systems"), env.cpus, tuple(a.name for a in env.registry.architectures()))
@@ -106,6 +113,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         db=db,
         systems=systems,
         network=link,
+        tune=tune,
     )
     return dataclasses.replace(given, load=_check_load(given, raw))
 

@@ -14,7 +14,7 @@ size over latency at its measured best, beside the regret of the runtime's defau
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -161,6 +161,7 @@ class CVReport:
     f1_macro: float
     regret: dict[str, float]  # program -> latency at the predicted size / at the best - 1
     default_regret: dict[str, float]  # the same at the default size
+    picks: dict[str, int] = field(default_factory=dict)  # program -> the size predicted for it
 
     @property
     def median_regret(self) -> float:
@@ -188,6 +189,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
     snapped: list[int] = []
     regret: dict[str, float] = {}
     default_regret: dict[str, float] = {}
+    picks: dict[str, int] = {}
     for tr, te in grouped_folds(programs, n_splits):
         train = [programs[i] for i in tr]
         test = [programs[i] for i in te]
@@ -201,6 +203,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
         snapped.extend(sizes)
         for p, m in zip(test, sizes):
             truth.append(best[p])
+            picks[p] = int(m)
             regret[p] = dataset.regret(p, int(m), objective)
             default_regret[p] = dataset.regret(p, default_size, objective)
     t, r, s = (np.asarray(v, dtype=np.float64) for v in (truth, raw, snapped))
@@ -214,6 +217,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
         f1_macro=float(f1_score(t, s, average="macro", zero_division=0)),
         regret=regret,
         default_regret=default_regret,
+        picks=picks,
     )
 
 

@@ -48,9 +48,12 @@ impl Server for BlockingHandOff {
     fn serve(self: Box<Self>, listener: TcpListener) -> io::Result<()> {
         let sender: Arc<OnceLock<Sender<BlockingConn>>> = Arc::new(OnceLock::new());
         let limits = self.options.limits.clone();
+        // The adaptive pool (`pool_control`): the workers run requests through its gate.
+        let gate =
+            self.options.pool_control_settings(self.handoff.threads()).map(crate::pool_control::start).transpose()?;
         let started = archlab_handoff::start(&self.handoff, "worker", |_| {
             let (sender, limits) = (sender.clone(), limits.clone());
-            let mut scratch = Scratch::new(&self.options);
+            let mut scratch = Scratch::new(&self.options).with_gate(gate.clone());
             move |conn: BlockingConn| {
                 let waiting = || sender.get().is_some_and(|s| s.backlog() > 0);
                 let policy = || if waiting() { KeepAlive::Refuse } else { KeepAlive::AsRequested };

@@ -242,11 +242,19 @@ impl Server for Staged {
             limits: self.options.limits.clone(),
             write: self.write,
         });
+        // The adaptive pool (`pool_control`) sizes the stage that handles requests.
+        let Hop::Stage { stage: handling, .. } = route.hops[first_handle] else { unreachable!("a stage hop") };
+        let gate = self
+            .options
+            .pool_control_settings(self.stages[handling].threads())
+            .map(crate::pool_control::start)
+            .transpose()?;
         let mut senders = Vec::with_capacity(self.stages.len());
         for (i, spec) in self.stages.iter().enumerate() {
+            let stage_gate = if i == handling { gate.clone() } else { None };
             let sender = archlab_handoff::start(spec, &format!("stage{i}"), |_| {
                 let route = route.clone();
-                let mut scratch = Scratch::new(&self.options);
+                let mut scratch = Scratch::new(&self.options).with_gate(stage_gate.clone());
                 move |job: Job| route.on_stage(job, &mut scratch)
             })?;
             senders.push(sender);

@@ -234,3 +234,33 @@ pub fn settle_to(limit: usize) -> usize {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// `clients` closed-loop clients, each on its own keep-alive connection, sending GET of the
+/// current `target` (which the test may change mid-run) until `stop` is set or `deadline`
+/// passes (the load is bounded in time whatever the test does); every answer must be 200.
+/// Returns the threads (join them) and the count of completed requests.
+pub fn closed_loop(
+    addr: SocketAddr,
+    clients: usize,
+    target: std::sync::Arc<std::sync::RwLock<String>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    deadline: Instant,
+) -> (Vec<std::thread::JoinHandle<()>>, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::Ordering;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads = (0..clients)
+        .map(|_| {
+            let (target, stop, done) = (target.clone(), stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut s = connect(addr);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let path = target.read().unwrap().clone();
+                    let r = get_retrying_idle_close(&mut s, addr, &path);
+                    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    (threads, done)
+}

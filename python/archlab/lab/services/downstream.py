@@ -20,8 +20,10 @@ DOWNSTREAM_ARCHITECTURE = "sync"
 
 
 def needs_downstream(workload: str) -> bool:
-    """Whether a cell's workload (a request target such as ``/call?ms=5``) calls a downstream."""
-    return workload.split("?", 1)[0] == "/call"
+    """Whether a cell's workload (a request target such as ``/call?ms=5``) calls a downstream:
+    ``/call``, and a service program (``/program?name=P``), whose steps may call it (a program
+    that does not only leaves the downstream idle)."""
+    return workload.split("?", 1)[0] in ("/call", "/program")
 
 
 def downstream_argv(engine_path: Path, placement: Placement) -> list[str]:

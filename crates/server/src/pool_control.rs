@@ -1,0 +1,382 @@
+//! The adaptive pool: a controller inside the server that resizes a worker pool while it serves,
+//! by hill climbing on measured throughput, as the .NET thread pool does (Hellerstein,
+//! Morrison and Eilebrecht, "Optimizing concurrency levels in the .NET ThreadPool: a case study
+//! of controller design and implementation", FeBID 2008). `pool_control = "hill-climb"`
+//! (architectures `blocking` and `seda-queue`) turns it on.
+//!
+//! Mechanism: the pool starts its full size (`threads`, or `handlers` for SEDA), and a [`Gate`]
+//! decides how many of those threads may handle a request at once: a thread takes a permit
+//! before it runs a request's workload and gives it back after, so the pool's *effective* size
+//! is the gate's limit and the threads beyond it block in [`Gate::enter`] (with their request
+//! already read: requests queue there, and in the pool's hand-off as before). A controller
+//! thread ([`start`]) wakes every `pool_interval_ms`, reads the requests completed since the last
+//! interval and hands that throughput to [`HillClimber::observe`], a pure state machine that
+//! returns the next limit; the limits chosen over time (with the milliseconds since the
+//! controller started) are kept in [`size_history`], which the `rusage` line reports as
+//! `pool_sizes`.
+//!
+//! The climber is the probe-and-compare form the .NET paper starts from (not its later signal
+//! injection): each cycle is one interval at the current size, then one at `size ± step`; a probe
+//! that beats the current size by more than `threshold` is adopted (two in a row double the
+//! step, up to `max_step`), one that does not reverses the direction, and failures on both sides
+//! halve the step. The current size is measured again every cycle, so a change of the plant
+//! (the request mix) is seen within a cycle and never compared against a stale figure. It is the
+//! same algorithm as the Python `archlab.tuning.HillClimber`, tested there on simulated plants
+//! and here on synthetic ones.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// How the pool is sized while serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolControl {
+    /// Hill climbing on throughput (see the module documentation).
+    HillClimb,
+}
+
+impl PoolControl {
+    pub const ALL: [PoolControl; 1] = [PoolControl::HillClimb];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolControl::HillClimb => "hill-climb",
+        }
+    }
+}
+
+/// Default control interval: long enough for a few hundred completions at the rates the lab's
+/// workloads reach, so that one interval's throughput has a sampling error of a few percent.
+pub const POOL_INTERVAL_DEFAULT_MS: u64 = 500;
+/// A probe must beat the current size by this fraction to be adopted: above the sampling error
+/// of one interval (a renewal count of n completions has a relative standard error near
+/// 1/sqrt(n): 4.5% at 500 completions, and a difference of two intervals sqrt(2) times that).
+pub const THRESHOLD: f64 = 0.05;
+
+/// Hill climbing on throughput as a pure state machine: O(1) state, no clock, no I/O.
+#[derive(Clone, Debug)]
+pub struct HillClimber {
+    current: usize,
+    minimum: usize,
+    maximum: usize,
+    step: usize,
+    max_step: usize,
+    threshold: f64,
+    up: bool,
+    probe: Option<usize>,
+    current_rate: f64,
+    wins: u32,
+    failed_sides: u32,
+}
+
+impl HillClimber {
+    /// Start at `initial` within `minimum..=maximum` (both >= 1), first step `step` (doubled up
+    /// to `max_step`), adopting a probe that wins by more than `threshold` (relative).
+    pub fn new(initial: usize, minimum: usize, maximum: usize, step: usize, max_step: usize, threshold: f64) -> Self {
+        let minimum = minimum.max(1);
+        let maximum = maximum.max(minimum);
+        HillClimber {
+            current: initial.clamp(minimum, maximum),
+            minimum,
+            maximum,
+            step: step.clamp(1, max_step.max(1)),
+            max_step: max_step.max(1),
+            threshold,
+            up: true,
+            probe: None,
+            current_rate: 0.0,
+            wins: 0,
+            failed_sides: 0,
+        }
+    }
+
+    /// The size to run the next control interval with.
+    pub fn size(&self) -> usize {
+        self.probe.unwrap_or(self.current)
+    }
+
+    /// The size the climber has adopted (not a probe).
+    pub fn current(&self) -> usize {
+        self.current
+    }
+
+    /// Report the throughput of the interval just run at [`HillClimber::size`]; returns the
+    /// size for the next interval. A throughput that is not a number counts as 0.
+    pub fn observe(&mut self, throughput: f64) -> usize {
+        let x = if throughput.is_finite() { throughput.max(0.0) } else { 0.0 };
+        match self.probe.take() {
+            None => {
+                self.current_rate = x;
+                let mut target = self.target();
+                if target == self.current {
+                    self.lost();
+                    target = self.target();
+                }
+                self.probe = (target != self.current).then_some(target);
+            }
+            Some(probe) => {
+                if x > self.current_rate * (1.0 + self.threshold) {
+                    self.current = probe;
+                    self.failed_sides = 0;
+                    self.wins += 1;
+                    if self.wins >= 2 {
+                        self.step = (self.step * 2).min(self.max_step);
+                        self.wins = 0;
+                    }
+                } else {
+                    self.lost();
+                }
+            }
+        }
+        self.size()
+    }
+
+    fn target(&self) -> usize {
+        let m = if self.up { self.current.saturating_add(self.step) } else { self.current.saturating_sub(self.step) };
+        m.clamp(self.minimum, self.maximum)
+    }
+
+    fn lost(&mut self) {
+        self.wins = 0;
+        self.up = !self.up;
+        self.failed_sides += 1;
+        if self.failed_sides >= 2 {
+            self.step = (self.step / 2).max(1);
+            self.failed_sides = 0;
+        }
+    }
+}
+
+/// How many of a pool's threads may handle a request at once (see the module documentation).
+pub struct Gate {
+    state: Mutex<GateState>,
+    freed: Condvar,
+    completed: AtomicU64,
+}
+
+struct GateState {
+    limit: usize,
+    active: usize,
+}
+
+impl Gate {
+    pub fn new(limit: usize) -> Arc<Gate> {
+        Arc::new(Gate {
+            state: Mutex::new(GateState { limit: limit.max(1), active: 0 }),
+            freed: Condvar::new(),
+            completed: AtomicU64::new(0),
+        })
+    }
+
+    /// Wait until fewer than `limit` threads hold a permit, then take one.
+    pub fn enter(&self) -> Permit<'_> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.active >= s.limit {
+            s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.active += 1;
+        Permit { gate: self }
+    }
+
+    pub fn set_limit(&self, limit: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.limit = limit.max(1);
+        drop(s);
+        self.freed.notify_all();
+    }
+
+    pub fn limit(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).limit
+    }
+
+    /// Requests completed through the gate since it was made.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+}
+
+/// A thread's right to handle one request; given back when dropped.
+pub struct Permit<'a> {
+    gate: &'a Gate,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.gate.completed.fetch_add(1, Ordering::Relaxed);
+        let mut s = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.active -= 1;
+        drop(s);
+        self.gate.freed.notify_one();
+    }
+}
+
+/// The sizes the process's controller chose: (milliseconds since it started, size), one entry
+/// per change (the first is the starting size), at most [`HISTORY_MAX`] (then the oldest go).
+pub fn size_history() -> Vec<(u64, usize)> {
+    history().lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+pub const HISTORY_MAX: usize = 4096;
+
+/// The size the process's controller has adopted (its probes aside); 0 before it starts.
+pub fn adopted_size() -> usize {
+    ADOPTED.load(Ordering::Relaxed)
+}
+
+static ADOPTED: AtomicUsize = AtomicUsize::new(0);
+
+fn history() -> &'static Mutex<Vec<(u64, usize)>> {
+    static SIZES: OnceLock<Mutex<Vec<(u64, usize)>>> = OnceLock::new();
+    SIZES.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+fn record(started: Instant, size: usize) {
+    let mut h = history().lock().unwrap_or_else(|e| e.into_inner());
+    if h.last().map(|&(_, s)| s) != Some(size) {
+        if h.len() >= HISTORY_MAX {
+            h.remove(0);
+        }
+        h.push((started.elapsed().as_millis() as u64, size));
+    }
+}
+
+/// What the controller needs from the server's options.
+#[derive(Clone, Copy, Debug)]
+pub struct ControlSettings {
+    pub control: PoolControl,
+    /// Smallest size, and the size it starts at.
+    pub minimum: usize,
+    /// Largest size: the pool's threads.
+    pub maximum: usize,
+    pub interval: Duration,
+}
+
+/// Start the controller of a pool of `settings.maximum` threads: returns the gate the pool's
+/// threads pass through. The controller thread lives as long as the gate (it holds it weakly).
+pub fn start(settings: ControlSettings) -> std::io::Result<Arc<Gate>> {
+    let ControlSettings { control: PoolControl::HillClimb, minimum, maximum, interval } = settings;
+    let minimum = minimum.clamp(1, maximum.max(1));
+    let gate = Gate::new(minimum);
+    let weak: Weak<Gate> = Arc::downgrade(&gate);
+    // Steps of about an eighth of the range, so that the whole range is crossed in a few
+    // cycles once the step has doubled; probes of one thread would take a cycle each.
+    let span = maximum.saturating_sub(minimum).max(1);
+    let mut climber = HillClimber::new(minimum, minimum, maximum, (span / 8).max(1), (span / 2).max(1), THRESHOLD);
+    std::thread::Builder::new().name("pool-control".into()).spawn(move || {
+        let started = Instant::now();
+        record(started, minimum);
+        ADOPTED.store(minimum, Ordering::Relaxed);
+        let mut last = (Instant::now(), 0u64);
+        loop {
+            std::thread::sleep(interval);
+            let Some(gate) = weak.upgrade() else { return };
+            let (now, done) = (Instant::now(), gate.completed());
+            let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
+            last = (now, done);
+            let size = climber.observe(rate);
+            gate.set_limit(size);
+            record(started, size);
+            ADOPTED.store(climber.current(), Ordering::Relaxed);
+        }
+    })?;
+    Ok(gate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use archlab_prng::Xoshiro256pp;
+
+    /// The machine-repairman plant of the Python controller's test: one CPU of service time
+    /// s (1 + k (m - 1)) per request (k: the cost of each extra thread), a wait z outside the
+    /// CPU, n >= m clients: X(m) = (1 - p0(m)) / s(m), p0 from the birth-death chain.
+    fn repairman(m: usize, s: f64, z: f64, k: f64) -> f64 {
+        let sm = s * (1.0 + k * (m as f64 - 1.0));
+        let (mut term, mut total) = (1.0, 1.0);
+        for j in 1..=m {
+            term *= (m - j + 1) as f64 * sm / z;
+            total += term;
+        }
+        (1.0 - 1.0 / total) / sm
+    }
+
+    fn optimum_band(s: f64, z: f64, k: f64, max: usize, tol: f64) -> (usize, Vec<usize>) {
+        let xs: Vec<f64> = (1..=max).map(|m| repairman(m, s, z, k)).collect();
+        let best = (1..=max).max_by(|&a, &b| xs[a - 1].total_cmp(&xs[b - 1])).unwrap();
+        (best, (1..=max).filter(|&m| xs[m - 1] >= (1.0 - tol) * xs[best - 1]).collect())
+    }
+
+    /// Throughput of one interval: the plant's value times a noise of relative sd `sd`
+    /// (the sampling error of an interval's completion count, see THRESHOLD).
+    fn noisy(x: f64, sd: f64, rng: &mut Xoshiro256pp) -> f64 {
+        x * (1.0 + sd * rng.normal())
+    }
+
+    #[test]
+    fn climbs_to_the_known_optimum_and_follows_a_change_of_the_plant() {
+        // Noise sd 1.5%: an interval of ~4,000 completions. The band accepted is the sizes within
+        // 5% (the threshold) of the best, which a probe cannot tell from the best reliably.
+        let (k, max) = (0.02, 80);
+        let (best1, band1) = optimum_band(1.0, 9.0, k, max, THRESHOLD);
+        let (best2, band2) = optimum_band(1.0, 29.0, k, max, THRESHOLD);
+        assert_eq!((best1, best2), (13, 26)); // as the Python test computes them
+        let mut rng = Xoshiro256pp::new(7);
+        let mut c = HillClimber::new(2, 1, max, 4, 32, THRESHOLD);
+        let mut sizes = Vec::new();
+        for i in 0..160 {
+            let z = if i < 80 { 9.0 } else { 29.0 };
+            c.observe(noisy(repairman(c.size(), 1.0, z, k), 0.015, &mut rng));
+            sizes.push(c.current());
+        }
+        assert!(sizes[50..80].iter().all(|m| band1.contains(m)), "{sizes:?} vs {band1:?}");
+        assert!(sizes[130..].iter().all(|m| band2.contains(m)), "{sizes:?} vs {band2:?}");
+    }
+
+    #[test]
+    fn stays_on_a_flat_plant_and_within_bounds() {
+        let mut c = HillClimber::new(4, 2, 6, 4, 8, THRESHOLD);
+        for _ in 0..40 {
+            let m = c.observe(100.0);
+            assert!((2..=6).contains(&m));
+        }
+        assert_eq!(c.current(), 4);
+    }
+
+    #[test]
+    fn a_saturating_plant_stops_at_its_capacity() {
+        // Throughput min(m, 6) * 100: every size from 6 up is equally good, none below is.
+        let mut c = HillClimber::new(1, 1, 64, 8, 32, THRESHOLD);
+        for _ in 0..100 {
+            c.observe(c.size().min(6) as f64 * 100.0);
+        }
+        assert!((6..=14).contains(&c.current()), "{}", c.current());
+    }
+
+    #[test]
+    fn the_gate_admits_at_most_its_limit_and_counts_completions() {
+        let gate = Gate::new(2);
+        let peak = Arc::new(AtomicU64::new(0));
+        let now = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (gate, peak, now) = (gate.clone(), peak.clone(), now.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let _p = gate.enter();
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(n, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        now.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(peak.load(Ordering::SeqCst) <= 2);
+        assert_eq!(gate.completed(), 400);
+        gate.set_limit(0);
+        assert_eq!(gate.limit(), 1);
+    }
+}
