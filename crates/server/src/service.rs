@@ -12,14 +12,13 @@
 //!   and may block in `connect`, `read` and `write` on backends and on the client while it
 //!   streams bodies; requests queue where they queue for the workloads, and behind backends;
 //! * event loops (single-thread, netty's loops) run a [`LoopForward`] through the loop's
-//!   `frontend::reactor::Forwarding` mode: backend connections are non-blocking and registered in the loop's own
-//!   poller under the client slot's `reactor::backend_token`, so a loop thread blocks only in
-//!   `epoll_wait` and a request never changes threads.
+//!   `frontend::reactor::Forwarding` mode: backend connections are non-blocking and registered
+//!   in the loop's own poller under the client slot's [`backend_token`], so a loop thread
+//!   blocks only in `epoll_wait` and a request never changes threads.
 //!
 //! The workload path is untouched by the seam: with [`Service::Workload`] a front-end calls
 //! `serve_buffered` exactly as before (one predictable branch per batch of requests in the
 //! blocking front-ends, none in the event loops, whose mode is chosen when they are built).
-
 //!
 //! The types both sides of the seam speak live here, below the server's options (which hold a
 //! [`Service`]) and below every front-end: what a request leaves the connection to do
@@ -27,6 +26,7 @@
 //! `http_service`), and an event loop's connection ([`Conn`]), context ([`Ctx`]) and verdict
 //! ([`Next`]), which `frontend::reactor` drives. Keeping them here keeps the crate's imports one
 //! way: options -> service, front-ends -> options and service.
+
 use crate::admission::Admitted;
 use crate::conn::{InBuf, OutBuf};
 use crate::pool_control::Gate;
