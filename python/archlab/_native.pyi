@@ -10,6 +10,7 @@ from typing import TypedDict
 __all__ = [
     "OptionError",
     "architectures",
+    "check_link",
     "check_load",
     "check_proxy",
     "check_server",
@@ -19,7 +20,10 @@ __all__ = [
     "interval_log",
     "load_params_schema",
     "jtl_counts",
+    "link_keys",
+    "link_missing_privilege",
     "load_programs",
+    "mix",
     "mser",
     "parse_duration",
     "parse_programs",
@@ -99,6 +103,22 @@ def think_time(value: str | float) -> tuple[str, float, float | None]:
 
 def cpu_list(text: str) -> list[int]:
     """The CPUs of a CPU list ("0,2-3"), sorted and distinct."""
+
+def mix(value_json: str) -> tuple[str, list[tuple[str, float]]]:
+    """A request mix (``"/a:2,/b:98"`` or a list of ``{path, weight}``, given as JSON text): its
+    canonical text and its classes as (path, weight), in order; raises :class:`OptionError`
+    naming ``mix``."""
+
+def check_link(params_json: str) -> str:
+    """Check the link emulator's parameters (one JSON object keyed like its flags); returns what
+    each direction applies as JSON, or raises :class:`OptionError` whose field is the key."""
+
+def link_keys() -> list[str]:
+    """The keys :func:`check_link` accepts."""
+
+def link_missing_privilege(scheduling: str) -> str | None:
+    """What this process lacks to create a link whose threads are scheduled as ``scheduling``
+    (realtime, high, normal), as one line; None when nothing is missing."""
 
 def version() -> str:
     """Version of the data-plane crates this module was built from."""
