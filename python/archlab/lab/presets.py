@@ -29,14 +29,13 @@ def _program(name: str, install: str) -> str:
     return found
 
 
-def _nginx(values: dict[str, str], scratch: Path) -> list[str]:
-    """One worker in the foreground (master kept, so SIGQUIT is its graceful stop), no access log,
-    keep-alive without a request limit, temporary files in the scratch directory; ``/echo``
-    answers 1 KiB from memory and every other path ``ok``."""
+def _nginx_run(scratch: Path, server_blocks: str) -> list[str]:
+    """Write nginx's configuration into ``scratch`` (one worker in the foreground, master kept so
+    SIGQUIT is its graceful stop, no access log, keep-alive without a request limit, temporary
+    files in the scratch directory) around ``server_blocks`` (the ``http`` block's own part) and
+    return the command that runs it."""
     program = _program("nginx", "apt-get install nginx-light")
     d = scratch
-    body = "x" * ECHO_BYTES
-    listen = f"[{values['host']}]:{values['port']}" if ":" in values["host"] else f"{values['host']}:{values['port']}"
     config = f"""worker_processes 1;
 daemon off;
 pid {d}/nginx.pid;
@@ -50,16 +49,23 @@ http {{
     fastcgi_temp_path {d}/fastcgi;
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
-    default_type text/plain;
-    server {{
-        listen {listen};
-        location = /echo {{ return 200 "{body}"; }}
-        location / {{ return 200 "ok\\n"; }}
-    }}
-}}
+{server_blocks}}}
 """
     (d / "nginx.conf").write_text(config)
     return [program, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")]
+
+
+def _nginx(values: dict[str, str], scratch: Path) -> list[str]:
+    """nginx answering by itself: ``/echo`` answers 1 KiB from memory and every other path
+    ``ok``."""
+    body = "x" * ECHO_BYTES
+    return _nginx_run(scratch, f"""    default_type text/plain;
+    server {{
+        listen {_listen(values)};
+        location = /echo {{ return 200 "{body}"; }}
+        location / {{ return 200 "ok\\n"; }}
+    }}
+""")
 
 
 def _listen(values: dict[str, str]) -> str:
@@ -114,23 +120,8 @@ def _nginx_balancer(values: dict[str, str], scratch: Path, backends: Sequence[st
     """nginx as a round-robin balancer: one worker, ``upstream`` with ``keepalive 64``, HTTP/1.1
     to the backends with the Connection header cleared (nginx's documentation of upstream
     keep-alive), X-Forwarded-For."""
-    program = _program("nginx", "apt-get install nginx-light")
-    d = scratch
     servers = "\n".join(f"        server {b};" for b in backends)
-    config = f"""worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    upstream backends {{
+    return _nginx_run(scratch, f"""    upstream backends {{
 {servers}
         keepalive 64;
     }}
@@ -143,10 +134,7 @@ http {{
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
         }}
     }}
-}}
-"""
-    (d / "nginx.conf").write_text(config)
-    return [program, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")]
+""")
 
 
 def _nutcracker(values: dict[str, str], scratch: Path, backends: Sequence[str]) -> list[str]:
