@@ -277,3 +277,65 @@ def test_ctrl_c_mid_run_stops_postgres_and_removes_its_directory(engine_path, bi
     assert wait_no_engine(token) == []
     assert _no_postgres_left(token) == []
     assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*"))) <= before
+
+
+def test_the_preset_takes_settings_and_cpus_and_fills_placeholders(bindir, tmp_path, token):
+    """``[db] settings`` reach PostgreSQL (it reports them itself with SHOW), ``[db] cpus`` pins
+    the postmaster and so every backend it forks, and the placeholders a system gets reach the
+    same database over TCP with the password (psql, as a foreign client would)."""
+    with ProcessGroup() as group:
+        db = postgres.start(group, tmp_path, rows=ROWS, cpus=(0,), settings=(("work_mem", "7MB"), ("jit", "off")))
+        try:
+            assert db.psql("SHOW work_mem").strip() == "7MB" and db.psql("SHOW jit").strip() == "off"
+            assert os.sched_getaffinity(db.process.pid) == {0}
+            values = db.placeholders()
+            assert values["db_url"] == db.url == f"postgresql://{values['db_user']}:{values['db_password']}@127.0.0.1:{values['db_port']}/{values['db_name']}"
+            assert values["db_jdbc"] == f"jdbc:postgresql://127.0.0.1:{db.port}/archlab?user=archlab&password={db.password}"
+            # A client going the way a system would: TCP and the password, not the lab's socket.
+            out = subprocess.run(
+                [str(bindir / "psql"), "-X", "-A", "-t", "-d", values["db_url"], "-c", "SELECT first_name FROM emp WHERE id = 42"],
+                capture_output=True, text=True, timeout=60, check=False, user=db.run_as.uid if db.run_as else None,
+            )  # fmt: skip
+            assert (out.returncode, out.stdout.strip()) == (0, postgres.first_name(42)), out.stderr
+        finally:
+            db.stop(group)
+    assert _no_postgres_left(token) == []
+
+
+def test_a_system_naming_the_database_gets_it_and_the_report_shows_its_cost(engine_path, bindir, tmp_path, token):
+    """A foreign system started with ``{db_url}`` (the engine's own ``/db`` server, run as a
+    command the lab knows nothing about) answers from the lab database; for it and for an archlab
+    architecture on ``/db``, each repetition records what PostgreSQL spent beside the server,
+    read from ``/proc``, and the report's "where the CPU went" shows both. A lookup costs the
+    database CPU time and a wake-up per request (its backend sleeps in a read between requests)."""
+    from archlab.report.processes import process_costs, process_lines
+
+    command = [str(engine_path), "serve", "--arch", "blocking", "--host", "{host}", "--port", "{port}", "--db", "{db_url}", "--db-pool", "2"]
+    systems = f'\n[[systems]]\nname = "svc"\ncommand = {json.dumps(command)}\nready = "http"\nready_path = "/db?id=1"\n'
+    factors = 'architecture = ["system:svc", "blocking"]\nworkload = ["/db?id=42"]\nconcurrency = [2]'
+    path = tmp_path / "spec.toml"
+    experiment = 'name = "dbsys"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
+    path.write_text(spec_text(experiment=experiment, factors=factors) + f"[db]\nrows = {ROWS}\n" + systems)
+    store = Store(tmp_path / "runs")
+    handle = run_spec(path, store)
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete"
+    assert len(view.rows) == 2
+    for row in view.rows:
+        assert row.status == "ok", row.error
+        assert row.measurement.requests > 0 and row.measurement.errors == 0
+        probe = json.loads((row.summary_path.parent / "probe.json").read_text())
+        server, database = probe["processes"]
+        assert database["process"] == "postgres" and database["measured"] == "from /proc"
+        cost = database["cost"]
+        assert cost["cpu_user_s"] + cost["cpu_sys_s"] > 0 and cost["cpu_us_per_request"] > 0
+        assert cost["voluntary_cs_per_request"] > 0.5  # one wake-up of a backend per lookup, at least half of them seen
+        assert cost["read_syscalls_per_request"] is None  # from outside: unavailable, not zero
+        assert server["cost"]["cpu_us_per_request"] > 0
+    costs = process_costs(view.rows)
+    assert {(c.cell_id.split("__")[0], c.process) for c in costs} == {
+        ("system-svc", "system"), ("system-svc", "postgres"), ("blocking", "server"), ("blocking", "postgres")
+    }  # fmt: skip
+    assert all(0 < c.cpu_share < 1 for c in costs)
+    assert any("postgres" in line for line in process_lines(view.rows))
+    assert _no_postgres_left(token) == []

@@ -148,3 +148,40 @@ def test_a_preset_fills_readiness_and_stop_and_excludes_a_command(env):
 def test_a_system_no_cell_runs_is_refused(env):
     e = refusal(env, factors='architecture = ["netty"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
     assert e.field == "systems[0]" and "'system:svc'" in e.allowed and e.received == "svc"
+
+
+DB_SYSTEM = """
+[[systems]]
+name = "svc"
+command = "java -jar svc.jar --port {port} --jdbc {db_jdbc}"
+env = { DATABASE_URL = "{db_url}", PGPASSWORD = "{db_password}", GREETING = "{{literal}}" }
+"""
+
+
+def test_a_system_naming_the_lab_database_is_accepted_and_says_so(env):
+    exp = parse(env, DB_SYSTEM, 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    (svc,) = exp.systems
+    assert svc.uses_database
+    assert not parse(env).systems[0].uses_database  # {port} and the like are not the database
+    # [db] configures the database of such a system, though no workload is /db.
+    exp = parse(env, DB_SYSTEM + '\n[db]\nrows = 500\ncpus = "0"\nsettings = { work_mem = "8MB" }\n',
+                'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')  # fmt: skip
+    assert (exp.db.rows, exp.db.cpus, exp.db.settings) == (500, (0,), (("work_mem", "8MB"),))
+
+
+def test_a_database_placeholder_is_named_where_it_is_wrong(env):
+    e = refusal(env, systems='[[systems]]\nname = "svc"\ncommand = "svc --db {db_urll}"\n')
+    assert e.field == "systems[0].command" and "{db_url}" in e.allowed and "did you mean {db_url}" in e.hint
+    e = refusal(env, systems='[[systems]]\nname = "svc"\ncommand = "svc"\nenv = { DATABASE_URL = "{database}" }\n')
+    assert e.field == "systems[0].env.DATABASE_URL" and "unknown placeholder {database}" in e.hint
+
+
+def test_the_servers_pool_settings_are_refused_for_a_database_only_systems_use(env):
+    e = refusal(env, DB_SYSTEM + "\n[db]\npool = 4\n", 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert e.field == "db.pool" and "no cell runs an archlab architecture" in e.allowed
+
+
+def test_a_topology_backend_naming_the_database_is_refused_before_anything_starts(env):
+    topology = DB_SYSTEM + '\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
+    e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert e.field == "systems[1].backends.system" and "get no database" in e.allowed and "{db_*}" in e.hint

@@ -227,6 +227,16 @@ def test_db_defaults_are_the_servers(db_env):
     assert exp.db == DbSettings.defaults() and exp.to_dict()["db"] == {"pool": 10, "wait_ms": 1000, "rows": 10_000}
 
 
+def test_db_cpus_and_settings_are_kept_and_hashed_only_when_given(db_env):
+    exp = parse_db(db_env, 'cpus = "0"\nsettings = { shared_buffers = "64MB", jit = false, work_mem = 4096 }')
+    assert exp.db.cpus == (0,)
+    assert exp.db.settings == (("shared_buffers", "64MB"), ("jit", "off"), ("work_mem", "4096"))
+    assert exp.to_dict()["db"] == {"pool": 10, "wait_ms": 1000, "rows": 10_000, "cpus": [0],
+                                   "settings": {"shared_buffers": "64MB", "jit": "off", "work_mem": "4096"}}  # fmt: skip
+    assert parse_db(db_env, "").spec_hash() != exp.spec_hash()
+    assert "cpus" not in parse_db(db_env, "rows = 20000").to_dict()["db"]
+
+
 def test_db_settings_reach_serve_for_db_cells_only(db_env):
     exp = parse_db(db_env, 'pool = 2\nwait = "250ms"\nrows = 500')
     assert exp.db == DbSettings(pool=2, wait_ms=250, rows=500)
@@ -252,10 +262,21 @@ def test_db_settings_reach_serve_for_db_cells_only(db_env):
         pytest.param('wait = "soon"', DB_FACTORS, "db.wait: expected a duration such as", id="wait-syntax"),
         pytest.param("rows = 0", DB_FACTORS, "db.rows: expected an integer in 1..=10,000,000 (rows of table emp), got 0", id="rows-0"),
         pytest.param("rows = 20", DB_FACTORS, "factors.workload: expected /db?id=N with N <= db.rows (20), got '/db?id=42'", id="id-beyond-rows"),
-        pytest.param("poool = 2", DB_FACTORS, "db.poool: expected a key one of pool, wait, rows, got 'poool'", id="typo"),
+        pytest.param("poool = 2", DB_FACTORS, "db.poool: expected a key one of pool, wait, rows, cpus, settings, got 'poool'", id="typo"),
         pytest.param("pool = 2", 'architecture = ["blocking"]\nworkload = ["/echo?size=8"]\nconcurrency = [2]',
-                     "db: expected no [db] section, since no workload queries the database (/db?id=N), got 'pool = 2' "
-                     "(the workloads are /echo?size=8; [db] configures the /db workload only)", id="no-db-cell"),
+                     "db: expected no [db] section, since no workload queries the database (/db?id=N) and no system names it ({db_url}...), "
+                     "got 'pool = 2' (the workloads are /echo?size=8; [db] configures the lab database)", id="no-db-cell"),
+        pytest.param('cpus = "7"', DB_FACTORS, "db.cpus: expected CPUs that exist here (0-1), got '7' (CPU 7 is not available)", id="cpus-absent"),
+        pytest.param("settings = { port = 5433 }", DB_FACTORS,
+                     "db.settings.port: expected a parameter the lab does not set itself (config_file, data_directory", id="lab-owned"),
+        pytest.param("settings = { max_connections = 5 }", DB_FACTORS, "db.settings.max_connections: expected a parameter the lab does not",
+                     id="lab-sized"),
+        pytest.param('settings = { "Work-Mem" = "8MB" }', DB_FACTORS,
+                     "db.settings.Work-Mem: expected a postgresql.conf parameter name (lower-case letters, digits and _), got 'Work-Mem'", id="bad-name"),
+        pytest.param('settings = { work_mem = ["8MB"] }', DB_FACTORS, "db.settings.work_mem: expected a string, number or boolean, got ['8MB']",
+                     id="bad-value"),
+        pytest.param('settings = { work_mem = "8MB\\n" }', DB_FACTORS, "db.settings.work_mem: expected a non-empty value on one line", id="newline"),
+        pytest.param('settings = "work_mem=8MB"', DB_FACTORS, "db.settings: expected a table of postgresql.conf parameters", id="not-a-table"),
         pytest.param(None, 'architecture = ["blocking"]\nworkload = ["/db?id=10001"]\nconcurrency = [2]',
                      "factors.workload: expected /db?id=N with N <= the default db.rows (10000), got '/db?id=10001'", id="id-beyond-default"),
     ],

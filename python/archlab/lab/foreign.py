@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from archlab.errors import ProcessFailed
 from archlab.lab import presets, process_tree
@@ -129,13 +129,18 @@ def output_tail(path: Path, lines: int = OUTPUT_TAIL_LINES, max_bytes: int = 819
     return "\n".join(data.splitlines()[-lines:])
 
 
-def _values(spec: SystemSpec, host: str, port: int, cpus: tuple[int, ...], scratch: Path) -> dict[str, str]:
-    return {"port": str(port), "cpus": format_cpu_list(cpus), "dir": str(scratch), "host": host}
+def _values(spec: SystemSpec, host: str, port: int, cpus: tuple[int, ...], scratch: Path, database: Mapping[str, str] | None) -> dict[str, str]:
+    values = {"port": str(port), "cpus": format_cpu_list(cpus), "dir": str(scratch), "host": host}
+    if spec.uses_database:
+        if database is None:
+            raise ProcessFailed(f"system {spec.name}", "it names the lab database ({db_...} placeholders) but the run has none")
+        values.update(database)
+    return values
 
 
-def _environment(spec: SystemSpec, token: str) -> dict[str, str]:
+def _environment(spec: SystemSpec, token: str, values: Mapping[str, str]) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(spec.env)
+    env.update((k, fill(v, values)) for k, v in spec.env)
     env[process_tree.TOKEN_VARIABLE] = token
     return env
 
@@ -146,7 +151,7 @@ def run_commands(group: ProcessGroup, spec: SystemSpec, which: str, values: dict
     for i, template in enumerate(commands):
         argv = [fill(a, values) for a in template]
         log = directory / f"system.{which}-{i}.log"
-        proc = group.start(f"system {spec.name} {which}[{i}]", argv, log, cpus=cpus, env=_environment(spec, uuid.uuid4().hex), merge_stdout=True)
+        proc = group.start(f"system {spec.name} {which}[{i}]", argv, log, cpus=cpus, env=_environment(spec, uuid.uuid4().hex, values), merge_stdout=True)
         code = proc.wait_exit(SETUP_TIMEOUT_S)
         group.stop(proc)
         if code != 0:
@@ -155,19 +160,25 @@ def run_commands(group: ProcessGroup, spec: SystemSpec, which: str, values: dict
 
 
 def start(
-    group: ProcessGroup, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...], command: CommandBuilder | None = None
+    group: ProcessGroup,
+    spec: SystemSpec,
+    directory: Path,
+    default_cpus: tuple[int, ...],
+    command: CommandBuilder | None = None,
+    database: Mapping[str, str] | None = None,
 ) -> RunningSystem:
     """Set up, start and wait for readiness; on any failure the system is stopped again and its
     tree reaped before the error is raised. ``command`` builds the command line from the filled
     placeholders and the scratch directory when the spec has none of its own (a topology's
-    balancer, whose configuration names its backends)."""
+    balancer, whose configuration names its backends). ``database`` fills the ``{db_*}``
+    placeholders (:meth:`archlab.lab.services.Postgres.placeholders`) of a system that uses them."""
     assert spec.target is None, "a remote target is not started"
     process_tree.become_subreaper()
     cpus = spec.cpus or default_cpus
     port = spec.port if spec.port is not None else free_port(spec.host)
     scratch = directory / "system-scratch"
     scratch.mkdir(parents=True, exist_ok=True)
-    values = _values(spec, spec.host, port, cpus, scratch)
+    values = _values(spec, spec.host, port, cpus, scratch, database)
     run_commands(group, spec, "setup", values, directory, cpus)
     token = uuid.uuid4().hex
     log = directory / "system.log"
@@ -179,7 +190,7 @@ def start(
         assert spec.command is not None
         argv = [fill(a, values) for a in spec.command]
     user = presets.run_as(spec.preset) if spec.preset is not None else None
-    proc = group.start(f"system {spec.name}", argv, log, run_as=user, cpus=cpus, env=_environment(spec, token), cwd=scratch, merge_stdout=True)
+    proc = group.start(f"system {spec.name}", argv, log, run_as=user, cpus=cpus, env=_environment(spec, token, values), cwd=scratch, merge_stdout=True)
     running = RunningSystem(spec, proc, spec.host, port, process_tree.ProcessTree(proc.pid, token), log, values)
     try:
         wait_ready(running)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from archlab.store.records import ServerCost
+
 TOKEN_VARIABLE = "ARCHLAB_SYSTEM_TOKEN"
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -285,6 +287,26 @@ def sample(tree: ProcessTree) -> TreeSample:
     members = tuple(tree.members())
     vol, invol = tree.switches_seen()
     return TreeSample(time.monotonic(), members, vol, invol)
+
+
+def tree_cost(start: TreeSample, end: TreeSample, requests: int, rss_samples: list[tuple[float, int, int]]) -> ServerCost:
+    """What a process tree read from outside spent between two samples, per request; its
+    socket calls are unavailable (see :func:`archlab.spec.systems.column_sources`)."""
+    spent = spending_between(start, end)
+    n = max(requests, 1)
+    in_window = [(kib, threads) for t, kib, threads in rss_samples if start.taken_at <= t <= end.taken_at]
+    return ServerCost(
+        cpu_user_s=spent.cpu_user_s,
+        cpu_sys_s=spent.cpu_sys_s,
+        cpu_us_per_request=(spent.cpu_user_s + spent.cpu_sys_s) * 1e6 / n,
+        voluntary_cs_per_request=spent.voluntary_cs / n,
+        involuntary_cs_per_request=spent.involuntary_cs / n,
+        read_syscalls_per_request=None,
+        write_syscalls_per_request=None,
+        peak_rss_kib=max([*(kib for kib, _ in in_window), start.rss_kib, end.rss_kib]),
+        # The most threads seen in the window (a thread per connection may end before its edge).
+        server_threads=max([*(t for _, t in in_window), start.threads, end.threads]),
+    )
 
 
 def kill_and_reap(members: Iterable[ProcStat], timeout_s: float = 5.0) -> list[ProcStat]:

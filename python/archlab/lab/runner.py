@@ -28,7 +28,7 @@ from archlab.lab import network, probes
 from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
-from archlab.lab.services import Postgres, needs_postgres, postgres, start_for_cell
+from archlab.lab.services import DatabaseMeter, Postgres, needs_postgres, postgres, start_for_cell
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import is_system_level
 from archlab.store.records import CellRecord, ServerCost
@@ -142,7 +142,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                 # The database of /db lives for the whole run (see archlab.lab.services).
                 database = _start_database(group, handle) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
-                systems = _system_pool(group, handle)
+                systems = _system_pool(group, handle, database)
                 try:
                     for cell, rep in pending:
                         progress.cell_started(cell, rep)
@@ -180,25 +180,29 @@ def _record_topology_facts(handle: RunHandle) -> None:
 
 
 def _needs_db(exp: Experiment, cell: Cell) -> bool:
-    """``/db``, or a service program of a sweep with a ``db`` step."""
+    """``/db``, a service program of a sweep with a ``db`` step, or a system that names the
+    database (``{db_url}``...)."""
     tune = exp.tune
+    if is_system_level(cell.architecture):
+        return any(s.level == cell.architecture and s.uses_database for s in exp.systems)
     return needs_postgres(cell.workload) or (tune is not None and tune.program_of(cell.workload) in tune.db_programs)
 
 
 def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
-    """The run's PostgreSQL, with the table size of the spec's ``[db]`` and room for its pool
-    (one server at a time, plus the lab's own psql sessions)."""
+    """The run's PostgreSQL, with the table size, CPU set and settings of the spec's ``[db]``
+    and room for its pool (one server at a time, plus the lab's own psql sessions)."""
     db = handle.experiment.db_settings
-    return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10))
+    return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10), cpus=db.cpus, settings=db.settings)
 
 
-def _system_pool(group: ProcessGroup, handle: RunHandle) -> "SystemPool | None":
-    """The run's pool of reusable foreign systems, or None when the spec declares no system."""
+def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None) -> "SystemPool | None":
+    """The run's pool of reusable foreign systems (and the database they may name), or None
+    when the spec declares no system."""
     if not handle.experiment.systems:
         return None
     from archlab.lab.system_cell import SystemPool  # it builds on this module
 
-    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus)
+    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus, database)
 
 
 def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
@@ -269,11 +273,13 @@ def _measure(
         services: dict[str, object] = {}
         if downstream is not None:
             services["downstream"] = downstream.address
+        meter = None
         if database is not None and _needs_db(exp, cell):
             if database.process.poll() is not None:
                 raise database.process.failure("exited during the run")
             services["db"] = database.url
             services["db_settings"] = exp.db_settings  # [db] pool and wait
+            meter = DatabaseMeter.of(database)  # where the CPU went: server vs database
         options = serve_options(cell, exp.placement, **services)  # type: ignore[arg-type]
         files.serve_options.write_text(json.dumps(options, indent=2) + "\n")
         # Loopback, or the emulated link of [network] (archlab.lab.network).
@@ -287,7 +293,7 @@ def _measure(
                 params = load_params(cell, exp, f"{host}:{port}", repetition=rep, records_path=records)
                 files.load_params.write_text(json.dumps(params, indent=2) + "\n")
                 argv = route.client_argv(engine.load_argv(files.load_params, files.summary, files.hdr_log))
-                window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
+                window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}", meter)
             finally:
                 server_exit = group.stop(server)
     finally:
@@ -299,6 +305,8 @@ def _measure(
         raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")
     start, end = window.start, window.end
     assert end is not None  # _drive_load fills it in
+    if meter is not None:  # (server, database) pairs
+        (start, db_start), (end, db_end) = start, end
     cost = probes.cost_between(start, end, measurement.requests)
     probe_doc = {
         "start": {"source": window.start_source, **start.to_dict()},
@@ -308,25 +316,37 @@ def _measure(
         "server_exit": describe_exit(server_exit),
         "cost": vars(cost),
     }
+    if meter is not None:
+        probe_doc["processes"] = [
+            {"process": "server", "what": cell.architecture, "measured": "counted by the server", "cost": vars(cost)},
+            meter.row(db_start, db_end, measurement.requests),
+        ]
     return summary, cost, probe_doc
 
 
 def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig,
-              load_executor: LoadExecutor | None, label: str) -> Window:
+              load_executor: LoadExecutor | None, label: str, database: DatabaseMeter | None = None) -> Window:
     """The seam: the cell's load command run here, or by ``load_executor`` (whose processes
-    this one does not see: the server is probed just before and just after)."""
+    this one does not see: the server is probed just before and just after). With
+    ``database``, each edge reads the database too, and the window holds (server, database)
+    sample pairs."""
+    def probe_server() -> probes.ProcSample:
+        return _probe(server, config)
+
+    probe: Callable[[], Any] = probe_server if database is None else database.probing(probe_server)
     if load_executor is None:
-        return _drive_load(group, argv, server, exp, files, config)
-    window = Window(start=_probe(server, config), start_source="before load start")
+        return _drive_load(group, argv, server, probe, exp, files, config)
+    window = Window(start=probe(), start_source="before load start")
     limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
     load_executor.run_load(argv, files.directory, limit_s, label)
     if server.poll() is not None:
         raise server.failure(f"{describe_exit(server.poll())} during the load run")
-    window.end = _probe(server, config)
+    window.end = probe()
     return window
 
 
-def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig) -> Window:
+def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, probe: Callable[[], Any], exp: Experiment, files: RepFiles,
+                config: RunnerConfig) -> Window:  # fmt: skip
     """Run the load generator to its end, probing the server at the window's edges."""
 
     def check_alive() -> None:
@@ -334,7 +354,7 @@ def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, ex
         if server.poll() is not None:
             raise server.failure(f"{describe_exit(server.poll())} during the load run")
 
-    return drive_load(group, argv, lambda: _probe(server, config), check_alive, exp, files, config)
+    return drive_load(group, argv, probe, check_alive, exp, files, config)
 
 
 def drive_load(

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from archlab.lab import foreign
 from archlab.lab.engine import Engine, load_params
-from archlab.lab.process_tree import TreeSample, spending_between
+from archlab.lab.process_tree import TreeSample, tree_cost
 from archlab.lab.processes import ProcessGroup
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.services import DatabaseMeter, Postgres
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.store.records import ServerCost
@@ -27,10 +28,12 @@ from archlab.store.summary import LoadSummary, read_summary
 class SystemPool:
     """The run's reusable systems, started at first use and stopped when the run ends."""
 
-    def __init__(self, group: ProcessGroup, run_directory: Path, default_cpus: tuple[int, ...]):
+    def __init__(self, group: ProcessGroup, run_directory: Path, default_cpus: tuple[int, ...], database: Postgres | None = None):
         self.group = group
         self.directory = run_directory / "systems"
         self.default_cpus = default_cpus
+        # The run's database, for the systems that name it ({db_url}, ...); None when none does.
+        self.database = database
         self._running: dict[str, foreign.RunningSystem] = {}
 
     def get(self, spec: SystemSpec) -> foreign.RunningSystem:
@@ -41,9 +44,13 @@ class SystemPool:
         if running is None:
             directory = self.directory / spec.name
             directory.mkdir(parents=True, exist_ok=True)
-            running = foreign.start(self.group, spec, directory, self.default_cpus)
+            running = foreign.start(self.group, spec, directory, self.default_cpus, database=self.database_values)
             self._running[spec.name] = running
         return running
+
+    @property
+    def database_values(self) -> dict[str, str] | None:
+        return self.database.placeholders() if self.database is not None else None
 
     def _stop(self, name: str) -> None:
         running = self._running.pop(name)
@@ -99,12 +106,16 @@ def measure(
         drive_load(group, argv, lambda: None, lambda: None, exp, files, config)
         summary = _summary(files)
         return summary, None, {"remote_target": spec.target.url, "column_sources": sources}
-    system = pool.get(spec) if spec.reusable else foreign.start(group, spec, files.directory, exp.placement.server_cpus)
+    if spec.uses_database and pool.database is not None and pool.database.process.poll() is not None:
+        raise pool.database.process.failure("exited during the run")
+    system = pool.get(spec) if spec.reusable else foreign.start(group, spec, files.directory, exp.placement.server_cpus, database=pool.database_values)
+    database = DatabaseMeter.of(pool.database) if spec.uses_database and pool.database is not None else None
     outcome = None
     try:
         address = _target(_connect_host(system.host), system.port)
         argv = _load_argv(engine, address, cell, exp, files, records, rep)
-        window = drive_load(group, argv, system.sample, lambda: system.check_alive("during the load run"), exp, files, config)
+        probe = database.probing(system.sample) if database is not None else system.sample
+        window = drive_load(group, argv, probe, lambda: system.check_alive("during the load run"), exp, files, config)
     finally:
         if not spec.reusable:
             outcome = foreign.stop(group, system)
@@ -114,10 +125,15 @@ def measure(
         raise system.failure(problem)
     summary = _summary(files)
     start, end = window.start, window.end
+    assert end is not None  # drive_load fills it in
+    db_window = None
+    if database is not None:  # the probe sampled the database too: (system, database)
+        (start, db_start), (end, db_end) = start, end
+        db_window = (db_start, db_end)
     assert isinstance(start, TreeSample) and isinstance(end, TreeSample)
     cost = tree_cost(start, end, summary.measurement.requests, system.rss_samples)
     t0 = system.rss_samples[0][0] if system.rss_samples else start.taken_at
-    probe_doc = {
+    probe_doc: dict[str, object] = {
         "system": spec.name,
         "start": {"source": window.start_source, "members": [dataclasses.asdict(m) for m in start.members]},
         "end": {"source": window.end_source, "members": [dataclasses.asdict(m) for m in end.members]},
@@ -127,27 +143,12 @@ def measure(
         "stop": outcome.to_dict() if outcome is not None else "reusable: stopped when the run ends",
         "cost": vars(cost),
     }
+    if database is not None and db_window is not None:
+        probe_doc["processes"] = [
+            {"process": "system", "what": f"system {spec.name}", "measured": "from /proc", "cost": vars(cost)},
+            database.row(*db_window, summary.measurement.requests),
+        ]
     return summary, cost, probe_doc
-
-
-def tree_cost(start: TreeSample, end: TreeSample, requests: int, rss_samples: list[tuple[float, int, int]]) -> ServerCost:
-    """What a process tree read from outside spent between two samples, per request; its
-    socket calls are unavailable (see :func:`column_sources`)."""
-    spent = spending_between(start, end)
-    n = max(requests, 1)
-    in_window = [(kib, threads) for t, kib, threads in rss_samples if start.taken_at <= t <= end.taken_at]
-    return ServerCost(
-        cpu_user_s=spent.cpu_user_s,
-        cpu_sys_s=spent.cpu_sys_s,
-        cpu_us_per_request=(spent.cpu_user_s + spent.cpu_sys_s) * 1e6 / n,
-        voluntary_cs_per_request=spent.voluntary_cs / n,
-        involuntary_cs_per_request=spent.involuntary_cs / n,
-        read_syscalls_per_request=None,
-        write_syscalls_per_request=None,
-        peak_rss_kib=max([*(kib for kib, _ in in_window), start.rss_kib, end.rss_kib]),
-        # The most threads seen in the window (a thread per connection may end before its edge).
-        server_threads=max([*(t for _, t in in_window), start.threads, end.threads]),
-    )
 
 
 def _summary(files: RepFiles) -> LoadSummary:

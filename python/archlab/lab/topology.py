@@ -34,7 +34,6 @@ from archlab.lab import foreign, presets, probes, process_tree
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
-from archlab.lab.system_cell import tree_cost
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.spec.topology import Topology, memcached_workload
@@ -92,7 +91,7 @@ class Member:
             return probes.cost_between(start, end, requests)
         assert isinstance(start, process_tree.TreeSample) and isinstance(end, process_tree.TreeSample)
         samples = self.system.rss_samples if self.system is not None else []
-        return tree_cost(start, end, requests, samples)
+        return process_tree.tree_cost(start, end, requests, samples)
 
     def row(self) -> dict:
         return {

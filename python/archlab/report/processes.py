@@ -1,9 +1,10 @@
-"""Where the CPU went in a topology (a system under test of several processes: backends behind a
-balancer or a middleware, :mod:`archlab.lab.topology`): per cell and process, the mean over the
-cell's successful repetitions of CPU time, context switches, socket calls and hand-offs per
-request, and each process's share of the cell's CPU time, read from the ``processes`` rows of
-each repetition's ``probe.json``. Printed under the terminal table and as a section of the HTML
-report; runs without topologies print nothing. A mean is taken only over the repetitions that
+"""Where the CPU went when a cell runs several processes (a topology: backends behind a balancer
+or a middleware, :mod:`archlab.lab.topology`; or a server and the lab database it queries,
+:mod:`archlab.lab.services.database_cost`): per cell and process, the mean over the cell's
+successful repetitions of CPU time, context switches, socket calls and hand-offs per request,
+and each process's share of the cell's CPU time, read from the ``processes`` rows of each
+repetition's ``probe.json``. Printed under the terminal table and as a section of the HTML
+report; runs whose cells are single processes print nothing. A mean is taken only over the repetitions that
 have the number (a peer's socket calls are unavailable, shown as "-", never as 0)."""
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def process_lines(rows: Iterable[ResultRow]) -> list[str]:
     costs = process_costs(rows)
     if not costs:
         return []
-    lines = ["where the CPU went (topologies; '-' = unavailable for that process):"]
+    lines = ["where the CPU went (cells of several processes; '-' = unavailable for that process):"]
     for c in costs:
         nums = "  ".join(f"{label} {_fmt(c.per_request[key])}" for key, label in _PER_REQUEST)
         lines.append(f"  {c.cell_id}  {c.process:<10} {c.cpu_share:>4.0%} of CPU  {nums}  ({c.what})")

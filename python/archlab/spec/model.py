@@ -64,7 +64,14 @@ def server_option_names() -> tuple[str, ...]:
 
 
 # Keys of [db]: the /db workload's connection pool and table (see DbSettings).
-DB_KEYS = ("pool", "wait", "rows")
+DB_KEYS = ("pool", "wait", "rows", "cpus", "settings")
+#: Settings the lab sets itself and ``[db] settings`` may not: where the server
+#: listens and keeps its files, which the lab must know to reach and remove it, and the
+#: connection limit, which it sizes from the pool.
+LAB_OWNED_DB_SETTINGS = frozenset(
+    {"listen_addresses", "port", "unix_socket_directories", "data_directory", "config_file", "hba_file", "ident_file", "external_pid_file",
+     "max_connections"}
+)  # fmt: skip
 # The request path of the workload that queries the lab's PostgreSQL database.
 DB_PATH = "/db"
 
@@ -150,6 +157,8 @@ class DbSettings:
     pool: int
     wait_ms: int
     rows: int = DB_ROWS_DEFAULT
+    cpus: tuple[int, ...] | None = None  # PostgreSQL's CPU set; None: not pinned
+    settings: tuple[tuple[str, str], ...] = ()  # postgresql.conf parameters, in the spec's order
 
     @classmethod
     def defaults(cls) -> "DbSettings":
@@ -159,7 +168,13 @@ class DbSettings:
         return cls(pool=contract.server_option("db_pool").default, wait_ms=contract.server_option("db_wait_ms").default)
 
     def to_dict(self) -> dict:
-        return {"pool": self.pool, "wait_ms": self.wait_ms, "rows": self.rows}
+        d: dict[str, object] = {"pool": self.pool, "wait_ms": self.wait_ms, "rows": self.rows}
+        # Only when given: specs written before these keys keep their hash.
+        if self.cpus is not None:
+            d["cpus"] = list(self.cpus)
+        if self.settings:
+            d["settings"] = dict(self.settings)
+        return d
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,18 @@ PLACEHOLDERS = {
     "cpus": "its CPU list, e.g. 2-3",
     "dir": "a scratch directory of the cell (of the run, when reusable)",
     "host": "the address it must listen on",
+    # The run's PostgreSQL (the lab's database preset, configured by [db]): a system that uses
+    # one of these gets the database started for it, as /db does.
+    "db_url": "the lab database as postgresql://USER:PASSWORD@HOST:PORT/NAME",
+    "db_jdbc": "the same as a JDBC URL, jdbc:postgresql://HOST:PORT/NAME?user=USER&password=PASSWORD",
+    "db_host": "the lab database's address",
+    "db_port": "its TCP port",
+    "db_user": "the role to connect as",
+    "db_password": "its password",
+    "db_name": "the database holding table emp",
 }
+#: The placeholders that make the lab start its database for a system.
+DB_PLACEHOLDERS = tuple(p for p in PLACEHOLDERS if p.startswith("db_"))
 SYSTEM_KEYS = (
     "name",
     "command",
@@ -109,6 +120,13 @@ class SystemSpec:
     @property
     def is_remote(self) -> bool:
         return self.target is not None
+
+    @property
+    def uses_database(self) -> bool:
+        """Whether a template of the system (command, environment, set-up, tear-down) names the
+        lab database: the lab then starts it for the system's cells."""
+        templates = [*(self.command or ()), *(v for _, v in self.env), *(a for c in (*self.setup, *self.teardown) for a in c)]
+        return any(name in DB_PLACEHOLDERS for t in templates for _, name, _, _ in string.Formatter().parse(t) if name)
 
     @property
     def signal_number(self) -> int:
@@ -201,6 +219,13 @@ def _check_backend_systems(systems: Sequence[SystemSpec]) -> None:
             )
         if named.port is not None and s.topology.backends.copies > 1:
             raise SpecError(f"systems[{i}].backends.copies", f"1, since {name} is fixed on port {named.port}", s.topology.backends.copies)
+        if named.uses_database:
+            raise SpecError(
+                f"systems[{i}].backends.system",
+                "a system that does not name the lab database: a topology's backends get no database yet",
+                name,
+                hint=f"{name} uses a {{db_*}} placeholder; measure it on its own (architecture = [\"system:{name}\"])",
+            )
 
 
 def topology_members(systems: Sequence[SystemSpec]) -> frozenset[str]:
@@ -273,6 +298,8 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], arch
     env = t.get("env", {})
     if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
         raise SpecError(f"{field}.env", "a table of NAME = \"value\" strings", env)
+    for key, value in env.items():  # values are templates too, e.g. DATABASE_URL = "{db_url}"
+        check_placeholders(value, f"{field}.env.{key}")
     ready = t.get("ready", "http" if "ready_path" in t else "port")
     if ready not in READY_KINDS:
         raise SpecError(f"{field}.ready", "one of 'port' (accepts a connection) and 'http' (ready_path answers 2xx)", ready)

@@ -15,6 +15,7 @@ import difflib
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping
@@ -28,6 +29,7 @@ from archlab.spec.model import (
     DB_ROWS_MAX,
     FACTOR_MODELS,
     FACTOR_NAMES,
+    LAB_OWNED_DB_SETTINGS,
     LEVEL_FACTOR,
     LOAD_MODELS,
     REQUIRED_FACTORS,
@@ -49,7 +51,7 @@ from archlab.spec.model import (
 from archlab.spec import network
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
-from archlab.spec.systems import check_settings_apply, check_used, is_system_level, parse_systems, registry_with
+from archlab.spec.systems import SystemSpec, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.tune import expand as expand_tune
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
@@ -94,7 +96,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     levels = [a for f in factors if f.name == "architecture" for a in f.levels]
     check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
     check_used(systems, levels)
-    db = _db(raw, factors)
+    db = _db(raw, factors, systems, env.cpus)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
     link = _network(raw, factors)
@@ -496,23 +498,27 @@ def _check_server_options(factors: tuple[Factor, ...], server: ServerOptions) ->
             raise SpecError(key, e.allowed, value, hint=e.hint) from None
 
 
-def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
-    """``[db]``: refused unless some cell runs the database workload, so a setting is never
-    silently ignored; pool and wait are the server's options ``db_pool`` and ``db_wait_ms``
-    (checked, and defaulted, by the data plane), rows the lab database's table size."""
+def _db(raw: RawSpec, factors: tuple[Factor, ...], systems: tuple[SystemSpec, ...], available: frozenset[int]) -> DbSettings | None:
+    """``[db]``: refused unless some cell runs the database workload or a system that names the
+    lab database (``{db_url}``...), so a setting is never silently ignored; pool and wait are
+    the server's options ``db_pool`` and ``db_wait_ms`` (checked, and defaulted, by the data
+    plane), rows the lab database's table size, cpus and settings PostgreSQL's CPU set and
+    ``postgresql.conf`` parameters."""
     workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
     db_workloads = [w for w in workloads if needs_database(w)]
+    levels = [str(a) for f in factors if f.name == "architecture" for a in f.levels]
+    db_systems = [s.name for s in systems if s.uses_database and s.level in levels]
     defaults = DbSettings.defaults()
     if "db" not in raw.tables:
         _check_db_ids(db_workloads, defaults.rows, f"the default db.rows ({defaults.rows})")
         return None
     t = raw.section("db")
-    if not db_workloads:
+    if not db_workloads and not db_systems:
         raise SpecError(
             "db",
-            f"no [db] section, since no workload queries the database ({DB_PATH}?id=N)",
+            f"no [db] section, since no workload queries the database ({DB_PATH}?id=N) and no system names it ({{db_url}}...)",
             ", ".join(f"{k} = {t[k]!r}" for k in t) or "[db]",
-            hint=f"the workloads are {', '.join(workloads)}; [db] configures the {DB_PATH} workload only",
+            hint=f"the workloads are {', '.join(workloads)}; [db] configures the lab database",
         )
     pool = t.get("pool", defaults.pool)
     wait_ms: object = defaults.wait_ms
@@ -522,20 +528,60 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...]) -> DbSettings | None:
         wait_ms = round(wait_s * 1000)
         if abs(wait_s * 1000 - wait_ms) > 1e-6:
             raise SpecError("db.wait", whole_ms, t["wait"])
-    arch = next((str(a) for f in factors if f.name == "architecture" for a in f.levels if not is_system_level(a)), None)
+    arch = next((a for a in levels if not is_system_level(a)), None)
     if arch is None:
-        raise SpecError("db", "no [db] section, since no cell runs an archlab architecture", "[db]", hint="a system's database is its own")
-    try:
-        contract.check_server(arch, {"db_pool": pool, "db_wait_ms": wait_ms})
-    except OptionRefused as e:
-        if e.parameter == "db_wait_ms":
-            raise SpecError("db.wait", whole_ms, t["wait"]) from None
-        raise SpecError("db.pool", e.allowed, pool, hint="connections of the server's pool") from None
+        server_keys = [k for k in ("pool", "wait") if k in t]
+        if server_keys:
+            raise SpecError(f"db.{server_keys[0]}", "no such setting, since no cell runs an archlab architecture", t[server_keys[0]], hint="a system's connection pool is its own")
+    else:
+        try:
+            contract.check_server(arch, {"db_pool": pool, "db_wait_ms": wait_ms})
+        except OptionRefused as e:
+            if e.parameter == "db_wait_ms":
+                raise SpecError("db.wait", whole_ms, t["wait"]) from None
+            raise SpecError("db.pool", e.allowed, pool, hint="connections of the server's pool") from None
     rows = t.get("rows", defaults.rows)
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= DB_ROWS_MAX:
         raise SpecError("db.rows", f"an integer in 1..={DB_ROWS_MAX:,} (rows of table emp)", rows)
     _check_db_ids(db_workloads, rows, f"db.rows ({rows})")
-    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows)  # type: ignore[arg-type]
+    cpus = None
+    if "cpus" in t:
+        cpus = parse_cpu_list(t["cpus"], "db.cpus")
+        missing = [c for c in cpus if c not in available]
+        if missing:
+            raise SpecError("db.cpus", f"CPUs that exist here ({format_cpu_list(sorted(available))})", t["cpus"], hint=f"CPU {missing[0]} is not available")
+    settings = _db_settings(t.get("settings", {}))
+    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows, cpus=cpus, settings=settings)  # type: ignore[arg-type]
+
+
+# A postgresql.conf parameter name: lower-case words, or a custom "extension.name".
+_PG_SETTING_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
+
+
+def _db_settings(value: object) -> tuple[tuple[str, str], ...]:
+    """``[db] settings``: postgresql.conf parameters as a table (``shared_buffers = "256MB"``,
+    ``work_mem = "8MB"``, ``jit = false``), passed to the server as ``-c name=value``;
+    PostgreSQL itself refuses an unknown name or a bad value when the run starts it."""
+    allowed = 'a table of postgresql.conf parameters, e.g. { shared_buffers = "256MB", jit = false }'
+    if not isinstance(value, Mapping):
+        raise SpecError("db.settings", allowed, value)
+    out = []
+    for name, v in value.items():
+        field = f"db.settings.{name}"
+        if not _PG_SETTING_RE.match(name):
+            raise SpecError(field, "a postgresql.conf parameter name (lower-case letters, digits and _)", name)
+        if name in LAB_OWNED_DB_SETTINGS:
+            raise SpecError(field, "a parameter the lab does not set itself (" + ", ".join(sorted(LAB_OWNED_DB_SETTINGS)) + " are the lab's)", name)
+        if isinstance(v, bool):
+            text = "on" if v else "off"
+        elif isinstance(v, (int, float, str)):
+            text = str(v)
+        else:
+            raise SpecError(field, "a string, number or boolean", v)
+        if not text or any(c in text for c in "\n\r\0"):
+            raise SpecError(field, "a non-empty value on one line", v)
+        out.append((name, text))
+    return tuple(out)
 
 
 def _check_db_ids(workloads: list[str], rows: int, source: str) -> None:

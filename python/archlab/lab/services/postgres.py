@@ -147,6 +147,26 @@ class Postgres:
     def data_dir(self) -> Path:
         return self.directory / "data"
 
+    @property
+    def version(self) -> str:
+        """The major version of the server (``PG_VERSION`` of its data directory)."""
+        try:
+            return (self.data_dir / "PG_VERSION").read_text().strip()
+        except OSError:
+            return "?"
+
+    def placeholders(self) -> dict[str, str]:
+        """What a system's ``{db_*}`` placeholders become (:data:`archlab.spec.systems.PLACEHOLDERS`)."""
+        return {
+            "db_url": self.url,
+            "db_jdbc": f"jdbc:postgresql://127.0.0.1:{self.port}/{DATABASE}?user={ROLE}&password={self.password}",
+            "db_host": "127.0.0.1",
+            "db_port": str(self.port),
+            "db_user": ROLE,
+            "db_password": self.password,
+            "db_name": DATABASE,
+        }
+
     def psql(self, sql: str, database: str = DATABASE, timeout_s: float = 120.0) -> str:
         """Run ``sql`` through ``psql`` on the unix socket; returns the unaligned output."""
         argv = [str(self.bindir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
@@ -169,10 +189,21 @@ class Postgres:
                 shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start(group: ProcessGroup, log_dir: Path, rows: int = ROWS_DEFAULT, max_connections: int = 100, ready_timeout_s: float = 60.0) -> Postgres:
+def start(
+    group: ProcessGroup,
+    log_dir: Path,
+    rows: int = ROWS_DEFAULT,
+    max_connections: int = 100,
+    ready_timeout_s: float = 60.0,
+    cpus: tuple[int, ...] | None = None,
+    settings: tuple[tuple[str, str], ...] = (),
+) -> Postgres:
     """Make, start and fill a lab database (see the module doc); its server's stderr goes to
-    ``log_dir/postgres.stderr``. The caller stops it with :meth:`Postgres.stop` in ``finally``;
-    if anything fails here, everything made so far is removed before the error propagates."""
+    ``log_dir/postgres.stderr``. ``cpus`` pins the server and every process it forks;
+    ``settings`` are ``postgresql.conf`` parameters given after the lab's own (so they win,
+    except those the lab must own: :data:`~archlab.spec.model.LAB_OWNED_DB_SETTINGS`, refused by the spec). The
+    caller stops it with :meth:`Postgres.stop` in ``finally``; if anything fails here,
+    everything made so far is removed before the error propagates."""
     if not 1 <= rows <= ROWS_MAX:
         raise PostgresUnavailable(f"rows: expected an integer in 1..={ROWS_MAX}, got {rows!r}")
     bindir = find_bindir()
@@ -185,7 +216,7 @@ def start(group: ProcessGroup, log_dir: Path, rows: int = ROWS_DEFAULT, max_conn
                 os.chown(directory, run_as.uid, run_as.gid)
             password = secrets.token_hex(16)
             _initdb(bindir, directory, password, run_as)
-        service = _start_server(group, bindir, directory, password, rows, run_as, log_dir, max_connections, ready_timeout_s)
+        service = _start_server(group, bindir, directory, password, rows, run_as, log_dir, max_connections, ready_timeout_s, cpus, settings)
         service.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
         service.psql(_fill_sql(rows))
         service.psql("VACUUM ANALYZE emp")  # the planner then knows the index is the way
@@ -225,7 +256,7 @@ def _initdb(bindir: Path, directory: Path, password: str, run_as: RunAs | None) 
 
 def _start_server(
     group: ProcessGroup, bindir: Path, directory: Path, password: str, rows: int, run_as: RunAs | None,
-    log_dir: Path, max_connections: int, ready_timeout_s: float,
+    log_dir: Path, max_connections: int, ready_timeout_s: float, cpus: tuple[int, ...] | None, settings: tuple[tuple[str, str], ...],
 ) -> Postgres:  # fmt: skip
     last = ""
     for _ in range(_PORT_ATTEMPTS):
@@ -238,8 +269,9 @@ def _start_server(
             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
             "-c", "logging_collector=off",
         ]  # fmt: skip
+        argv += [a for name, value in settings for a in ("-c", f"{name}={value}")]
         stderr = log_dir / "postgres.stderr"
-        proc = group.start("postgres", argv, stderr, run_as=run_as, cwd=directory)
+        proc = group.start("postgres", argv, stderr, run_as=run_as, cwd=directory, cpus=cpus)
         service = Postgres(proc, bindir, directory, port, password, rows, run_as)
         try:
             if _wait_ready(proc, ready_timeout_s):
