@@ -55,7 +55,7 @@ fn per_connection(addr: SocketAddr, target: &str, n: u64, expected_handoffs: u64
 
 #[test]
 fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architecture() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const N: u64 = 200;
     // (architecture, hand-offs per request, hand-offs per connection): seed 001 Table 3 for the
     // first five; the routes documented in `frontend::staged` for the others. A connection is
@@ -91,9 +91,11 @@ fn hand_offs_per_request_match_seed_001_table_3_and_the_route_of_each_architectu
         assert_eq!(d.handoffs, per * N + connection, "{arch}: {d:?}");
         // Small requests and responses: one read and one write each (readiness front-ends
         // may add the read that finds the socket drained; io-uring counts recv and send
-        // completions, one each).
+        // completions, one each). One more read per connection is possible: a front-end that
+        // tries a new connection at once finds it empty when the client was preempted between
+        // its connect and its first send, as happens on a loaded machine.
         assert!(d.write_syscalls == N, "{arch}: {d:?}");
-        assert!(d.read_syscalls >= N && d.read_syscalls <= 2 * N, "{arch}: {d:?}");
+        assert!(d.read_syscalls >= N && d.read_syscalls <= 2 * N + 1, "{arch}: {d:?}");
     }
 }
 
@@ -127,7 +129,7 @@ fn writes_for_a_large_response(arch: &str) -> u64 {
 
 #[test]
 fn single_thread_write_spins_while_netty_stops_at_its_spin_limit_and_waits_for_writability() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let single = writes_for_a_large_response("single-thread");
     let netty = writes_for_a_large_response("netty");
     eprintln!("write calls for one 100 KiB response: single-thread {single}, netty {netty}");
@@ -142,7 +144,7 @@ fn single_thread_write_spins_while_netty_stops_at_its_spin_limit_and_waits_for_w
 
 #[test]
 fn io_uring_sends_wait_in_the_kernel_instead_of_spinning() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let uring = writes_for_a_large_response("io-uring");
     eprintln!("send operations for one 100 KiB response: io-uring {uring}");
     // A send completes once the kernel took some bytes (it waits for writability itself), and
