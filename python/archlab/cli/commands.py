@@ -44,6 +44,8 @@ def _spec_cluster(args: argparse.Namespace, store: Store):
     from archlab.spec.cluster import settings_in
 
     if args.resume:
+        if args.spec is not None:
+            return None  # refused by the run itself, with the reason
         text, source = store.read_manifest(known_run(store, args.resume, "--resume")).spec_text or "", f"{args.resume}/spec.toml"
     else:
         path = Path(args.spec) if args.spec is not None else default_spec()
