@@ -424,3 +424,57 @@ def test_a_spec_places_its_servers_on_a_named_worker(engine_path, scheduler, tmp
     assert probe["start"]["rusage"] is not None and probe["cost"]["cpu_us_per_request"] > 0
     assert probe["server_exit"] in ("exit code 0", "killed by signal 15 (SIGTERM)")
     assert (rep / "server.stderr").exists() and json.loads(summary.read_text())["requests"] > 0
+
+
+def _kill_the_worker_of_a_server(token: str, killed: list, stop: threading.Event) -> None:
+    """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
+    runs the `archlab-engine serve` it loads (the server's parent)."""
+    while not stop.is_set():
+        procs = processes_with_token(token)
+        if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
+            for pid, cmd in procs:
+                if re.search(r"archlab-engine\S* serve", cmd):
+                    try:
+                        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                        os.kill(parent, signal.SIGKILL)
+                    except (OSError, ValueError):
+                        continue
+                    killed.append(parent)
+                    return
+        stop.wait(0.01)
+
+
+def test_a_server_host_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    from archlab.cluster.remote import RemoteHost
+
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        names = sorted(w.name for w in local.workers())
+        load_host, server_host = (names[0],), names[1]
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_a_server, args=(token, killed, stop), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"server host '{server_host}' lost mid-cell"):
+                executor = ShardedLoad(local, 1, load_hosts=load_host)
+                with RemoteHost(local, server_host) as executor.server_host:
+                    run_spec(write_spec(tmp_path, *CLOSED), store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no remote server was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The nanny brings the worker back under its name; the resumed run completes the repetition there.
+        deadline = time.monotonic() + 60
+        while server_host not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        executor = ShardedLoad(local, 1, load_hosts=load_host)
+        with RemoteHost(local, server_host) as executor.server_host:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        assert only_row(store, resumed.run_id).measurement.requests > 0
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []

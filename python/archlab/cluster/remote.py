@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from archlab.cluster.connect import Cluster, ClusterError
-from archlab.errors import ProcessFailed
+from archlab.cluster.sharded import ClusterFault
+from archlab.errors import ArchlabError, ProcessFailed
 from archlab.lab import probes
 from archlab.lab.engine import find_engine
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
@@ -128,13 +129,13 @@ class RemoteProcess:
     _actor: Any = field(repr=False)  # a Dask actor proxy of ProcessHost: each call returns a future
 
     def poll(self) -> int | None:
-        return self._actor.poll(self.pid).result()
+        return _call(self.worker_name, self._actor, "poll", self.pid)
 
     def expect(self, prefix: str, timeout_s: float) -> str:
-        return self._actor.expect(self.pid, prefix, timeout_s).result()
+        return _call(self.worker_name, self._actor, "expect", self.pid, prefix, timeout_s)
 
     def wait_exit(self, timeout_s: float) -> int | None:
-        return self._actor.wait_exit(self.pid, timeout_s).result()
+        return _call(self.worker_name, self._actor, "wait_exit", self.pid, timeout_s)
 
     def stderr_tail(self) -> str:
         try:
@@ -150,7 +151,20 @@ class RemoteProcess:
 
     def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
         """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
-        return self._actor.sample(self.pid, rusage_timeout_s).result()
+        return _call(self.worker_name, self._actor, "sample", self.pid, rusage_timeout_s)
+
+
+def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
+    """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
+    failed or is gone) passes through; the cluster failing under it (the worker lost, its
+    connection closed) is a :class:`~archlab.cluster.sharded.ClusterFault`, which leaves the
+    repetition to ``--resume``."""
+    try:
+        return getattr(actor, method)(*args).result()
+    except (ArchlabError, ProcessLookupError):
+        raise
+    except Exception as e:
+        raise ClusterFault(f"server host {worker_name!r} lost mid-cell ({type(e).__name__}: {e})") from None
 
 
 class RemoteHost:
@@ -185,7 +199,7 @@ class RemoteHost:
               cpus: Sequence[int] | None = None) -> RemoteProcess:
         """Start ``argv`` on the worker (``{engine}``, ``{dir}`` replaced there); its stderr is
         copied to ``stderr_path`` here when it is stopped."""
-        started = self._actor.start(name, list(argv), dict(files or {}), list(cpus) if cpus else None).result()
+        started = _call(self.worker_name, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
         return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor)
 
     def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
@@ -211,18 +225,20 @@ class RemoteHost:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
 
     def stop(self, proc: RemoteProcess) -> int | None:
-        code, stderr = self._actor.stop(proc.pid).result()
+        code, stderr = _call(self.worker_name, self._actor, "stop", proc.pid)
         proc.stderr_path.write_bytes(stderr)
         return code
 
     def pids(self) -> list[int]:
-        return self._actor.pids().result()
+        return _call(self.worker_name, self._actor, "pids")
 
     def close(self) -> None:
         """Stop every process started here (always: call it in a ``finally``)."""
         self._stop.set()
         try:
             self._actor.close().result(timeout=30)
+        except Exception:  # the worker is gone, and its processes with it (PDEATHSIG)
+            pass
         finally:
             self._future.release()
 
