@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, run_cli, spec_text
+from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterFault, ShardedLoad, open_cluster
 from archlab.cluster.merge import read_interval_log
@@ -478,3 +478,33 @@ def test_a_server_host_lost_mid_cell_fails_the_repetition_and_resume_completes_i
             resumed = resume_run(run_id, store, load_executor=executor)
         assert only_row(store, resumed.run_id).measurement.requests > 0
     assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
+
+def test_an_interrupted_cli_leaves_no_process_on_any_worker(engine_path, tmp_path, token):
+    # `archlab run` with its servers on one worker and its load on another of a local cluster:
+    # Ctrl-C while the server is under load leaves nothing behind, on either worker or here.
+    load, factors = CLOSED
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment='name = "cluster"\nrepetitions = 1\nwarmup = "200ms"\nduration = "30s"', load=load,
+                              factors=factors, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]\nserver_host = "1"'))
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        assert cli.poll() is None, cli.communicate()[1][-3000:]
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    assert "Resume it with" in err
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
