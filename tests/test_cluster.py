@@ -508,3 +508,16 @@ def test_an_interrupted_cli_leaves_no_process_on_any_worker(engine_path, tmp_pat
     while processes_with_token(token) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_with_token(token) == []
+
+
+def test_the_lease_holds_while_the_workers_actor_is_busy(engine_path, cluster, tmp_path):
+    # Renewals are served on the worker's event loop, not behind a slow call on the actor's one
+    # thread: a call that blocks the actor for 2.5 leases does not end the client's processes.
+    from archlab.cluster.remote import RemoteHost
+
+    with RemoteHost(cluster, "load-0", lease_s=2.0) as host:
+        server = host.start("server", SERVE, tmp_path / "server.stderr")
+        server.expect("listening ", 10.0)
+        with pytest.raises(ArchlabError, match=r"did not print 'never' within 5 s"):
+            server.expect("never", 5.0)  # the server prints nothing more: the actor waits 5 s
+        assert server.poll() is None and _alive(server.pid) and host.pids() == [server.pid]
