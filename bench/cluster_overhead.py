@@ -3,9 +3,10 @@ run on one machine: a `LocalCluster` of two load workers (processes, TCP on loop
 closed-model cell (`single-thread`, `/echo?size=32`, 4 users, 1 s window after 0.2 s warm-up)
 run alternately locally and as 2 shards, repeated. Printed: the wall time of each cell (server
 start to row recorded), the added wall time per cell (median sharded minus median local, and the
-median of the paired differences), and the start skew between the shards: between their engine
-starts (`start_skew_s`) and between the instants their measurement windows opened
-(`window_skew_s`), from each repetition's `shards.json`. Targets (issue 17): shards start
+median of the paired differences), and the start skew between the shards: between the instants
+their engines woke from `load --start-at` (`start_skew_s`, each engine's own `phase start`
+stamp) and between the instants their measurement windows opened (`window_skew_s`, as the
+workers read the `phase measure` lines), from each repetition's `shards.json`. Targets (issue 17): shards start
 within 5 ms of each other on one host; less than 1 s added per cell.
 
 usage: .venv/bin/python bench/cluster_overhead.py [--reps 7]

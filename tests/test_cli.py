@@ -28,7 +28,7 @@ def test_unknown_section_exits_2(tmp_path):
     spec.write_text(spec_text(placment='server_cpus = "1"'))
     done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"))
     assert done.returncode == 2
-    assert "archlab: error: placment: expected a section one of experiment, factors, server, load, placement, db, network, tune, systems, got '[placment]'" in done.stderr
+    assert "archlab: error: placment: expected a section one of experiment, factors, server, load, placement, db, network, tune, cluster, systems, got '[placment]'" in done.stderr
 
 
 def test_missing_spec_file_exits_2(tmp_path):

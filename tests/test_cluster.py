@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, run_cli, spec_text
+from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterFault, ShardedLoad, open_cluster
 from archlab.cluster.merge import read_interval_log
@@ -179,6 +179,40 @@ def test_the_cli_runs_a_spec_on_the_cluster(engine_path, scheduler, tmp_path):
     assert shards["shards"] == 2 and json.loads(summary.read_text())["connections"] == 4  # --shards defaults to the load workers
 
 
+def test_a_spec_cluster_section_runs_like_the_flags_and_the_flags_win(engine_path, scheduler, tmp_path):
+    store = tmp_path / "runs"
+    load, factors = CLOSED
+    # The spec names one load host: its one shard runs there, and the manifest says the spec chose.
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors,
+                              cluster=f'address = "{scheduler}"\nshards = 1\nload_hosts = ["load-1"]'))
+    done = run_cli("run", str(spec), "--store", str(store), "--no-report")
+    assert done.returncode == 0, done.stderr
+    (summary,) = store.glob("*/cells/*/rep-1/summary.json")
+    shards = json.loads(summary.with_name("shards.json").read_text())
+    assert shards["shards"] == 1 and shards["shard"][0]["users"] == 4
+    names = {w["address"]: w["name"] for w in json.loads(next(store.glob("*/manifest.json")).read_text())["load_hosts"][0]["workers"]}
+    assert names[shards["shard"][0]["worker"]] == "load-1"
+    (facts,) = json.loads(next(store.glob("*/manifest.json")).read_text())["load_hosts"]
+    assert facts["chosen"] == {"address": scheduler, "address_from": "[cluster] address", "shards": 1, "shards_from": "[cluster] shards",
+                               "load_hosts": ["load-1"], "server_host": None}
+    # A spec whose scheduler is unreachable runs on the one --cluster names, with --shards' count.
+    other = tmp_path / "runs-flags"
+    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors, cluster=f'address = "tcp://127.0.0.1:{free_port()}"\nshards = 1'))
+    done = run_cli("run", str(spec), "--store", str(other), "--no-report", "--cluster", scheduler, "--shards", "2")
+    assert done.returncode == 0, done.stderr
+    (facts,) = json.loads(next(other.glob("*/manifest.json")).read_text())["load_hosts"]
+    assert (facts["chosen"]["address_from"], facts["chosen"]["shards_from"], facts["shards"]) == ("--cluster", "--shards", 2)
+    # A load host the cluster does not have is one line, before any run exists.
+    bad = tmp_path / "runs-bad"
+    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors, cluster=f'address = "{scheduler}"\nload_hosts = ["load-9"]'))
+    done = run_cli("run", str(spec), "--store", str(bad), "--no-report")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert re.search(r"cluster\.load_hosts: \['load-9'\] not among the load workers of tcp://.*\['load-0', 'load-1'\]", lines[0])
+    assert not list(bad.glob("*/manifest.json"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -193,7 +227,7 @@ def test_bad_clusters_are_refused_in_one_line_before_any_run(scheduler, engine_p
         (["--cluster", "127.0.0.1:8786"], 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
         (["--cluster", "local:0"], 2, r"--cluster: expected .*, got 'local:0'"),
         (["--cluster", scheduler, "--shards", "3"], 1, r"--shards 3: the cluster tcp://.* has 2 load worker\(s\)"),
-        (["--shards", "2"], 2, r"--shards: expected --shards only with --cluster, got 2"),
+        (["--shards", "2"], 2, r"--shards: expected --shards only with --cluster or a spec with a \[cluster\] section, got 2"),
     ]
     for extra, status, message in cases:
         done = run_cli("run", spec, "--store", store, "--no-report", *extra)
@@ -278,3 +312,212 @@ def test_cluster_errors_are_archlab_errors():
     from archlab.cluster import ClusterError
 
     assert issubclass(ClusterError, ArchlabError) and issubclass(ClusterFault, ArchlabError)
+
+
+# --- processes of a system under test on a named worker (archlab.cluster.remote) -------------
+
+SERVE = ["{engine}", "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"]
+
+
+def _alive(pid: int) -> bool:
+    """A live, non-zombie process ``pid``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_server_on_a_named_worker_is_started_probed_and_stopped_there(engine_path, cluster, tmp_path):
+    import http.client
+
+    from archlab.cluster.remote import RemoteHost
+    from archlab.lab import probes
+
+    worker = next(w for w in cluster.workers() if w.name == "load-1")
+    (worker_pid,) = cluster.client.run(os.getpid, workers=[worker.address]).values()
+    with RemoteHost(cluster, "load-1") as host:
+        server = host.start("server", SERVE, tmp_path / "server.stderr")
+        # It runs as a child of that worker process, in its own session.
+        assert int(Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == worker_pid
+        address = server.expect("listening ", 10.0).split(" ", 1)[1].strip()
+        before = host.sample(server)
+        ip, port = address.rsplit(":", 1)
+        for _ in range(50):
+            conn = http.client.HTTPConnection(ip, int(port), timeout=5)
+            conn.request("GET", "/echo?size=16")
+            assert conn.getresponse().status == 200
+            conn.close()
+        after = host.sample(server)
+        cost = probes.cost_between(before, after, 50)
+        # The server's own report, read on the worker, counted the 50 requests: each needed at
+        # least one socket read, and some CPU time.
+        assert before.rusage is not None and after.rusage is not None and cost.cpu_us_per_request > 0
+        assert after.rusage.read_syscalls - before.rusage.read_syscalls >= 50
+        assert server.poll() is None and host.pids() == [server.pid]
+        code = host.stop(server)
+        assert code is not None and code in (0, -signal.SIGTERM) and not _alive(server.pid)
+        assert (tmp_path / "server.stderr").exists()
+        with pytest.raises(ArchlabError, match=r"host 'load-7': no worker of that name in the cluster tcp://\S+ \(its workers: \['load-0', 'load-1'\]"):
+            RemoteHost(cluster, "load-7")
+
+
+CLIENT = """
+import sys, time
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, "load-0", lease_s=2.0)
+server = host.start("server", {serve!r}, __import__("pathlib").Path(sys.argv[2]))
+server.expect("listening ", 10.0)
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_process_outlives_a_client_killed_outright(engine_path, scheduler, tmp_path):
+    # A client killed with SIGKILL runs no finally block: the lease on the worker ends its server.
+    client = subprocess.Popen([sys.executable, "-c", CLIENT.format(serve=SERVE), scheduler, str(tmp_path / "s.stderr")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert _alive(pid)
+    finally:
+        client.kill()
+        client.wait()
+    # Bounded wait on the condition: the lease (2 s) plus its watchdog's period and the grace.
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"server {pid} outlived its client on the worker"
+
+
+def test_an_interrupted_client_stops_its_remote_processes(engine_path, cluster, tmp_path):
+    from archlab.cluster.remote import RemoteHost
+
+    pids = []
+    with pytest.raises(KeyboardInterrupt):
+        with RemoteHost(cluster, "load-0") as host:
+            for k in range(2):
+                server = host.start("server", SERVE, tmp_path / f"s{k}.stderr")
+                server.expect("listening ", 10.0)
+                pids.append(server.pid)
+            raise KeyboardInterrupt
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+
+
+def test_a_spec_places_its_servers_on_a_named_worker(engine_path, scheduler, tmp_path):
+    store = tmp_path / "runs"
+    load, factors = CLOSED
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors,
+                              cluster=f'address = "{scheduler}"\nshards = 1\nload_hosts = ["load-0"]\nserver_host = "load-1"'))
+    done = run_cli("run", str(spec), "--store", str(store), "--no-report")
+    assert done.returncode == 0, done.stderr
+    (summary,) = store.glob("*/cells/*/rep-1/summary.json")
+    rep = summary.parent
+    (facts,) = json.loads(next(store.glob("*/manifest.json")).read_text())["load_hosts"]
+    assert facts["server_host"]["name"] == "load-1" and facts["chosen"]["server_host"] == "load-1"
+    # The server's accounting came from its worker: rusage read there, over the window's requests.
+    probe = json.loads((rep / "probe.json").read_text())
+    assert probe["start"]["rusage"] is not None and probe["cost"]["cpu_us_per_request"] > 0
+    assert probe["server_exit"] in ("exit code 0", "killed by signal 15 (SIGTERM)")
+    assert (rep / "server.stderr").exists() and json.loads(summary.read_text())["requests"] > 0
+
+
+def _kill_the_worker_of_a_server(token: str, killed: list, stop: threading.Event) -> None:
+    """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
+    runs the `archlab-engine serve` it loads (the server's parent)."""
+    while not stop.is_set():
+        procs = processes_with_token(token)
+        if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
+            for pid, cmd in procs:
+                if re.search(r"archlab-engine\S* serve", cmd):
+                    try:
+                        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                        os.kill(parent, signal.SIGKILL)
+                    except (OSError, ValueError):
+                        continue
+                    killed.append(parent)
+                    return
+        stop.wait(0.01)
+
+
+def test_a_server_host_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    from archlab.cluster.remote import RemoteHost
+
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        names = sorted(w.name for w in local.workers())
+        load_host, server_host = (names[0],), names[1]
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_a_server, args=(token, killed, stop), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"server host '{server_host}' lost mid-cell"):
+                executor = ShardedLoad(local, 1, load_hosts=load_host)
+                with RemoteHost(local, server_host) as executor.server_host:
+                    run_spec(write_spec(tmp_path, *CLOSED), store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no remote server was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The nanny brings the worker back under its name; the resumed run completes the repetition there.
+        deadline = time.monotonic() + 60
+        while server_host not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        executor = ShardedLoad(local, 1, load_hosts=load_host)
+        with RemoteHost(local, server_host) as executor.server_host:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        assert only_row(store, resumed.run_id).measurement.requests > 0
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
+
+def test_an_interrupted_cli_leaves_no_process_on_any_worker(engine_path, tmp_path, token):
+    # `archlab run` with its servers on one worker and its load on another of a local cluster:
+    # Ctrl-C while the server is under load leaves nothing behind, on either worker or here.
+    load, factors = CLOSED
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment='name = "cluster"\nrepetitions = 1\nwarmup = "200ms"\nduration = "30s"', load=load,
+                              factors=factors, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]\nserver_host = "1"'))
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        assert cli.poll() is None, cli.communicate()[1][-3000:]
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    assert "Resume it with" in err
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
+
+
+def test_the_lease_holds_while_the_workers_actor_is_busy(engine_path, cluster, tmp_path):
+    # Renewals are served on the worker's event loop, not behind a slow call on the actor's one
+    # thread: a call that blocks the actor for 2.5 leases does not end the client's processes.
+    from archlab.cluster.remote import RemoteHost
+
+    with RemoteHost(cluster, "load-0", lease_s=2.0) as host:
+        server = host.start("server", SERVE, tmp_path / "server.stderr")
+        server.expect("listening ", 10.0)
+        with pytest.raises(ArchlabError, match=r"did not print 'never' within 5 s"):
+            server.expect("never", 5.0)  # the server prints nothing more: the actor waits 5 s
+        assert server.poll() is None and _alive(server.pid) and host.pids() == [server.pid]

@@ -8,7 +8,9 @@ histogram is the bucket-by-bucket sum of the shards', and counts are sums."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from collections import Counter
 from fractions import Fraction
 
@@ -150,3 +152,38 @@ def test_a_params_file_is_divided_like_the_flags():
         split_params(argv, closed, 11)
     command = with_outputs(argv, "/w/archlab-engine", {"--params": "/t/p.json", "--json": "/t/s.json", "--hdr-log": "/t/h.log"})
     assert flag(command, "--params") == "/t/p.json" and flag(command, "--json") == "/t/s.json"
+
+
+def test_a_shards_engine_opens_no_connection_before_its_instant(engine_path, tmp_path):
+    # `load --start-at`: the engine sets up, sleeps to the absolute instant, says when it woke
+    # (its own wall clock, ns) before its window opens; an absolute sleep never ends early.
+    from archlab.cluster.loadshard import format_unix_time
+
+    assert format_unix_time(1764115896.25) == "1764115896.250000000"
+    with ProcessGroup(3.0) as group:
+        server = group.start("server", [str(engine_path), "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"],
+                             tmp_path / "server.stderr")
+        address = server.expect("listening ", 10.0).split(" ", 1)[1].strip()
+        instant = time.time() + 0.3
+        argv = [str(engine_path), "load", "--target", address, "--path", "/echo?size=8", "--connections", "1", "--duration", "200ms",
+                "--warmup", "0s", "--json", str(tmp_path / "s.json"), "--start-at", format_unix_time(instant)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        group.stop(server)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["phase", "start"], ["phase", "measure"], ["phase", "end"]], lines
+    assert int(lines[0].split()[2]) >= int(format_unix_time(instant).replace(".", ""))
+    assert json.loads((tmp_path / "s.json").read_text())["requests"] > 0
+
+
+@pytest.mark.parametrize("given, message", [
+    ("1e9", r"invalid --start-at \"1e9\" \(allowed: seconds since the Unix epoch as SECONDS\[\.FRACTION\]"),
+    ("12:00", r"invalid --start-at \"12:00\""),
+    (str(int(time.time()) + 10 * 86400), r"invalid --start-at \d+\.000000000: \d+ s from now \(allowed: an instant at most 86400 s ahead\)"),
+])
+def test_a_bad_start_instant_is_one_line(engine_path, tmp_path, given, message):
+    argv = [str(engine_path), "load", "--target", "127.0.0.1:1", "--path", "/", "--connections", "1", "--duration", "1s",
+            "--json", str(tmp_path / "s.json"), "--start-at", given]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and re.search(message, done.stderr), done.stderr
+    assert not (tmp_path / "s.json").exists()

@@ -74,7 +74,7 @@ ERRORS = [
         "factors.architecture[2]: expected one of thread-per-connection, blocking, single-thread, netty, got 'blockin'",
         id="architecture-typo",
     ),
-    pytest.param({"servr": "threads = 4"}, "servr: expected a section one of experiment, factors, server, load, placement, db, network, tune, systems, got '[servr]'", id="unknown-section"),
+    pytest.param({"servr": "threads = 4"}, "servr: expected a section one of experiment, factors, server, load, placement, db, network, tune, cluster, systems, got '[servr]'", id="unknown-section"),
     pytest.param(
         {"experiment": 'name = "t"\nrepetition = 2'},
         "experiment.repetition: expected a key one of name, description, repetitions, warmup, duration, got 'repetition'",

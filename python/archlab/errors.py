@@ -67,6 +67,10 @@ class ProcessFailed(ArchlabError):
             msg += "\n--- stderr (tail) ---\n" + stderr_tail.rstrip()
         super().__init__(msg)
 
+    def __reduce__(self):
+        # Rebuilt from its fields, not its message: it crosses processes (a cluster worker's failure).
+        return (type(self), (self.what, self.detail, self.stderr_tail))
+
 
 class ResumableFault(ArchlabError):
     """A fault outside the measured system (e.g. a cluster's load host lost mid-cell) that stops

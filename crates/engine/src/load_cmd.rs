@@ -12,6 +12,7 @@
 
 use crate::args::read_document;
 use crate::signals::{spawn_handler, Signal};
+use crate::start_at;
 use crate::CliError;
 use archlab_load::{run_load_live, ConfigError, LiveSecond, LoadConfig, LoadParams, LoadReport, Phase, StopHandle};
 use archlab_options::Given;
@@ -37,6 +38,10 @@ pub struct LoadArgs {
     /// Where to write the HDR interval log (default: the --json path with .hdr.log instead of .json).
     #[arg(long)]
     hdr_log: Option<PathBuf>,
+    /// Open no connection before this wall-clock instant (seconds since the Unix epoch, e.g.
+    /// 1764115896.250): set up, then sleep to it and print `phase start NS` on stdout.
+    #[arg(long, value_name = "UNIX_TIME")]
+    start_at: Option<String>,
 }
 
 /// The command-line flag of a parameter, for error messages (`timeout` is `--timeout`,
@@ -245,6 +250,14 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     let hdr_log = a.hdr_log.unwrap_or_else(|| default_hdr_log(&a.json));
     check_directory("json", &a.json)?;
     check_directory("hdr-log", &hdr_log)?;
+    // Checked with the other arguments, before any set-up: one line, exit 2.
+    let start_instant = match &a.start_at {
+        Some(text) => Some(start_at::parse_unix_time(text).map_err(CliError::usage)?),
+        None => None,
+    };
+    if let Some(at) = start_instant {
+        start_at::check_ahead(at)?;
+    }
 
     // The coordinator and the signal thread stay on the generator's CPUs too.
     if let Some(cpus) = cfg.cpus() {
@@ -262,6 +275,10 @@ pub fn run(a: LoadArgs) -> Result<(), CliError> {
     .map_err(|e| CliError::runtime(format!("cannot install signal handling: {e}")))?;
 
     let open = cfg.pacing().arrivals().is_some();
+    if let Some(at) = start_instant {
+        // Last, after every slow step of the set-up: only the load itself follows the instant.
+        start_at::wait_until(at, &stop)?;
+    }
     let mut live = |s: &LiveSecond| {
         if !a.quiet {
             eprintln!("{}", live_line(s, open));

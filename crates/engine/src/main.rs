@@ -12,6 +12,7 @@ mod records_cmd;
 mod search_cmd;
 mod serve_cmd;
 mod signals;
+mod start_at;
 
 use clap::{Parser, Subcommand};
 

@@ -35,20 +35,49 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     store = open_store(args.store)
-    if getattr(args, "cluster", None) is None:
-        if getattr(args, "shards", None) is not None:
-            raise SpecError("--shards", "--shards only with --cluster", args.shards)
-        return _run(args, store, None)
-    from archlab.cluster import ClusterAddress, ShardedLoad, open_cluster  # lazy: Dask only when asked for
+    return _with_load_executor(args, store, lambda executor: _run(args, store, executor))
 
-    address = ClusterAddress.parse(args.cluster)
-    if args.shards is not None and args.shards < 1:
-        raise SpecError("--shards", "an integer >= 1", args.shards)
-    with open_cluster(address) as cluster:
-        shards = args.shards if args.shards is not None else len(cluster.load_workers())
+
+def _spec_cluster(args: argparse.Namespace, store: Store):
+    """The ``[cluster]`` section of the spec this command runs (the stored one with --resume);
+    None without one, or when the spec cannot be read (running it then says why)."""
+    from archlab.spec.cluster import settings_in
+
+    if args.resume:
+        if args.spec is not None:
+            return None  # refused by the run itself, with the reason
+        text, source = store.read_manifest(known_run(store, args.resume, "--resume")).spec_text or "", f"{args.resume}/spec.toml"
+    else:
+        path = Path(args.spec) if args.spec is not None else default_spec()
+        try:
+            text, source = path.read_text(encoding="utf-8"), path.name
+        except (OSError, UnicodeDecodeError):
+            return None
+    return settings_in(text, source)
+
+
+def _with_load_executor(args: argparse.Namespace, store: Store, body) -> int:
+    """``body(executor)`` with the load executor the flags and the spec's ``[cluster]`` ask
+    for (the flags win): None for a local run, else shards on an open cluster, closed after."""
+    from archlab.spec.cluster import choose
+
+    choice = choose(getattr(args, "cluster", None), getattr(args, "shards", None), _spec_cluster(args, store))
+    if choice is None:
+        return body(None)
+    from archlab.cluster import ShardedLoad, open_cluster  # lazy: Dask only when asked for
+
+    with open_cluster(choice.address) as cluster:
+        shards = choice.shards if choice.shards is not None else len(cluster.load_workers(choice.load_hosts))
         if shards < 1:
-            raise SpecError("--cluster", "a cluster with at least one load worker (a worker started with --resources load=1)", args.cluster)
-        return _run(args, store, ShardedLoad(cluster, shards))
+            raise SpecError(choice.address_from, "a cluster with at least one load worker (a worker started with --resources load=1)",
+                            str(choice.address))
+        executor = ShardedLoad(cluster, shards, load_hosts=choice.load_hosts, chosen=choice.to_dict())
+        if choice.server_host is None:
+            return body(executor)
+        from archlab.cluster.remote import RemoteHost
+
+        with RemoteHost(cluster, choice.server_host) as executor.server_host:  # stops the servers there, always
+            return body(executor)
 
 
 def tune(args: argparse.Namespace) -> int:
@@ -74,7 +103,7 @@ def tune(args: argparse.Namespace) -> int:
         made.append(handle)
         _keep_programs(handle)
 
-    code = _run(args, store, None, on_created=created)
+    code = _with_load_executor(args, store, lambda executor: _run(args, store, executor, on_created=created))
     if code == 130 or not made:
         return code
     status = _tune_summary(store.load_run(made[0].run_id), made[0].directory, args.all_models)

@@ -10,51 +10,21 @@ for: a local run never imports Dask."""
 from __future__ import annotations
 
 import inspect
-import re
 import socket
 from dataclasses import dataclass
-from typing import Literal
 
 import dask
 from distributed import Client, LocalCluster
 
-from archlab.errors import ArchlabError, InvalidValue
+from archlab.errors import ArchlabError
+from archlab.spec.cluster import ClusterAddress
 
 #: The Dask worker resource that marks a load host.
 LOAD_RESOURCE = "load"
-MAX_LOCAL_WORKERS = 64
-_ADDRESS = re.compile(r"^tcp://(?P<host>[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$")
 
 
 class ClusterError(ArchlabError):
     """The cluster cannot do what the run needs (unreachable, too few load workers, clocks)."""
-
-
-@dataclass(frozen=True)
-class ClusterAddress:
-    """``tcp://HOST:PORT`` of a running scheduler, or ``local:N`` for N local worker processes."""
-
-    kind: Literal["scheduler", "local"]
-    scheduler: str | None = None
-    workers: int | None = None
-
-    @classmethod
-    def parse(cls, text: str, parameter: str = "--cluster") -> "ClusterAddress":
-        allowed = f"tcp://HOST:PORT (a Dask scheduler) or local:N (N = 1..{MAX_LOCAL_WORKERS} local worker processes)"
-        if not isinstance(text, str):
-            raise InvalidValue(parameter, allowed, text)
-        if text.startswith("local:"):
-            n = text[len("local:"):]
-            if not n.isdigit() or not 1 <= int(n) <= MAX_LOCAL_WORKERS:
-                raise InvalidValue(parameter, allowed, text)
-            return cls("local", workers=int(n))
-        m = _ADDRESS.match(text)
-        if m is None or not 1 <= int(m.group("port")) <= 65535:
-            raise InvalidValue(parameter, allowed, text)
-        return cls("scheduler", scheduler=text)
-
-    def __str__(self) -> str:
-        return self.scheduler if self.scheduler is not None else f"local:{self.workers}"
 
 
 @dataclass(frozen=True)
@@ -81,16 +51,29 @@ class Cluster:
             out.append(WorkerInfo(addr, str(w.get("host", "")), str(w.get("name", addr)), float((w.get("resources") or {}).get(LOAD_RESOURCE, 0))))
         return out
 
-    def load_workers(self) -> list[WorkerInfo]:
-        """Workers tagged as load hosts (resource ``load`` >= 1), sorted by address."""
-        return [w for w in self.workers() if w.load_slots >= 1]
-
-    def require_load_workers(self, shards: int) -> list[WorkerInfo]:
-        """The load workers, refusing a run that places more shards than there are."""
-        workers = self.load_workers()
-        if shards > len(workers):
+    def load_workers(self, hosts: tuple[str, ...] | None = None) -> list[WorkerInfo]:
+        """Workers tagged as load hosts (resource ``load`` >= 1), sorted by address; with
+        ``hosts``, only those of these names (the spec's ``cluster.load_hosts``), every one of
+        which must be a load worker of the cluster."""
+        workers = [w for w in self.workers() if w.load_slots >= 1]
+        if hosts is None:
+            return workers
+        names = {w.name for w in workers}
+        missing = [h for h in hosts if h not in names]
+        if missing:
             raise ClusterError(
-                f"--shards {shards}: the cluster {self.address} has {len(workers)} load worker(s) (workers started with "
+                f"cluster.load_hosts: {missing} not among the load workers of {self.address} "
+                f"(workers started with `--resources {LOAD_RESOURCE}=1`: {sorted(names) or 'none'})"
+            )
+        return [w for w in workers if w.name in hosts]
+
+    def require_load_workers(self, shards: int, hosts: tuple[str, ...] | None = None) -> list[WorkerInfo]:
+        """The load workers (of ``hosts`` if given), refusing a run that places more shards than there are."""
+        workers = self.load_workers(hosts)
+        if shards > len(workers):
+            among = " named in cluster.load_hosts" if hosts is not None else ""
+            raise ClusterError(
+                f"--shards {shards}: the cluster {self.address} has {len(workers)} load worker(s){among} (workers started with "
                 f"`--resources {LOAD_RESOURCE}=1`); start more or ask for at most {len(workers)} shard(s)"
             )
         return workers

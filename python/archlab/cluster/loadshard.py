@@ -1,11 +1,14 @@
 """One load shard, on the worker that runs it: report ready on the cell's barrier (a Dask
 ``Queue``), receive the agreed instant once every shard is ready (a Dask ``Variable`` the
-client sets a little ahead of its clock), wait for it on this host's clock (the client's instant
-plus this worker's measured offset; a coarse sleep, then a spin for the last 2 ms), start ``archlab-engine load`` with this shard's users or rate into a
-private temporary directory, note when it was started and when it announced ``phase measure``
-and ``phase end`` (converted back to the client's clock), wait for it within the cell's time
-limit, and hand back its summary, interval log, raw records and stderr. The engine process dies
-with the task's thread (``PR_SET_PDEATHSIG``) and is killed when the time limit passes; a
+client sets a little ahead of its clock), and start ``archlab-engine load --start-at`` at once
+with this shard's users or rate into a private temporary directory: the engine does its set-up
+while the lead lasts and then sleeps to the instant on this host's clock (the client's instant
+plus this worker's measured offset) with an absolute ``clock_nanosleep``, so the shards' starts
+do not depend on when Python or Dask get the CPU. The shard notes when the engine woke
+(its ``phase start NS`` line, its own clock), when it announced ``phase measure`` and
+``phase end`` (all converted back to the client's clock), waits for it within the cell's time
+limit, and hands back its summary, interval log, raw records and stderr. The engine process
+dies with the task's thread (``PR_SET_PDEATHSIG``) and is killed when the time limit passes; a
 shard that would start late (its first worker was lost and the scheduler moved it) refuses to
 start, so a repetition never mixes shards that did not run together."""
 
@@ -21,6 +24,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from archlab.cluster.shards import with_outputs
@@ -30,7 +34,6 @@ from archlab.lab.processes import describe_exit, die_with_parent
 
 #: How late after the agreed instant a shard may still start (a rescheduled shard is later).
 LATE_LIMIT_S = 1.0
-_SPIN_S = 0.002
 
 
 class ShardFailed(ArchlabError):
@@ -44,7 +47,8 @@ class ShardOutcome:
     host: str
     exit_code: int | None
     exit_text: str
-    #: Client-clock times (seconds since the epoch): the engine started, its window opened, closed.
+    #: Client-clock times (seconds since the epoch): the engine woke at the agreed instant (its spawn
+    #: if it failed before), its window opened, closed.
     launched_at_s: float
     window_at_s: float | None
     end_at_s: float | None
@@ -82,10 +86,6 @@ def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[s
     if late > LATE_LIMIT_S:
         raise ShardFailed(f"shard {index}: would start {late:.2f} s after the cell's agreed instant on worker {worker} "
                           "(its first worker was lost, or the workers are overloaded)")
-    while (left := target - time.time()) > _SPIN_S:
-        time.sleep(left - _SPIN_S)
-    while time.time() < target:
-        pass
     directory = Path(tempfile.mkdtemp(prefix=f"archlab-shard-{index}-"))
     try:
         outputs = {"--json": str(directory / "summary.json"), "--hdr-log": str(directory / "hdr.log")}
@@ -97,18 +97,20 @@ def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[s
             outputs["--params"] = str(directory / "load.params.json")
         elif records:
             outputs["--records"] = str(directory / "records.bin")
-        command = with_outputs(argv, str(find_engine()), outputs)
+        command = with_outputs(argv, str(find_engine()), outputs) + ["--start-at", format_unix_time(target)]
         with open(directory / "load.stderr", "wb") as err:
             popen = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                                      preexec_fn=die_with_parent(os.getpid()), start_new_session=True)
-        launched = time.time() - offset
-        window_at, end_at = _follow(popen, limit_s, offset)
+        spawned = time.time() - offset
+        started_at, window_at, end_at = _follow(popen, limit_s, offset)
         code = popen.poll()
 
         def read(name: str) -> bytes | None:
             p = directory / name
             return p.read_bytes() if p.exists() else None
 
+        # An engine that failed before its instant printed no start: its spawn stands for it.
+        launched = started_at if started_at is not None else spawned
         return ShardOutcome(index, worker, socket.gethostname(), code, describe_exit(code), launched, window_at, end_at,
                             read("summary.json"), read("hdr.log"), read("records.bin") if records else None,
                             read("load.stderr") or b"", popen.pid)
@@ -116,11 +118,18 @@ def run_shard(index: int, argv: tuple[str, ...], barrier: str, offsets_s: dict[s
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _follow(popen: subprocess.Popen, limit_s: float, offset_s: float) -> tuple[float | None, float | None]:
-    """Read the engine's phase lines until it exits or ``limit_s`` passes (then kill it)."""
+def format_unix_time(seconds: float) -> str:
+    """An instant as ``load --start-at`` reads it: seconds since the epoch, 9 fraction digits."""
+    ns = round(Fraction(seconds) * 1_000_000_000)  # exact: a float times 1e9 rounds in binary first
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def _follow(popen: subprocess.Popen, limit_s: float, offset_s: float) -> tuple[float | None, float | None, float | None]:
+    """Read the engine's phase lines until it exits or ``limit_s`` passes (then kill it):
+    when it woke at its start instant (its own clock's stamp), opened and closed its window."""
     assert popen.stdout is not None
     deadline = time.monotonic() + limit_s
-    window_at = end_at = None
+    started_at = window_at = end_at = None
     buffer = b""
     fd = popen.stdout.fileno()
     try:
@@ -139,7 +148,9 @@ def _follow(popen: subprocess.Popen, limit_s: float, offset_s: float) -> tuple[f
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                if line.strip() == b"phase measure":
+                if line.startswith(b"phase start "):
+                    started_at = int(line.split()[2]) / 1e9 - offset_s
+                elif line.strip() == b"phase measure":
                     window_at = now
                 elif line.strip() == b"phase end":
                     end_at = now
@@ -151,4 +162,4 @@ def _follow(popen: subprocess.Popen, limit_s: float, offset_s: float) -> tuple[f
         raise
     finally:
         popen.stdout.close()
-    return window_at, end_at
+    return started_at, window_at, end_at

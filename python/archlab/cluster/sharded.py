@@ -44,20 +44,31 @@ class ShardedLoad:
     #: Between publishing the start instant and the instant: the hop from client to workers.
     lead_s: float = 0.1
     max_offset_s: float = DEFAULT_MAX_OFFSET_S
+    #: Only these load workers (Dask worker names) run shards; None: every load worker.
+    load_hosts: tuple[str, ...] | None = None
+    #: The worker that runs server cells' servers (``archlab.cluster.remote.RemoteHost``); None: this host.
+    server_host: object | None = None
+    #: How the cluster was chosen (flag or spec, :class:`archlab.spec.cluster.ClusterChoice`), for the manifest.
+    chosen: dict | None = None
     #: Start skews (seconds between the first and the last shard's engine start) of the cells run.
     skews_s: list[float] = field(default_factory=list)
 
     _warm: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.cluster.require_load_workers(self.shards)
+        self.cluster.require_load_workers(self.shards, self.load_hosts)
 
     def describe(self) -> dict:
-        """The cluster, its workers and their clock offsets now, and the shards per cell."""
+        """The cluster, its workers and their clock offsets now, the shards per cell, the load
+        hosts they may run on, and whether the flags or the spec chose them."""
         facts = self.cluster.facts()
-        load = [w["address"] for w in facts["workers"] if w["load_slots"] >= 1]
+        load = [w.address for w in self.cluster.load_workers(self.load_hosts)]
         offsets = measure_offsets(self.cluster.client, load)
-        return {**facts, "shards": self.shards, "clock_offsets": [offsets[w].to_dict() for w in load]}
+        chosen = {"chosen": self.chosen} if self.chosen is not None else {}
+        if self.server_host is not None:
+            chosen["server_host"] = self.server_host.describe()  # type: ignore[attr-defined]
+        return {**facts, "shards": self.shards, "load_hosts": list(self.load_hosts) if self.load_hosts is not None else None,
+                "clock_offsets": [offsets[w].to_dict() for w in load], **chosen}
 
     def _warm_up(self, workers: list[str]) -> None:
         """Import the shard's code and find the engine on workers new to this run, before any
@@ -72,7 +83,7 @@ class ShardedLoad:
         plans = split_params(argv, params, self.shards) if params is not None else split_load(argv, self.shards)
         client = self.cluster.client
         try:
-            workers = [w.address for w in self.cluster.require_load_workers(self.shards)]
+            workers = [w.address for w in self.cluster.require_load_workers(self.shards, self.load_hosts)]
             self._warm_up(workers)
             before = measure_offsets(client, workers)
             check_offsets(before, self.max_offset_s)
@@ -84,7 +95,7 @@ class ShardedLoad:
         ready, instant = Queue(barrier, client=client), Variable(barrier, client=client)
         futures = [
             client.submit(run_shard, p.index, p.argv, barrier, offsets, limit_s, records, p.params, resources={LOAD_RESOURCE: 1},
-                          pure=False, key=f"{barrier}-shard{p.index}")
+                          workers=workers, pure=False, key=f"{barrier}-shard{p.index}")
             for p in plans
         ]  # fmt: skip
         try:

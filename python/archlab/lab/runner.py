@@ -119,6 +119,12 @@ class LoadExecutor(Protocol):
         each time a run starts or resumes with this executor."""
         ...
 
+    #: Where a server cell's server runs instead of here, when not None (e.g.
+    #: ``archlab.cluster.remote.RemoteHost``, a named worker): ``start_server(argv, stderr_path)``
+    #: returns a process with the ``poll``/``expect``/``failure``/``sample_remote`` of a local
+    #: one, and ``stop(process)`` stops it there and returns its exit status.
+    server_host: Any
+
 
 class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
@@ -285,7 +291,8 @@ def _measure(
         # Loopback, or the emulated link of [network] (archlab.lab.network).
         with network.route_for(group, engine, cell, exp.placement, files.directory, config.ready_timeout_s) as route:
             serve = route.server_argv(engine.serve_argv(cell.architecture, files.serve_options, route.host))
-            server = group.start("server", serve, files.server_stderr)
+            remote = getattr(load_executor, "server_host", None)
+            server = group.start("server", serve, files.server_stderr) if remote is None else remote.start_server(serve, files.server_stderr)
             try:
                 host, port = _listening_address(server, config.ready_timeout_s)
                 route.from_client(lambda: _wait_until_answers(server, host, port, cell.probe_path, config.health_timeout_s))
@@ -295,7 +302,7 @@ def _measure(
                 argv = route.client_argv(engine.load_argv(files.load_params, files.summary, files.hdr_log))
                 window = _run_load(group, argv, server, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}", meter)
             finally:
-                server_exit = group.stop(server)
+                server_exit = group.stop(server) if remote is None else remote.stop(server)
     finally:
         if downstream is not None:
             downstream.stop(group)
@@ -398,6 +405,8 @@ def drive_load(
 
 def _probe(server: ManagedProcess, config: RunnerConfig) -> probes.ProcSample:
     try:
+        if (remote := getattr(server, "sample_remote", None)) is not None:  # a server on another host probes there
+            return remote(config.rusage_timeout_s)
         return probes.sample(server, config.rusage_timeout_s)
     except ProcessLookupError:
         raise server.failure(f"{describe_exit(server.wait_exit(1.0))} during the load run") from None

@@ -24,7 +24,9 @@ command or loads at a remote target, each a level ``system:NAME`` of the archite
 (:mod:`archlab.spec.systems`); ``[network]`` the emulated link every cell then runs over
 instead of loopback (``mtu``, ``delay``, ``jitter``, ``rate``, ``queue``, ``burst``, ``loss``,
 each also ``_up``/``_down``, ``reorder``, ``seed``, ``congestion``; a list makes a factor
-``network.KEY``; :mod:`archlab.spec.network`). Ranges and defaults of the server's options are the data
+``network.KEY``; :mod:`archlab.spec.network`); ``[cluster]`` address (``tcp://HOST:PORT`` or
+``local:N``), shards, load_hosts: the Dask cluster the load runs on as shards, as ``--cluster``
+and ``--shards`` (which win; :mod:`archlab.spec.cluster`). Ranges and defaults of the server's options are the data
 plane's, read through ``archlab._native`` (see :mod:`archlab.contract`).
 """
 

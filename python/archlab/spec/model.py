@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Union, cast
 
+from archlab.spec.cluster import ClusterSettings
 from archlab.spec.network import LinkSetting, NetworkSpec, factor_name, is_network_factor
 from archlab.spec.network import keys as network_keys
 from archlab.spec.systems import SystemSpec
@@ -346,6 +347,8 @@ class Experiment:
     network: NetworkSpec | None = None
     # The [tune] section: a pool-size sweep over service programs (archlab.spec.tune).
     tune: TuneSettings | None = None
+    # The [cluster] section: the Dask cluster the load runs on as shards (archlab.spec.cluster).
+    cluster: ClusterSettings | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -447,6 +450,8 @@ class Experiment:
             d["network"] = self.network.to_dict()
         if self.tune is not None:  # only when given: specs without [tune] keep their hash
             d["tune"] = self.tune.to_dict()
+        if self.cluster is not None:  # only when given: specs without [cluster] keep their hash
+            d["cluster"] = self.cluster.to_dict()
         return d
 
     def spec_hash(self) -> str:

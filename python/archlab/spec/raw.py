@@ -16,7 +16,7 @@ from typing import Mapping
 from archlab import contract
 from archlab.errors import SpecError
 from archlab.spec.model import DB_KEYS, FACTOR_NAMES, LOAD_KEYS, server_option_names
-from archlab.spec import network
+from archlab.spec import cluster, network
 from archlab.spec.systems import SYSTEM_KEYS
 from archlab.spec.tune import TUNE_KEYS
 
@@ -38,6 +38,7 @@ def sections() -> Mapping[str, tuple[str, ...]]:
             "db": DB_KEYS,
             network.SECTION: network.keys(),
             "tune": TUNE_KEYS,
+            cluster.SECTION: cluster.KEYS,
         }
     )
 

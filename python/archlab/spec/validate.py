@@ -49,6 +49,7 @@ from archlab.spec.model import (
     slug,
 )
 from archlab.spec import network
+from archlab.spec.cluster import check_server_host, parse_cluster
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
 from archlab.spec.systems import SystemSpec, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
@@ -116,7 +117,10 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         systems=systems,
         network=link,
         tune=tune,
+        cluster=parse_cluster(raw.section("cluster")) if "cluster" in raw.tables else None,
     )
+    workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
+    check_server_host(given.cluster, [str(a) for a in levels], workloads)
     return dataclasses.replace(given, load=_check_load(given, raw))
 
 

@@ -1,0 +1,252 @@
+"""Processes of a system under test on a named worker of the cluster (a server, a proxy, a
+middleware, memcached...), started, made ready, probed and stopped there by the lab's own local
+machinery. A :class:`RemoteHost` is the client's handle on one worker; on that worker a Dask
+actor (:class:`ProcessHost`) owns a lab :class:`~archlab.lab.processes.ProcessGroup` and does
+what the runner does locally: start a command in its own session with
+``PR_SET_PDEATHSIG`` (so it dies with the worker), read its stdout lines (readiness such as
+``listening HOST:PORT``), take :mod:`archlab.lab.probes` samples of it (CPU, context switches,
+system calls, memory: the same accounting as a local server's), and stop it with SIGTERM then
+SIGKILL to its whole process group, handing back its stderr.
+
+Nothing on the worker may outlive the client: the client renews a lease on a thread of its own
+(every third of ``lease_s``; the renewal is an ``async`` actor method, so it is served on the
+worker's event loop even while a slow call holds the actor's one thread), and the actor's
+watchdog stops every process it started once no renewal came for ``lease_s``. A client that is
+interrupted stops them in its ``finally`` (:meth:`RemoteHost.close`); one that is killed
+outright stops renewing, and the lease ends them. Files a command reads (``serve --options``)
+are shipped with it and written in a private directory on the worker; ``{engine}`` in a command
+is the worker's own ``archlab-engine`` and ``{dir}`` that directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from archlab.cluster.connect import Cluster, ClusterError
+from archlab.cluster.sharded import ClusterFault
+from archlab.errors import ArchlabError, ProcessFailed
+from archlab.lab import probes
+from archlab.lab.engine import find_engine
+from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
+
+#: Without a renewal for this long the worker stops what it started for the client.
+DEFAULT_LEASE_S = 10.0
+
+
+class ProcessHost:
+    """The actor on the worker: the processes it started for one client, by pid."""
+
+    def __init__(self, lease_s: float, grace_s: float = 3.0):
+        self._group = ProcessGroup(grace_s)  # not entered: signal handlers belong to the main thread
+        self._procs: dict[int, ManagedProcess] = {}
+        self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
+        self._lease_s = lease_s
+        self._renewed = time.monotonic()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.expired = False
+        threading.Thread(target=self._watch, name="archlab-lease", daemon=True).start()
+
+    async def renew(self) -> bool:
+        """The client is alive; False once the lease has ended (its processes are gone)."""
+        self._renewed = time.monotonic()
+        return not self._closed.is_set()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self._lease_s / 4):
+            if time.monotonic() - self._renewed > self._lease_s:
+                self.expired = True
+                self.close()
+
+    def start(self, name: str, argv: Sequence[str], files: dict[str, bytes], cpus: Sequence[int] | None) -> dict:
+        with self._lock:
+            if self._closed.is_set():
+                raise ProcessFailed(name, "not started: the client's lease on this worker ended")
+            for file_name, content in files.items():
+                (self._dir / file_name).write_bytes(content)
+            engine = str(find_engine())
+            command = [a.replace("{engine}", engine).replace("{dir}", str(self._dir)) for a in argv]
+            proc = self._group.start(name, command, self._dir / f"{name}.{len(self._procs)}.stderr", cpus=cpus)
+            self._procs[proc.pid] = proc
+            return {"pid": proc.pid, "worker_pid": os.getpid()}
+
+    def expect(self, pid: int, prefix: str, timeout_s: float) -> str:
+        return self._procs[pid].expect(prefix, timeout_s)
+
+    def poll(self, pid: int) -> int | None:
+        return self._procs[pid].poll()
+
+    def wait_exit(self, pid: int, timeout_s: float) -> int | None:
+        return self._procs[pid].wait_exit(timeout_s)
+
+    def stderr_tail(self, pid: int) -> str:
+        return self._procs[pid].stderr_tail()
+
+    def sample(self, pid: int, rusage_timeout_s: float) -> probes.ProcSample:
+        return probes.sample(self._procs[pid], rusage_timeout_s)
+
+    def stop(self, pid: int) -> tuple[int | None, bytes]:
+        """Stop the process; its exit status and its whole stderr."""
+        with self._lock:
+            proc = self._procs.pop(pid)
+            code = self._group.stop(proc)
+            try:
+                stderr = proc.stderr_path.read_bytes()
+            except OSError:
+                stderr = b""
+            return code, stderr
+
+    def pids(self) -> list[int]:
+        return sorted(self._procs)
+
+    def close(self) -> None:
+        """Stop everything this actor started and remove its directory."""
+        with self._lock:
+            self._closed.set()
+            self._group.stop_all()
+            self._procs.clear()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@dataclass
+class RemoteProcess:
+    """A process on a worker, seen from the client: what the runner reads of a local
+    :class:`~archlab.lab.processes.ManagedProcess` (``name``, ``pid``, ``poll``, ``expect``,
+    ``failure``), plus where it runs."""
+
+    name: str
+    pid: int
+    worker: str
+    worker_name: str
+    host: str
+    stderr_path: Path
+    _actor: Any = field(repr=False)  # a Dask actor proxy of ProcessHost: each call returns a future
+
+    def poll(self) -> int | None:
+        return _call(self.worker_name, self._actor, "poll", self.pid)
+
+    def expect(self, prefix: str, timeout_s: float) -> str:
+        return _call(self.worker_name, self._actor, "expect", self.pid, prefix, timeout_s)
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        return _call(self.worker_name, self._actor, "wait_exit", self.pid, timeout_s)
+
+    def stderr_tail(self) -> str:
+        try:
+            return self._actor.stderr_tail(self.pid).result()
+        except Exception:  # already stopped: its stderr is on this host
+            try:
+                return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-20:])
+            except OSError:
+                return ""
+
+    def failure(self, detail: str) -> ProcessFailed:
+        return ProcessFailed(f"{self.name} on {self.worker_name} ({self.host})", detail, self.stderr_tail())
+
+    def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
+        """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
+        return _call(self.worker_name, self._actor, "sample", self.pid, rusage_timeout_s)
+
+
+def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
+    """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
+    failed or is gone) passes through; the cluster failing under it (the worker lost, its
+    connection closed) is a :class:`~archlab.cluster.sharded.ClusterFault`, which leaves the
+    repetition to ``--resume``."""
+    try:
+        return getattr(actor, method)(*args).result()
+    except (ArchlabError, ProcessLookupError):
+        raise
+    except Exception as e:
+        raise ClusterFault(f"server host {worker_name!r} lost mid-cell ({type(e).__name__}: {e})") from None
+
+
+class RemoteHost:
+    """The client's handle on the processes it runs on one named worker (see the module text)."""
+
+    def __init__(self, cluster: Cluster, worker_name: str, lease_s: float = DEFAULT_LEASE_S):
+        workers = {w.name: w for w in cluster.workers()}
+        if worker_name not in workers:
+            raise ClusterError(f"host {worker_name!r}: no worker of that name in the cluster {cluster.address} "
+                               f"(its workers: {sorted(workers) or 'none'}; name them with `dask worker --name NAME`)")
+        info = workers[worker_name]
+        self.worker, self.worker_name, self.host = info.address, worker_name, info.host
+        self.lease_s = lease_s
+        self._cluster = cluster
+        future = cluster.client.submit(ProcessHost, lease_s, actor=True, workers=[info.address], allow_other_workers=False, pure=False)
+        self._future = future
+        self._actor: Any = future.result(timeout=30)  # a proxy: each call returns a future
+        self._stop = threading.Event()
+        self._lease_lost = False
+        self._renewer = threading.Thread(target=self._renew, name=f"lease:{worker_name}", daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                if not self._actor.renew().result(timeout=self.lease_s):
+                    self._lease_lost = True
+            except Exception:  # the worker is gone: its processes died with it (PDEATHSIG)
+                self._lease_lost = True
+
+    def start(self, name: str, argv: Sequence[str], stderr_path: Path, files: dict[str, bytes] | None = None,
+              cpus: Sequence[int] | None = None) -> RemoteProcess:
+        """Start ``argv`` on the worker (``{engine}``, ``{dir}`` replaced there); its stderr is
+        copied to ``stderr_path`` here when it is stopped."""
+        started = _call(self.worker_name, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
+        return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor)
+
+    def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
+        """The lab's ``archlab-engine serve`` command of a cell, run on the worker: its engine,
+        its ``--options`` file shipped there, listening on the worker's address instead of
+        this host's loopback (so the load hosts reach it)."""
+        argv = list(argv)
+        argv[0] = "{engine}"
+        files = {}
+        if "--options" in argv:
+            i = argv.index("--options") + 1
+            path = Path(argv[i])
+            files[path.name] = path.read_bytes()
+            argv[i] = "{dir}/" + path.name
+        if "--host" in argv:
+            argv[argv.index("--host") + 1] = self.host
+        return self.start("server", argv, stderr_path, files)
+
+    def sample(self, proc: RemoteProcess, rusage_timeout_s: float = 2.0) -> probes.ProcSample:
+        return proc.sample_remote(rusage_timeout_s)
+
+    def describe(self) -> dict:
+        return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
+
+    def stop(self, proc: RemoteProcess) -> int | None:
+        code, stderr = _call(self.worker_name, self._actor, "stop", proc.pid)
+        proc.stderr_path.write_bytes(stderr)
+        return code
+
+    def pids(self) -> list[int]:
+        return _call(self.worker_name, self._actor, "pids")
+
+    def close(self) -> None:
+        """Stop every process started here (always: call it in a ``finally``)."""
+        self._stop.set()
+        try:
+            self._actor.close().result(timeout=30)
+        except Exception:  # the worker is gone, and its processes with it (PDEATHSIG)
+            pass
+        finally:
+            self._future.release()
+
+    def __enter__(self) -> "RemoteHost":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["DEFAULT_LEASE_S", "ProcessHost", "RemoteHost", "RemoteProcess", "describe_exit"]
