@@ -1034,6 +1034,30 @@ mod tests {
     }
 
     #[test]
+    fn the_io_uring_backend_is_refused_where_it_does_not_run() {
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        p.pipeline = 4;
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("backend", "\"io-uring\""));
+        assert!(e.allowed.contains("auto or epoll") && e.allowed.contains("pipelined"), "{}", e.allowed);
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        p.protocol = Protocol::Memcached;
+        assert!(refused(p).allowed.contains("HTTP only"));
+        // auto takes the same runs, and says why it will use epoll; io-uring alone is kept.
+        let mut p = params();
+        p.pipeline = 4;
+        let c = LoadConfig::new(p).unwrap();
+        assert_eq!((c.backend(), c.io_uring_refusal().is_some()), (Backend::Auto, true));
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        let c = LoadConfig::new(p).unwrap();
+        assert_eq!((c.backend(), c.io_uring_refusal()), (Backend::IoUring, None));
+        assert_eq!(c.params().backend, Backend::IoUring);
+    }
+
+    #[test]
     fn meaningless_combinations_are_refused() {
         let mut p = params();
         p.rate = Some(100.0);

@@ -12,6 +12,7 @@ use std::io::{ErrorKind, Read, Write};
 /// Generates each listed test, a `fn(archlab_load::Backend)`, once per load backend:
 /// `epoll::NAME` and `io_uring::NAME`, so that one body checks the same accounting on both.
 /// A kernel without io_uring fails the `io_uring::` tests with the cause (no skip).
+#[allow(unused_macros)] // used by the test binaries that check accounting, not by every one
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod epoll {
@@ -28,6 +29,7 @@ macro_rules! on_both_backends {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use on_both_backends;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
