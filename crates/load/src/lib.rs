@@ -40,7 +40,8 @@ pub use config::memcached::{
     KeyPattern, KeyPatterns, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
 pub use config::{
-    normalise, ArrivalKind, Backend, IoBackend, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection, DEFAULT_SEED,
+    normalise, ArrivalKind, Backend, IoBackend, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection,
+    DEFAULT_SEED,
 };
 pub use control::{Phase, StopHandle};
 pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};

@@ -4,7 +4,9 @@
 
 mod common;
 
-use archlab_load::{run_load, run_load_with, Backend, ErrorClass, LoadConfig, LoadError, LoadParams, Phase, StopHandle};
+use archlab_load::{
+    run_load, run_load_with, Backend, ErrorClass, LoadConfig, LoadError, LoadParams, Phase, StopHandle,
+};
 use archlab_metrics::interval_log::read_interval_log;
 use common::{Behaviour, TestServer};
 use std::net::SocketAddr;

@@ -7,8 +7,8 @@
 mod common;
 
 use archlab_load::{
-    run_load, ArrivalKind, Backend, ArrivalStream, Arrivals, LoadConfig, LoadParams, LoadReport, Model, SessionConnection,
-    SessionLength, ThinkTime,
+    run_load, ArrivalKind, ArrivalStream, Arrivals, Backend, LoadConfig, LoadParams, LoadReport, Model,
+    SessionConnection, SessionLength, ThinkTime,
 };
 use common::{Behaviour, TestServer};
 use std::net::SocketAddr;
@@ -151,7 +151,13 @@ fn arrivals_that_find_no_connection_wait_and_count_as_never_started(b: Backend) 
     assert!(r.response_time().value_at_quantile(0.5) > 10 * r.service_time().value_at_quantile(0.5));
 }
 
-fn partly_open(b: Backend, addr: SocketAddr, rate: f64, length: SessionLength, policy: SessionConnection) -> LoadParams {
+fn partly_open(
+    b: Backend,
+    addr: SocketAddr,
+    rate: f64,
+    length: SessionLength,
+    policy: SessionConnection,
+) -> LoadParams {
     let mut p = LoadParams::new(addr);
     p.backend = b;
     p.model = Model::PartlyOpen;

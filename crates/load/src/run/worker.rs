@@ -506,7 +506,8 @@ impl<'a, M: Model> Worker<'a, M> {
                     self.on_input(idx, input, now);
                 }
                 let c = &self.conns[idx];
-                if !more && c.epoch == epoch && matches!(c.state, State::Open | State::Sending { .. } | State::Awaiting) {
+                if !more && c.epoch == epoch && matches!(c.state, State::Open | State::Sending { .. } | State::Awaiting)
+                {
                     self.ring().recv(idx, op_token(idx, epoch, Op::Recv))?;
                 }
             }
