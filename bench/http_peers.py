@@ -17,7 +17,11 @@ per-pair ratios with a bootstrap 95% interval; a target is met only when the int
    generator is one thread on one pinned core, so requests/s is requests/s per generator core.
    Generator CPU per request: archlab's load threads' own CPU time in the window (its summary's
    ``thread_cpu``), wrk's from getrusage of the waited-for child.
-   Targets: io-uring >= 1.5x wrk requests/s per core (issue 19); epoll >= 1.0x.
+   Targets: io-uring >= 1.5x wrk requests/s per generator core (issue 19); epoll >= 1.0x. Per
+   core means per CPU-second the generator used: requests/s bounded by the server (the usual
+   case, nginx on one core) says nothing about the generator, so the target is judged on the
+   pair-by-pair ratio of CPU time per request (wrk's / archlab's), which steal time and
+   waiting for a busy CPU do not inflate; the requests/s ratio is printed beside it.
 
 The server side is pinned to one CPU and the client to the other (taskset / --cpus). Traffic
 stays on 127.0.0.1. Results: ``bench/results/http_peers.json``.
@@ -206,10 +210,12 @@ def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float
 
 
 def compare_many(title: str, contenders: list[tuple[str, object, float]], peer_name: str, peer, reps: int, *,
-                 cpu_of: str = "generator") -> dict:
+                 cpu_of: str = "generator", per_core: bool = False) -> dict:
     """Alternate every contender (name, run, target) and the peer ``reps`` times after one
     warm-up each; print each contender's ratio to the peer with its interval, and everyone's CPU
-    time per request (``cpu_of``: whose CPU the samples carry, "generator" or "server")."""
+    time per request (``cpu_of``: whose CPU the samples carry, "generator" or "server").
+    ``per_core``: the target is judged on requests per CPU-second of the samples' CPU (peer's
+    CPU per request / the contender's), else on requests/s."""
     print(f"\n{title}")
     result = harness.alternate([harness.Contender(n, run) for n, run, _ in contenders]
                                + [harness.Contender(peer_name, peer)], reps)
@@ -226,8 +232,15 @@ def compare_many(title: str, contenders: list[tuple[str, object, float]], peer_n
         print(f"  {name:<18} median {rows[-1]['median_rps']:>12,.0f} req/s   {cpu_of} CPU {cpu_us:6.2f} us/request")
     for row, (name, _, target) in zip(rows, contenders):
         interval = result.ratio(name, peer_name, higher_is_better=True)
-        row["ratio"], row["target"], row["met"] = interval, target, interval.clears(target)
-        print(f"  {name} / {peer_name}: {interval} ({harness.verdict(interval, target)})")
+        row["ratio"], row["target"] = interval, target
+        if per_core:
+            row["per_core_ratio"] = judged = result.cpu_ratio(name, peer_name)
+            print(f"  {name} / {peer_name}: requests/s {interval}; requests per {cpu_of} CPU-second {judged} "
+                  f"({harness.verdict(judged, target)})")
+        else:
+            judged = interval
+            print(f"  {name} / {peer_name}: {interval} ({harness.verdict(interval, target)})")
+        row["met"] = judged.clears(target)
     return {"rows": rows, "raw": harness.raw_samples(result)}
 
 
@@ -289,7 +302,7 @@ def main() -> int:
                 "2. client: archlab-engine load (io-uring, epoll) vs wrk, all driving nginx",
                 [("archlab-io-uring", lambda: archlab_load(url, cc, n, d, w, "io-uring"), 1.5),
                  ("archlab-epoll", lambda: archlab_load(url, cc, n, d, w, "epoll"), 1.0)],
-                "wrk", lambda: wrk(url, cc, n, d, w), a.reps)
+                "wrk", lambda: wrk(url, cc, n, d, w), a.reps, per_core=True)
     settings = {"reps": a.reps, "duration_s": d, "warmup_s": w, "connections": n, "server_cpu": sc, "client_cpu": cc,
                 "only": a.only}
     path = harness.write_results("http_peers", server["rows"] + client["rows"], facts, settings,
