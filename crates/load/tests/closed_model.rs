@@ -1,4 +1,5 @@
-//! End-to-end tests of the closed model against the in-test server (tests/common).
+//! End-to-end tests of the closed model against the in-test server (tests/common), each run
+//! on both load backends (`epoll::NAME`, `io_uring::NAME`: the same accounting on both).
 //! Runs are short (0.3-1.2 s) and serialized by a lock so that timing-sensitive ones do not
 //! compete for the CPUs; timing assertions are loose bounds derived from known quantities.
 

@@ -1,7 +1,8 @@
 //! End-to-end tests of the open and partly-open models against the in-test server
-//! (tests/common): the schedule is met (exact arrival counts, small lag), coordinated
-//! omission is corrected against a server that stalls for one second, and partly-open
-//! sessions have the drawn lengths and connection policy. Runs are 1-3 s, serialized by a
+//! (tests/common), each run on both load backends (`epoll::NAME`, `io_uring::NAME`): the
+//! schedule is met (exact arrival counts, small lag), coordinated omission is corrected
+//! against a server that stalls for one second, and partly-open sessions have the drawn
+//! lengths and connection policy. Runs are 1-3 s, serialized by a
 //! lock; expected values are derived in each test from its parameters.
 
 mod common;
