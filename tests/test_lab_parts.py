@@ -171,7 +171,8 @@ def test_command_lines(env, tmp_path):
     assert load_params(cell, exp, "127.0.0.1:5000") == {
         "target": "127.0.0.1:5000", "path": "/echo?size=64", "model": "closed", "connections": 8, "duration": "500ms",
         "warmup": "200ms", "think_time": "0s", "timeout": "2s", "cpus": "0", "threads": 1, "late_after": "1ms",
-        "busy_poll": False, "connect_timeout": "2s", "protocol": "http", "verify": False, "keep_alive": True, "pipeline": 1,
+        "busy_poll": False, "backend": "auto", "connect_timeout": "2s", "protocol": "http", "verify": False, "keep_alive": True,
+        "pipeline": 1,
     }  # fmt: skip
 
 

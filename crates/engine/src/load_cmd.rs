@@ -210,7 +210,7 @@ fn human_line(r: &LoadReport) -> String {
     };
     let bound = r.generator_bound_reasons();
     format!(
-        "load: {} requests in {:.2} s = {:.1} req/s; latency p50 {} p99 {} max {}; errors {}{schedule}; {} model, {} connections, {} thread(s), coordinated omission {}{}{}",
+        "load: {} requests in {:.2} s = {:.1} req/s; latency p50 {} p99 {} max {}; errors {}{schedule}; {} model, {} connections, {} thread(s) on {}{}, coordinated omission {}{}{}",
         r.totals.requests,
         r.window_s(),
         r.throughput_rps(),
@@ -221,6 +221,8 @@ fn human_line(r: &LoadReport) -> String {
         c.pacing().model().name(),
         c.connections(),
         c.threads(),
+        r.backend.name(),
+        r.backend_fallback.as_ref().map(|why| format!(" (not io-uring: {why})")).unwrap_or_default(),
         if corrected { "corrected (from planned send times)" } else { "not corrected" },
         if bound.is_empty() { String::new() } else { format!("; GENERATOR-BOUND: {}", bound.join("; ")) },
         if r.interrupted { " [interrupted]" } else { "" }

@@ -4,7 +4,9 @@
 //! connection or opening one up to a cap) and partly-open (Poisson sessions of several
 //! requests with think times) — with rates or users that may step and ramp inside a run
 //! (`schedule.rs`), over keep-alive HTTP/1.1 (optionally pipelined) or memcached
-//! text-protocol connections on T pinned epoll threads, latency recorded the HDR way in nanoseconds. Every request carries its planned
+//! text-protocol connections on T pinned threads, each waiting on its sockets through epoll or
+//! its own io_uring ([`Backend`]: `auto` takes io_uring when the kernel allows it),
+//! latency recorded the HDR way in nanoseconds. Every request carries its planned
 //! and sent times, so both the response time (coordinated omission corrected) and the
 //! service time are kept, with the schedule lag and the late and never-started arrivals. A
 //! run yields a [`LoadReport`]: whole-window and per-second HDR histograms, an HDR interval
@@ -38,7 +40,8 @@ pub use config::memcached::{
     KeyPattern, KeyPatterns, McWorkload, Ratio, ValueSize, DEFAULT_KEY_MAX, DEFAULT_KEY_PREFIX,
 };
 pub use config::{
-    normalise, ArrivalKind, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection, DEFAULT_SEED,
+    normalise, ArrivalKind, Backend, IoBackend, LoadConfig, LoadParams, Model, Pacing, Protocol, SessionConnection,
+    DEFAULT_SEED,
 };
 pub use control::{Phase, StopHandle};
 pub use dist::{think_time_seconds, ArrivalStream, Arrivals, Rng, SessionLength, ThinkTime};

@@ -18,7 +18,7 @@
 //! `requests` add up to the run's, their errors to the run's less the errors with no request
 //! in flight (failed connects).
 
-use crate::config::{LoadConfig, Pacing};
+use crate::config::{IoBackend, LoadConfig, Pacing};
 use crate::dist::{SessionLength, ThinkTime};
 use crate::stats::{ErrorClass, ErrorCounts, FlowCounts, McCounts, Outcome, Tally};
 use archlab_metrics::hdr::{self, LatencyHistogram, LatencySummaryUs};
@@ -183,6 +183,10 @@ pub struct LoadReport {
     /// SO_RCVBUF the kernel applied to the connections (Linux doubles what was asked), when
     /// `rcvbuf` was given and a connection opened.
     pub rcvbuf_applied: Option<usize>,
+    /// How the load threads waited on their sockets.
+    pub backend: IoBackend,
+    /// Why `backend = "auto"` ran on epoll rather than io_uring (`None`: it did not fall back).
+    pub backend_fallback: Option<String>,
 }
 
 impl LoadReport {
@@ -212,6 +216,8 @@ impl LoadReport {
             records_error: None,
             classes: (0..cfg.mix().map_or(0, |m| m.classes().len())).map(|_| ClassTotals::new()).collect(),
             rcvbuf_applied: None,
+            backend: IoBackend::Epoll,
+            backend_fallback: None,
         }
     }
 
@@ -301,6 +307,8 @@ impl LoadReport {
                 cpu_sys_s: self.cpu_sys_s,
                 thread_cpu: self.thread_cpu.clone(),
                 busy_poll: c.busy_poll(),
+                backend: self.backend.name(),
+                backend_fallback: self.backend_fallback.clone(),
                 bound: !bound_reasons.is_empty(),
                 bound_reasons,
             },
@@ -554,6 +562,10 @@ pub struct Generator {
     pub thread_cpu: Vec<ThreadCpu>,
     /// The load threads spun on their sockets (`--busy-poll`) instead of sleeping in epoll.
     pub busy_poll: bool,
+    /// How the load threads waited on their sockets: "epoll" or "io-uring".
+    pub backend: &'static str,
+    /// Why `backend = "auto"` ran on epoll (null: io-uring ran, or epoll was asked for).
+    pub backend_fallback: Option<String>,
     /// The generator may have limited the run (see `bound_reasons`).
     pub bound: bool,
     pub bound_reasons: Vec<String>,

@@ -1,10 +1,13 @@
-//! End-to-end tests of the closed model against the in-test server (tests/common).
+//! End-to-end tests of the closed model against the in-test server (tests/common), each run
+//! on both load backends (`epoll::NAME`, `io_uring::NAME`: the same accounting on both).
 //! Runs are short (0.3-1.2 s) and serialized by a lock so that timing-sensitive ones do not
 //! compete for the CPUs; timing assertions are loose bounds derived from known quantities.
 
 mod common;
 
-use archlab_load::{run_load, run_load_with, ErrorClass, LoadConfig, LoadError, LoadParams, Phase, StopHandle};
+use archlab_load::{
+    run_load, run_load_with, Backend, ErrorClass, LoadConfig, LoadError, LoadParams, Phase, StopHandle,
+};
 use archlab_metrics::interval_log::read_interval_log;
 use common::{Behaviour, TestServer};
 use std::net::SocketAddr;
@@ -21,8 +24,9 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn params(addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> LoadParams {
+fn params(b: Backend, addr: SocketAddr, connections: usize, warmup: Duration, duration: Duration) -> LoadParams {
     let mut p = LoadParams::new(addr);
+    p.backend = b;
     p.path = Some("/prime?n=27059".into());
     p.connections = Some(connections);
     p.warmup = warmup;
@@ -34,13 +38,12 @@ fn run(p: LoadParams) -> archlab_load::LoadReport {
     run_load(&LoadConfig::new(p).unwrap()).unwrap()
 }
 
-#[test]
-fn counts_match_the_server_up_to_requests_in_flight_at_the_end() {
+fn counts_match_the_server_up_to_requests_in_flight_at_the_end(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     let n = 8;
     let mut phases = Vec::new();
-    let cfg = LoadConfig::new(params(server.addr, n, ms(200), ms(500))).unwrap();
+    let cfg = LoadConfig::new(params(b, server.addr, n, ms(200), ms(500))).unwrap();
     let r = run_load_with(&cfg, &StopHandle::new(), &mut |p| phases.push(p)).unwrap();
     assert_eq!(phases, [Phase::Measure, Phase::End]);
     let completed = r.totals.requests + r.warmup_totals.requests;
@@ -67,12 +70,11 @@ fn counts_match_the_server_up_to_requests_in_flight_at_the_end() {
     assert_eq!(r.totals.bytes_received, r.totals.responses * body);
 }
 
-#[test]
-fn latency_recovers_a_known_server_delay() {
+fn latency_recovers_a_known_server_delay(b: Backend) {
     let _g = serial();
     let delay = ms(2);
     let server = TestServer::start(Behaviour { delay, ..Default::default() });
-    let r = run(params(server.addr, 4, ms(100), ms(600)));
+    let r = run(params(b, server.addr, 4, ms(100), ms(600)));
     let min_ns = r.latency.min();
     let p50_ns = r.latency.value_at_quantile(0.5);
     // Never below the sleep (HDR rounds by < 0.1 %), and not far above on a loaded machine.
@@ -122,8 +124,7 @@ fn littles_law(r: &archlab_load::LoadReport, users: usize, think: Duration) -> (
 /// reconnects left out of the latency (both measured on an idle machine).
 const LAW_MAX_TOLERANCE: f64 = 0.1;
 
-#[test]
-fn think_time_follows_the_closed_model_law() {
+fn think_time_follows_the_closed_model_law(b: Backend) {
     let _g = serial();
     // Response time R = 4 ms (server sleep), think time Z = 4 ms. In a closed system every
     // user is always either waiting or thinking, so X (R + Z) = N (the interactive response
@@ -134,7 +135,7 @@ fn think_time_follows_the_closed_model_law() {
     // for 4 users, 8 ms cycles and a 2 s window on an idle machine).
     let (n, r_delay, z) = (4, ms(4), ms(4));
     let server = TestServer::start(Behaviour { delay: r_delay, ..Default::default() });
-    let mut p = params(server.addr, n, ms(100), ms(2000));
+    let mut p = params(b, server.addr, n, ms(100), ms(2000));
     p.think = archlab_load::ThinkTime::Constant(z);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -152,8 +153,7 @@ fn think_time_follows_the_closed_model_law() {
     assert_eq!(r.summary(None).think_time_s, 0.004);
 }
 
-#[test]
-fn reconnects_count_in_the_latency_so_the_closed_model_law_holds() {
+fn reconnects_count_in_the_latency_so_the_closed_model_law_holds(b: Backend) {
     let _g = serial();
     // The server closes every connection after its response, so every request but the first
     // of each user waits for a new connection (connect, accept, a server thread spawned):
@@ -162,7 +162,7 @@ fn reconnects_count_in_the_latency_so_the_closed_model_law_holds() {
     // had X p50 = 0.22 N). The tolerance is derived in `littles_law`.
     let n = 4;
     let server = TestServer::start(Behaviour { close_after_response: true, ..Default::default() });
-    let r = run(params(server.addr, n, ms(100), ms(2000)));
+    let r = run(params(b, server.addr, n, ms(100), ms(2000)));
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     // Every request of the window waited for a connection of its own.
     assert!(r.totals.connections_opened + n as u64 >= r.totals.requests, "{r:?}");
@@ -174,7 +174,7 @@ fn reconnects_count_in_the_latency_so_the_closed_model_law_holds() {
     assert!(1.0 - without_connects > tolerance, "X S / N = {without_connects}, tolerance {tolerance}: {r:?}");
     // Same with requests_per_connection: one request in three waits for a connection.
     let server_keep = TestServer::start(Behaviour::default());
-    let mut p = params(server_keep.addr, n, ms(100), ms(2000));
+    let mut p = params(b, server_keep.addr, n, ms(100), ms(2000));
     p.requests_per_connection = Some(3);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -182,14 +182,13 @@ fn reconnects_count_in_the_latency_so_the_closed_model_law_holds() {
     assert!((ratio - 1.0).abs() <= tolerance, "3 per connection: X R / N = {ratio}, tolerance {tolerance}: {r:?}");
 }
 
-#[test]
-fn refused_connections_fail_fast_with_the_os_error() {
+fn refused_connections_fail_fast_with_the_os_error(b: Backend) {
     let _g = serial();
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     drop(l);
     let t = Instant::now();
-    let err = run_load(&LoadConfig::new(params(addr, 4, ms(1000), ms(5000))).unwrap()).unwrap_err();
+    let err = run_load(&LoadConfig::new(params(b, addr, 4, ms(1000), ms(5000))).unwrap()).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(matches!(err, LoadError::Connect { .. }));
     let msg = err.to_string();
@@ -197,12 +196,11 @@ fn refused_connections_fail_fast_with_the_os_error() {
     assert!(msg.contains("refused"), "{msg}");
 }
 
-#[test]
-fn a_server_closing_mid_run_counts_closed_and_the_run_goes_on() {
+fn a_server_closing_mid_run_counts_closed_and_the_run_goes_on(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour { drop_every: Some(5), ..Default::default() });
     let n = 4;
-    let r = run(params(server.addr, n, ms(0), ms(400)));
+    let r = run(params(b, server.addr, n, ms(0), ms(400)));
     let closed = r.totals.errors.get(ErrorClass::Closed);
     assert!(closed > 0, "{r:?}");
     // Four answered requests per dropped one, give or take the boundaries.
@@ -213,11 +211,10 @@ fn a_server_closing_mid_run_counts_closed_and_the_run_goes_on() {
     assert!(r.error_examples[&ErrorClass::Closed].contains("closed"));
 }
 
-#[test]
-fn error_statuses_are_classified_and_kept_out_of_the_latency() {
+fn error_statuses_are_classified_and_kept_out_of_the_latency(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour { status: 500, ..Default::default() });
-    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    let r = run(params(b, server.addr, 2, ms(0), ms(300)));
     assert!(r.totals.responses > 0);
     assert_eq!(r.totals.requests, 0);
     assert_eq!(r.totals.errors.get(ErrorClass::Status5xx), r.totals.responses);
@@ -230,16 +227,15 @@ fn error_statuses_are_classified_and_kept_out_of_the_latency() {
     assert_eq!(s.timeline.iter().map(|t| t.errors).sum::<u64>(), r.totals.errors.total());
 
     let server = TestServer::start(Behaviour { status: 404, ..Default::default() });
-    let r = run(params(server.addr, 1, ms(0), ms(300)));
+    let r = run(params(b, server.addr, 1, ms(0), ms(300)));
     assert!(r.totals.errors.get(ErrorClass::Status4xx) > 0);
     assert_eq!(r.totals.errors.get(ErrorClass::Status4xx), r.totals.errors.total());
 }
 
-#[test]
-fn unanswered_requests_time_out_and_are_retried() {
+fn unanswered_requests_time_out_and_are_retried(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour { hang: true, ..Default::default() });
-    let mut p = params(server.addr, 2, ms(0), ms(500));
+    let mut p = params(b, server.addr, 2, ms(0), ms(500));
     p.request_timeout = ms(100);
     let r = run(p);
     let timeouts = r.totals.errors.get(ErrorClass::Timeout);
@@ -249,33 +245,30 @@ fn unanswered_requests_time_out_and_are_retried() {
     assert!(r.totals.connections_opened >= timeouts);
 }
 
-#[test]
-fn connection_close_responses_reconnect_without_errors() {
+fn connection_close_responses_reconnect_without_errors(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour { close_after_response: true, ..Default::default() });
-    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    let r = run(params(b, server.addr, 2, ms(0), ms(300)));
     assert!(r.totals.requests > 10, "{r:?}");
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     // One connection per request (the first ones were opened before the window).
     assert!(r.totals.connections_opened + 2 >= r.totals.requests);
 }
 
-#[test]
-fn large_bodies_are_read_to_the_end() {
+fn large_bodies_are_read_to_the_end(b: Backend) {
     let _g = serial();
     let body_len = 300_000;
     let server = TestServer::start(Behaviour { body_len, ..Default::default() });
-    let r = run(params(server.addr, 2, ms(0), ms(300)));
+    let r = run(params(b, server.addr, 2, ms(0), ms(300)));
     assert!(r.totals.requests > 0);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     assert!(r.totals.bytes_received >= r.totals.requests * body_len as u64);
 }
 
-#[test]
-fn interval_log_has_one_interval_per_second_of_the_window() {
+fn interval_log_has_one_interval_per_second_of_the_window(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
-    let mut p = params(server.addr, 4, ms(0), ms(1200));
+    let mut p = params(b, server.addr, 4, ms(0), ms(1200));
     p.threads = Some(2);
     p.cpus = Some(archlab_netio::CpuList::new(vec![0]).unwrap());
     let r = run(p);
@@ -300,11 +293,10 @@ fn interval_log_has_one_interval_per_second_of_the_window() {
     assert!(String::from_utf8_lossy(&r.interval_log).contains("nanoseconds"));
 }
 
-#[test]
-fn json_summary_has_every_field() {
+fn json_summary_has_every_field(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
-    let r = run(params(server.addr, 2, ms(100), ms(300)));
+    let r = run(params(b, server.addr, 2, ms(100), ms(300)));
     let v = serde_json::to_value(r.summary(Some("run.hdr.log"))).unwrap();
     assert_eq!(v["schema"], "archlab/load-summary");
     assert_eq!(v["schema_version"], 2);
@@ -352,10 +344,16 @@ fn json_summary_has_every_field() {
         assert!(t0.get(key).is_some(), "timeline.{key}");
     }
     assert!(v["generator"]["cpu_user_s"].as_f64().unwrap() + v["generator"]["cpu_sys_s"].as_f64().unwrap() > 0.0);
+    // The backend asked for is the one that ran (a missing io_uring fails the run instead).
+    let ran = match b {
+        Backend::IoUring => "io-uring",
+        _ => "epoll",
+    };
+    assert_eq!(v["generator"]["backend"], ran);
+    assert_eq!(v["generator"]["backend_fallback"], serde_json::Value::Null);
 }
 
-#[test]
-fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
+fn a_stop_ends_the_run_early_and_keeps_what_was_measured(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     let stop = StopHandle::new();
@@ -371,7 +369,7 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
             measuring
         })
     };
-    let cfg = LoadConfig::new(params(server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
+    let cfg = LoadConfig::new(params(b, server.addr, 2, ms(100), Duration::from_secs(20))).unwrap();
     let mut phases = Vec::new();
     let r = run_load_with(&cfg, &stop, &mut |p| {
         if p == Phase::Measure {
@@ -396,20 +394,19 @@ fn a_stop_ends_the_run_early_and_keeps_what_was_measured() {
     assert!(r.interrupted && r.totals.requests == 0 && r.window.is_zero());
 }
 
-#[test]
-fn keep_alive_off_and_requests_per_connection_replace_connections() {
+fn keep_alive_off_and_requests_per_connection_replace_connections(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     // Keep-alive off: every request asks for `Connection: close`, so each one is served on a
     // connection of its own and none is an error.
-    let mut p = params(server.addr, 2, ms(50), ms(300));
+    let mut p = params(b, server.addr, 2, ms(50), ms(300));
     p.keep_alive = false;
     let r = run(p);
     assert!(r.totals.requests > 10, "{r:?}");
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     assert!(r.totals.connections_opened + 2 >= r.totals.requests, "{r:?}");
     // Three requests per connection: about a third as many connections as requests.
-    let mut p = params(server.addr, 2, ms(50), ms(300));
+    let mut p = params(b, server.addr, 2, ms(50), ms(300));
     p.requests_per_connection = Some(3);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -417,14 +414,13 @@ fn keep_alive_off_and_requests_per_connection_replace_connections() {
     assert!((per_connection - 3.0).abs() < 0.5, "{per_connection} requests per connection: {r:?}");
 }
 
-#[test]
-fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu() {
+fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu(b: Backend) {
     let _g = serial();
     // A 2 ms server delay: a sleeping load thread would use almost no CPU, a busy-polling one
     // uses all of its window. The counts must stay exact, and the spinning must not by itself
     // mark the run generator-bound (it is the mode's design, not a sign of overload).
     let server = TestServer::start(Behaviour { delay: ms(2), ..Default::default() });
-    let mut p = params(server.addr, 2, ms(100), ms(400));
+    let mut p = params(b, server.addr, 2, ms(100), ms(400));
     p.busy_poll = true;
     let r = run(p);
     let completed = r.totals.requests + r.warmup_totals.requests;
@@ -447,7 +443,7 @@ fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu() {
     let blocked: u64 = r.thread_cpu.iter().map(|t| t.voluntary_switches).sum();
     assert!(blocked * 10 < window_requests, "busy polling blocked {blocked} times over {window_requests} requests");
     // The same run sleeping instead shows the oracle tells the two apart.
-    let mut sleeping = params(server.addr, 2, ms(100), ms(400));
+    let mut sleeping = params(b, server.addr, 2, ms(100), ms(400));
     sleeping.busy_poll = false;
     let q = run(sleeping);
     let slept: u64 = q.thread_cpu.iter().map(|t| t.voluntary_switches).sum();
@@ -459,3 +455,21 @@ fn busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu() {
     // ... and spinning alone is no reason to call the run generator-bound.
     assert!(s.generator.bound_reasons.iter().all(|r| !r.contains("busy")), "{:?}", s.generator.bound_reasons);
 }
+
+common::on_both_backends!(
+    counts_match_the_server_up_to_requests_in_flight_at_the_end,
+    latency_recovers_a_known_server_delay,
+    think_time_follows_the_closed_model_law,
+    reconnects_count_in_the_latency_so_the_closed_model_law_holds,
+    refused_connections_fail_fast_with_the_os_error,
+    a_server_closing_mid_run_counts_closed_and_the_run_goes_on,
+    error_statuses_are_classified_and_kept_out_of_the_latency,
+    unanswered_requests_time_out_and_are_retried,
+    connection_close_responses_reconnect_without_errors,
+    large_bodies_are_read_to_the_end,
+    interval_log_has_one_interval_per_second_of_the_window,
+    json_summary_has_every_field,
+    a_stop_ends_the_run_early_and_keeps_what_was_measured,
+    keep_alive_off_and_requests_per_connection_replace_connections,
+    busy_polling_keeps_exact_accounting_and_is_not_flagged_for_its_cpu,
+);

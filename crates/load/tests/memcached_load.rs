@@ -63,6 +63,9 @@ fn closed_and_open_runs_verify_every_value() {
         assert_eq!(json["protocol"], "memcached");
         assert_eq!(json["memcached"]["key_pattern"], "S:G");
         assert_eq!(json["errors"]["by_class"]["mc_verify"], 0);
+        // backend auto: memcached runs on epoll, and the summary says why not io_uring.
+        assert_eq!(json["generator"]["backend"], "epoll");
+        assert!(json["generator"]["backend_fallback"].as_str().unwrap().contains("HTTP only"), "{}", json["generator"]);
     }
 }
 

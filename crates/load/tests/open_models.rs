@@ -1,14 +1,15 @@
 //! End-to-end tests of the open and partly-open models against the in-test server
-//! (tests/common): the schedule is met (exact arrival counts, small lag), coordinated
-//! omission is corrected against a server that stalls for one second, and partly-open
-//! sessions have the drawn lengths and connection policy. Runs are 1-3 s, serialized by a
+//! (tests/common), each run on both load backends (`epoll::NAME`, `io_uring::NAME`): the
+//! schedule is met (exact arrival counts, small lag), coordinated omission is corrected
+//! against a server that stalls for one second, and partly-open sessions have the drawn
+//! lengths and connection policy. Runs are 1-3 s, serialized by a
 //! lock; expected values are derived in each test from its parameters.
 
 mod common;
 
 use archlab_load::{
-    run_load, ArrivalKind, ArrivalStream, Arrivals, LoadConfig, LoadParams, LoadReport, Model, SessionConnection,
-    SessionLength, ThinkTime,
+    run_load, ArrivalKind, ArrivalStream, Arrivals, Backend, LoadConfig, LoadParams, LoadReport, Model,
+    SessionConnection, SessionLength, ThinkTime,
 };
 use common::{Behaviour, TestServer};
 use std::net::SocketAddr;
@@ -25,8 +26,9 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn open(addr: SocketAddr, rate: f64, connections: usize, max: usize, duration: Duration) -> LoadParams {
+fn open(b: Backend, addr: SocketAddr, rate: f64, connections: usize, max: usize, duration: Duration) -> LoadParams {
     let mut p = LoadParams::new(addr);
+    p.backend = b;
     p.model = Model::Open;
     p.rate = Some(rate);
     p.connections = Some(connections);
@@ -46,12 +48,11 @@ fn planned_in(a: Arrivals, seed: u64, d: Duration) -> u64 {
     std::iter::from_fn(|| Some(s.next_offset_ns())).take_while(|&o| o < d.as_nanos() as u64).count() as u64
 }
 
-#[test]
-fn an_open_poisson_run_meets_its_schedule() {
+fn an_open_poisson_run_meets_its_schedule(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     let (rate, d, seed) = (2000.0, ms(1000), 11);
-    let mut p = open(server.addr, rate, 8, 16, d);
+    let mut p = open(b, server.addr, rate, 8, 16, d);
     p.seed = Some(seed);
     p.threads = Some(2);
     let r = run(p);
@@ -97,8 +98,7 @@ fn an_open_poisson_run_meets_its_schedule() {
     assert_eq!(s.generator.thread_cpu.len(), 2);
 }
 
-#[test]
-fn coordinated_omission_is_corrected_against_a_one_second_stall() {
+fn coordinated_omission_is_corrected_against_a_one_second_stall(b: Backend) {
     let _g = serial();
     // Constant rate lambda for D seconds over C connections (no more); the server freezes
     // for S seconds from 1 s after the first request. Derivation:
@@ -111,7 +111,7 @@ fn coordinated_omission_is_corrected_against_a_one_second_stall() {
     //   fraction C / (lambda D) < 1 % is slow: p99 stays fast, only the max shows the stall.
     let (lambda, d, s, c) = (1000.0, 3.0, 1.0, 8);
     let server = TestServer::start(Behaviour { stall: Some((ms(1000), ms(1000))), ..Default::default() });
-    let mut p = open(server.addr, lambda, c, c, Duration::from_secs_f64(d));
+    let mut p = open(b, server.addr, lambda, c, c, Duration::from_secs_f64(d));
     p.arrivals = Some(ArrivalKind::Constant);
     let r = run(p);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
@@ -134,13 +134,12 @@ fn coordinated_omission_is_corrected_against_a_one_second_stall() {
     assert!(q(&r.schedule_lag, 0.99) > 0.5, "lag p99 {}", q(&r.schedule_lag, 0.99));
 }
 
-#[test]
-fn arrivals_that_find_no_connection_wait_and_count_as_never_started() {
+fn arrivals_that_find_no_connection_wait_and_count_as_never_started(b: Backend) {
     let _g = serial();
     // One connection, a server that answers in 10 ms, 500 requests/s offered: capacity is
     // 100/s, so about 400 of the 500 arrivals planned in the second cannot start.
     let server = TestServer::start(Behaviour { delay: ms(10), ..Default::default() });
-    let mut p = open(server.addr, 500.0, 1, 1, ms(1000));
+    let mut p = open(b, server.addr, 500.0, 1, 1, ms(1000));
     p.arrivals = Some(ArrivalKind::Constant);
     let r = run(p);
     let f = r.totals.flow;
@@ -162,8 +161,15 @@ fn arrivals_that_find_no_connection_wait_and_count_as_never_started() {
     assert!(r.response_time().value_at_quantile(0.5) > 10 * r.service_time().value_at_quantile(0.5));
 }
 
-fn partly_open(addr: SocketAddr, rate: f64, length: SessionLength, policy: SessionConnection) -> LoadParams {
+fn partly_open(
+    b: Backend,
+    addr: SocketAddr,
+    rate: f64,
+    length: SessionLength,
+    policy: SessionConnection,
+) -> LoadParams {
     let mut p = LoadParams::new(addr);
+    p.backend = b;
     p.model = Model::PartlyOpen;
     p.session_rate = Some(rate);
     p.requests_per_session = Some(length);
@@ -173,14 +179,13 @@ fn partly_open(addr: SocketAddr, rate: f64, length: SessionLength, policy: Sessi
     p
 }
 
-#[test]
-fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
+fn partly_open_sessions_have_their_drawn_lengths_and_connections(b: Backend) {
     let _g = serial();
     let server = TestServer::start(Behaviour::default());
     // Poisson sessions, geometric lengths of mean 4, exponential think times of 1 ms, a new
     // connection per session.
     let (rate, mean, seed) = (200.0, 4.0, 5);
-    let mut p = partly_open(server.addr, rate, SessionLength::Geometric { mean }, SessionConnection::New);
+    let mut p = partly_open(b, server.addr, rate, SessionLength::Geometric { mean }, SessionConnection::New);
     p.think = ThinkTime::Exponential { mean: ms(1) };
     p.connections = Some(0);
     p.max_connections = Some(64);
@@ -211,7 +216,7 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
 
     // Fixed length on a pool of 4 connections opened before the start: every completed
     // session made exactly 3 requests, and no connection is opened in the window.
-    let mut p = partly_open(server.addr, rate, SessionLength::Fixed(3), SessionConnection::Pooled);
+    let mut p = partly_open(b, server.addr, rate, SessionLength::Fixed(3), SessionConnection::Pooled);
     p.connections = Some(4);
     p.duration = Some(ms(1000));
     let r = run(p);
@@ -222,13 +227,13 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections() {
     assert_eq!(f.sessions_aborted, 0);
 }
 
-#[test]
-fn rate_search_brackets_the_capacity_of_a_server() {
+fn rate_search_brackets_the_capacity_of_a_server(b: Backend) {
     use archlab_load::{search_rate, Objective, SearchRange};
     let _g = serial();
     // 4 connections to a server that takes 2 ms per request on each: capacity 2000/s.
     let server = TestServer::start(Behaviour { delay: Duration::from_millis(2), ..Behaviour::default() });
     let mut base = LoadParams::new(server.addr);
+    base.backend = b;
     base.model = Model::Open;
     base.rate = Some(1.0);
     base.connections = Some(4);
@@ -272,3 +277,11 @@ fn rate_search_brackets_the_capacity_of_a_server() {
     closed.rate = None;
     assert!(search_rate(&closed, &obj, &range, &mut |_| {}).is_err());
 }
+
+common::on_both_backends!(
+    an_open_poisson_run_meets_its_schedule,
+    coordinated_omission_is_corrected_against_a_one_second_stall,
+    arrivals_that_find_no_connection_wait_and_count_as_never_started,
+    partly_open_sessions_have_their_drawn_lengths_and_connections,
+    rate_search_brackets_the_capacity_of_a_server,
+);

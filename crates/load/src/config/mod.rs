@@ -57,6 +57,48 @@ impl Model {
     }
 }
 
+/// How the load threads wait on their sockets (the `backend` parameter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// io_uring when this kernel lets the process set up a ring and the run can use it, epoll
+    /// otherwise (the summary says which ran, and why not io_uring).
+    #[default]
+    Auto,
+    /// Level-triggered epoll, one `send` and one `recv` per request.
+    Epoll,
+    /// One io_uring per load thread: batched submission, multishot receive into provided
+    /// buffers, registered files (HTTP without pipelining).
+    IoUring,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Auto, Backend::Epoll, Backend::IoUring];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Epoll => "epoll",
+            Backend::IoUring => "io-uring",
+        }
+    }
+}
+
+/// The backend a run used (`auto` resolved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoBackend {
+    Epoll,
+    IoUring,
+}
+
+impl IoBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackend::Epoll => "epoll",
+            IoBackend::IoUring => "io-uring",
+        }
+    }
+}
+
 /// Connection of a partly-open session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionConnection {
@@ -198,6 +240,7 @@ struct Given {
     session_rate_schedule: Option<(&'static str, Profile)>,
     users_schedule: Option<(&'static str, Profile)>,
     pipeline: u32,
+    backend: Backend,
     arrivals: Option<ArrivalKind>,
     think: ThinkTime,
     requests_per_session: Option<SessionLength>,
@@ -317,6 +360,7 @@ impl Given {
             session_rate_schedule,
             users_schedule,
             pipeline: p.pipeline,
+            backend: p.backend,
             arrivals: p.arrivals,
             think: p.think,
             requests_per_session: p.requests_per_session,
@@ -365,6 +409,7 @@ pub struct LoadConfig {
     keep_alive: bool,
     requests_per_connection: Option<u32>,
     pipeline: u32,
+    backend: Backend,
     /// HTTP request classes, when the run mixes several paths.
     mix: Option<Mix>,
     /// SO_RCVBUF asked for the generator's connections.
@@ -391,6 +436,25 @@ pub fn normalise(mut p: LoadParams) -> Result<LoadParams, ConfigError> {
 
 /// Deepest pipeline accepted (wrk2's and memtier's users rarely go past a few dozen).
 const MAX_PIPELINE: u32 = 1024;
+
+/// What the io_uring backend does not speak yet, in the words of a refusal.
+fn io_uring_refusal(memcached: bool, pipeline: u32) -> Option<&'static str> {
+    if memcached {
+        Some("the io-uring backend speaks HTTP only (memcached runs on epoll)")
+    } else if pipeline > 1 {
+        Some("the io-uring backend keeps one request in flight per connection (pipelined runs use epoll)")
+    } else {
+        None
+    }
+}
+
+/// `backend = "io-uring"` only where that backend works; `auto` falls back instead.
+fn check_backend(p: &Given) -> Result<(), ConfigError> {
+    match (p.backend, io_uring_refusal(p.memcached.is_some(), p.pipeline)) {
+        (Backend::IoUring, Some(why)) => Err(refuse("backend", format!("auto or epoll here: {why}"), "io-uring")),
+        _ => Ok(()),
+    }
+}
 
 /// Pipelining is written for the closed model over HTTP keep-alive: refuse the rest by name.
 fn check_pipeline(p: &Given) -> Result<(), ConfigError> {
@@ -672,6 +736,7 @@ impl LoadConfig {
             ));
         }
         check_pipeline(&p)?;
+        check_backend(&p)?;
         if p.memcached.is_some() && !p.keep_alive {
             return Err(refuse("keep_alive", "true with memcached (use requests_per_connection)", false));
         }
@@ -720,6 +785,7 @@ impl LoadConfig {
             keep_alive: p.keep_alive,
             requests_per_connection: if p.keep_alive { p.requests_per_connection } else { Some(1) },
             pipeline: p.pipeline,
+            backend: p.backend,
             mix: p.mix,
             rcvbuf: p.rcvbuf,
         })
@@ -770,7 +836,7 @@ impl LoadConfig {
         (p.keep_alive, p.requests_per_connection, p.pipeline) =
             (self.keep_alive, self.requests_per_connection, self.pipeline);
         p.records = self.records.clone();
-        (p.mix, p.rcvbuf) = (self.mix.clone(), self.rcvbuf);
+        (p.mix, p.rcvbuf, p.backend) = (self.mix.clone(), self.rcvbuf, self.backend);
         match &self.memcached {
             None => {
                 p.path = self.mix.is_none().then(|| self.path.clone());
@@ -806,6 +872,15 @@ impl LoadConfig {
     /// HTTP requests kept in flight per connection (1: no pipelining).
     pub fn pipeline(&self) -> u32 {
         self.pipeline
+    }
+    /// How the load threads wait on their sockets, as asked (`auto` is resolved when the run
+    /// starts).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+    /// Why the io_uring backend cannot run this configuration (`None`: it can).
+    pub fn io_uring_refusal(&self) -> Option<&'static str> {
+        io_uring_refusal(self.memcached.is_some(), self.pipeline)
     }
     /// Where raw per-request records go, if anywhere.
     pub fn records(&self) -> Option<&std::path::Path> {
@@ -956,6 +1031,30 @@ mod tests {
         let c = LoadConfig::new(p).unwrap();
         assert_eq!(c.connections(), 0);
         assert!(matches!(c.pacing(), Pacing::PartlyOpen { connection: SessionConnection::New, .. }));
+    }
+
+    #[test]
+    fn the_io_uring_backend_is_refused_where_it_does_not_run() {
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        p.pipeline = 4;
+        let e = refused(p);
+        assert_eq!((e.parameter, e.received.as_str()), ("backend", "\"io-uring\""));
+        assert!(e.allowed.contains("auto or epoll") && e.allowed.contains("pipelined"), "{}", e.allowed);
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        p.protocol = Protocol::Memcached;
+        assert!(refused(p).allowed.contains("HTTP only"));
+        // auto takes the same runs, and says why it will use epoll; io-uring alone is kept.
+        let mut p = params();
+        p.pipeline = 4;
+        let c = LoadConfig::new(p).unwrap();
+        assert_eq!((c.backend(), c.io_uring_refusal().is_some()), (Backend::Auto, true));
+        let mut p = params();
+        p.backend = Backend::IoUring;
+        let c = LoadConfig::new(p).unwrap();
+        assert_eq!((c.backend(), c.io_uring_refusal()), (Backend::IoUring, None));
+        assert_eq!(c.params().backend, Backend::IoUring);
     }
 
     #[test]

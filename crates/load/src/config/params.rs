@@ -7,7 +7,7 @@
 //! [`LoadConfig::new`](super::LoadConfig::new), which names the parameter by the same key.
 
 use super::memcached::{KeyPatterns, Ratio, ValueSize};
-use super::{ArrivalKind, Model, SessionConnection};
+use super::{ArrivalKind, Backend, Model, SessionConnection};
 use crate::dist::{SessionLength, ThinkTime};
 use crate::mix::{Mix, MIX_SYNTAX};
 use crate::schedule::Profile;
@@ -222,6 +222,11 @@ archlab_options::option_set! {
         /// generator. The threads then use their whole CPUs, so CPU use no longer flags a
         /// generator-bound run.
         busy_poll: bool = false, Flag;
+        /// How the load threads wait on their sockets: epoll, io-uring (one ring per thread,
+        /// batched submission, multishot receive into provided buffers, registered files; HTTP
+        /// without pipelining) or auto (io-uring when the kernel allows it and the run can use
+        /// it, else epoll; the summary says which ran and why).
+        backend: Backend = Backend::Auto, Choice { all: &Backend::ALL, name: Backend::name };
         /// Length of the measurement window, e.g. 10s, 500ms (default 10s, or the length of a
         /// rate or users schedule, which it must equal when given).
         duration: Option<Duration> = None, Period;

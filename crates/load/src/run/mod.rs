@@ -4,8 +4,11 @@
 //!
 //! Mechanism. Each load thread is pinned to `cpus.nth(i)` and owns about S/T connection slots
 //! (S = users of the closed model, the connection cap otherwise), non-blocking, TCP_NODELAY,
-//! in its own level-triggered epoll set; nothing is shared between load threads on the
-//! request path. The request bytes are built once. Per request a thread makes one `send` (the
+//! in its own level-triggered epoll set or its own io_uring (the `backend` parameter, resolved
+//! once per run by `resolve_backend`: `auto` probes the kernel and names why it falls back to
+//! epoll; the ring's operations are in `ring.rs`); nothing is shared between load threads on
+//! the request path. The epoll numbers below; the ring replaces the `send`, the `recv` and the
+//! wait by queued operations handed over in one `io_uring_enter` per turn. The request bytes are built once. Per request a thread makes one `send` (the
 //! request fits the socket buffer; a partial send waits for writability) and normally one
 //! `recv` into a 64 KiB per-thread buffer, plus one vDSO clock read whose value is both the
 //! completion time of a response and, in the closed model, the send time of the next
@@ -34,7 +37,7 @@
 //! and (except for a partly-open session's own connection) reopen it; failed connects retry
 //! after a 10 ms back-off.
 
-use crate::config::LoadConfig;
+use crate::config::{Backend, IoBackend, LoadConfig};
 use crate::control::{Phase, StopHandle};
 use crate::error::LoadError;
 use crate::records::RecordsHeader;
@@ -57,6 +60,7 @@ use std::time::Duration;
 mod aggregate;
 mod driver;
 mod recorder;
+mod ring;
 mod worker;
 
 /// Slack given to threads and the coordinator for anything that is not measurement.
@@ -111,7 +115,10 @@ pub fn run_load_live(
             Some(std::fs::OpenOptions::new().append(true).open(path).map_err(fail)?)
         }
     };
+    let (backend, backend_fallback) = resolve_backend(cfg)?;
     let shared = Shared {
+        backend,
+        backend_fallback,
         records,
         cfg,
         requests: &requests,
@@ -141,6 +148,25 @@ pub fn run_load_live(
         drop(tx);
         coordinate(&shared, &rx, on_phase, on_second)
     })
+}
+
+/// The backend the run uses: `auto` probes io_uring once (the kernel may refuse it, or the
+/// run may need what only epoll does) and says why it falls back.
+fn resolve_backend(cfg: &LoadConfig) -> Result<(IoBackend, Option<String>), LoadError> {
+    match cfg.backend() {
+        Backend::Epoll => Ok((IoBackend::Epoll, None)),
+        Backend::IoUring => match ring::probe() {
+            Ok(()) => Ok((IoBackend::IoUring, None)),
+            Err(e) => Err(io_error("backend io-uring: cannot run here (backend = \"epoll\" or \"auto\" can)", e)),
+        },
+        Backend::Auto => match cfg.io_uring_refusal() {
+            Some(why) => Ok((IoBackend::Epoll, Some(why.to_string()))),
+            None => match ring::probe() {
+                Ok(()) => Ok((IoBackend::IoUring, None)),
+                Err(e) => Ok((IoBackend::Epoll, Some(e.to_string()))),
+            },
+        },
+    }
 }
 
 fn io_error(context: impl Into<String>, source: io::Error) -> LoadError {
@@ -180,6 +206,9 @@ enum Start {
 /// What the coordinator and the load threads share.
 struct Shared<'a> {
     cfg: &'a LoadConfig,
+    /// How the load threads wait on their sockets (`auto` resolved), and why not io_uring.
+    backend: IoBackend,
+    backend_fallback: Option<String>,
     /// The HTTP request of each mix class (one without a mix).
     requests: &'a [Vec<u8>],
     /// Each class's request repeated `pipeline` times.
@@ -413,6 +442,8 @@ fn coordinate(
         timeline,
         interval_log,
         connections_established: established,
+        backend: sh.backend,
+        backend_fallback: sh.backend_fallback.clone(),
         ..LoadReport::empty(cfg)
     };
     summaries.sort_by_key(|s| s.thread);

@@ -17,13 +17,23 @@
 //! D copies, and responses, framed one by one from each read, complete the oldest first. A
 //! failure fails every request in flight on it.
 //!
+//! Two backends wait on the sockets ([`Io`]): level-triggered epoll with one `send` and one
+//! `recv` system call per request, or the thread's io_uring (`ring.rs`), where the same state
+//! machine is driven by completions instead of readiness: a request is a queued `send` of the
+//! whole request (its send time is when it was queued; the turn's operations reach the kernel
+//! together, at the latest when the thread next waits), after which the connection awaits its
+//! response as after a whole epoll `send` (the kernel reports only a failed or short send), and
+//! bytes arrive as multishot `recv` completions in provided buffers, parsed by the same codec
+//! and recorded by the same recorder as under epoll.
+//!
 //! Request mixes: the class of each request is drawn when it is sent or queued (`mix.rs`,
 //! one seeded stream per thread) and travels with it (the connection's fields, the FIFO),
 //! so its response, failure and raw record are counted in its class.
 
 use super::recorder::Recorder;
+use super::ring::{self, Ring};
 use super::{io_error, Msg, Shared, Start, GRACE};
-use crate::config::LoadConfig;
+use crate::config::{IoBackend, LoadConfig};
 use crate::error::LoadError;
 use crate::mix::ClassDraw;
 use crate::protocol::http::ResponseReader;
@@ -38,7 +48,7 @@ use archlab_netio::{cpus::pin_current_thread, Event, Interest, Poller, Trigger, 
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io;
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -206,6 +216,39 @@ fn token(idx: usize, epoch: u32) -> u64 {
     (u64::from(epoch) << 32) | idx as u64
 }
 
+/// What an io_uring operation of a connection was, in bits 30-31 of its token (connection
+/// indices stay below 2^30: at most `MAX_CONNECTIONS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Connect = 0,
+    Recv = 1,
+    Send = 2,
+    Cancel = 3,
+}
+
+const INDEX_MASK: u64 = (1 << 30) - 1;
+
+fn op_token(idx: usize, epoch: u32, op: Op) -> u64 {
+    token(idx, epoch) | (op as u64) << 30
+}
+
+/// (connection index, epoch, operation) of an io_uring token.
+fn decode(user_data: u64) -> (usize, u32, Op) {
+    let op = match (user_data >> 30) & 3 {
+        0 => Op::Connect,
+        1 => Op::Recv,
+        2 => Op::Send,
+        _ => Op::Cancel,
+    };
+    ((user_data & INDEX_MASK) as usize, (user_data >> 32) as u32, op)
+}
+
+/// How a load thread waits on its sockets, with what it gets back from each wait.
+enum Io {
+    Epoll { poller: Poller, events: Vec<Event> },
+    Uring { ring: Box<Ring>, cqes: Vec<(u64, i32, u32)> },
+}
+
 /// A reset or broken pipe means the peer dropped the connection.
 fn is_peer_reset(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED))
@@ -214,11 +257,14 @@ fn is_peer_reset(e: &io::Error) -> bool {
 pub(super) struct Worker<'a, M> {
     pub(super) sh: &'a Shared<'a>,
     waker: &'a Waker,
-    poller: Poller,
+    /// Declared before `rbuf`: the ring, which the kernel may still fill buffers through, is
+    /// dropped before the memory of those buffers.
+    io: Io,
     pub(super) timers: Timers,
     pub(super) conns: Vec<Conn>,
     /// HTTP pipelining depth (1: one request in flight per connection).
     pub(super) depth: u32,
+    /// Receive memory: one buffer every recv fills (epoll), or the ring's provided buffers.
     rbuf: Box<[u8]>,
     pub(super) rec: Recorder,
     pub(super) driver: M,
@@ -252,15 +298,30 @@ impl<'a, M: Model> Worker<'a, M> {
             Some(f) => Some(f.try_clone().map_err(|e| io_error("cannot share the records file", e))?),
         };
         let setup = |e| io_error(format!("cannot set up load thread {i}"), e);
-        let poller = Poller::new(n.min(MAX_EVENTS) + 2).map_err(setup)?;
         let timers = Timers::new(n).map_err(setup)?;
         let waker = &sh.wakers[i];
-        poller.register(timers.as_raw_fd(), TIMER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
-        poller.register(waker.as_raw_fd(), WAKER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
+        let (io, rbuf) = match sh.backend {
+            IoBackend::Epoll => {
+                let poller = Poller::new(n.min(MAX_EVENTS) + 2).map_err(setup)?;
+                poller.register(timers.as_raw_fd(), TIMER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
+                poller.register(waker.as_raw_fd(), WAKER_TOKEN, Interest::READABLE, Trigger::Level).map_err(setup)?;
+                let io = Io::Epoll { poller, events: Vec::with_capacity(MAX_EVENTS) };
+                (io, vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice())
+            }
+            IoBackend::IoUring => {
+                let mut rbuf = vec![0u8; usize::from(ring::buffer_count(n)) * ring::BUFFER_BYTES].into_boxed_slice();
+                // SAFETY: `rbuf` moves into the worker beside the ring and is dropped after it;
+                // the worker reads a buffer only between its completion and its recycling.
+                let mut ring = Box::new(unsafe { Ring::new(n, &mut rbuf) }.map_err(setup)?);
+                ring.watch_readable(timers.as_raw_fd(), TIMER_TOKEN).map_err(setup)?;
+                ring.watch_readable(waker.as_raw_fd(), WAKER_TOKEN).map_err(setup)?;
+                (Io::Uring { ring, cqes: Vec::with_capacity(ring::BATCH) }, rbuf)
+            }
+        };
         Ok(Worker {
             sh,
             waker,
-            poller,
+            io,
             timers,
             conns: (0..n)
                 .map(|slot| {
@@ -278,7 +339,7 @@ impl<'a, M: Model> Worker<'a, M> {
                 })
                 .collect(),
             depth: cfg.pipeline(),
-            rbuf: vec![0u8; RECV_BUFFER_BYTES].into_boxed_slice(),
+            rbuf,
             rec: Recorder::new(tx, cfg, records),
             driver: M::new(cfg, i),
             started: false,
@@ -299,17 +360,16 @@ impl<'a, M: Model> Worker<'a, M> {
         for idx in 0..self.initial {
             self.connect(idx, self.now);
         }
-        let mut events = Vec::with_capacity(MAX_EVENTS);
         while !self.sh.abort.load(Ordering::Relaxed)
             && self.conns.iter().any(|c| matches!(c.state, State::Connecting { .. }))
         {
             let left = deadline.saturating_sub(now_ns());
-            if left == 0 || self.poller.wait(&mut events, Some(Duration::from_nanos(left))).is_err() {
+            if left == 0 || self.wait(left).is_err() {
                 break;
             }
             self.now = now_ns();
-            for ev in &events {
-                self.dispatch(*ev);
+            if self.dispatch_all().is_err() {
+                break;
             }
         }
         self.now = now_ns();
@@ -329,27 +389,145 @@ impl<'a, M: Model> Worker<'a, M> {
         let shortest = cfg.request_timeout().min(cfg.connect_timeout()).as_nanos() as u64;
         let scan_every = (shortest / 10).clamp(1_000_000, 100_000_000);
         let mut next_scan = self.now + scan_every;
-        let mut events = Vec::with_capacity(MAX_EVENTS);
-        let failed = |e| io_error("load thread: epoll/timerfd failed", e);
+        let what = match self.sh.backend {
+            IoBackend::Epoll => "epoll/timerfd",
+            IoBackend::IoUring => "io_uring",
+        };
+        let failed = |e| io_error(format!("load thread: {what} failed"), e);
         loop {
             self.timers.rearm().map_err(failed)?;
             let wake_at = self.rec.end.min(next_scan).min(self.rec.next_roll);
             let sleep = if cfg.busy_poll() { 0 } else { wake_at.saturating_sub(self.now) };
-            self.poller.wait(&mut events, Some(Duration::from_nanos(sleep))).map_err(failed)?;
+            self.wait(sleep).map_err(failed)?;
             self.now = now_ns();
             self.rec.end = self.sh.end_ns.load(Ordering::Relaxed);
             if self.now >= self.rec.end {
                 return Ok(());
             }
             self.rec.advance(self.now);
-            for ev in &events {
-                self.dispatch(*ev);
-            }
+            self.dispatch_all().map_err(failed)?;
             if self.now >= next_scan {
                 self.scan_timeouts(self.now);
                 next_scan = self.now + scan_every;
             }
         }
+    }
+
+    /// Wait up to `timeout_ns` for events or completions (submitting what is queued).
+    fn wait(&mut self, timeout_ns: u64) -> io::Result<()> {
+        let timeout = Duration::from_nanos(timeout_ns);
+        match &mut self.io {
+            Io::Epoll { poller, events } => poller.wait(events, Some(timeout)),
+            Io::Uring { ring, .. } => ring.wait(timeout),
+        }
+    }
+
+    /// Handle what the last wait returned: every epoll event, or every completion (in batches,
+    /// the operations each batch queued submitted before the next).
+    fn dispatch_all(&mut self) -> io::Result<()> {
+        match &mut self.io {
+            Io::Epoll { events, .. } => {
+                let events = std::mem::take(events);
+                for ev in &events {
+                    self.dispatch(*ev);
+                }
+                if let Io::Epoll { events: slot, .. } = &mut self.io {
+                    *slot = events;
+                }
+            }
+            Io::Uring { cqes, .. } => {
+                let mut batch = std::mem::take(cqes);
+                loop {
+                    let Io::Uring { ring, .. } = &mut self.io else { unreachable!() };
+                    ring.reap(&mut batch);
+                    for &(data, result, flags) in &batch {
+                        self.complete_op(data, result, flags)?;
+                    }
+                    if batch.len() < ring::BATCH {
+                        break;
+                    }
+                    let Io::Uring { ring, .. } = &mut self.io else { unreachable!() };
+                    ring.flush()?;
+                }
+                if let Io::Uring { cqes, .. } = &mut self.io {
+                    *cqes = batch;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The ring of the io-uring backend (only called on paths of that backend).
+    fn ring(&mut self) -> &mut Ring {
+        match &mut self.io {
+            Io::Uring { ring, .. } => ring,
+            Io::Epoll { .. } => unreachable!("an io_uring operation on the epoll backend"),
+        }
+    }
+
+    /// One io_uring completion: the same transitions as the epoll events of `dispatch`.
+    fn complete_op(&mut self, user_data: u64, result: i32, flags: u32) -> io::Result<()> {
+        match user_data {
+            TIMER_TOKEN | WAKER_TOKEN => {
+                if user_data == TIMER_TOKEN {
+                    self.fire_timers();
+                } else {
+                    self.waker.drain();
+                }
+                if !io_uring::cqueue::more(flags) {
+                    // The multishot poll ended (e.g. the completion queue overflowed): re-arm.
+                    let fd = if user_data == TIMER_TOKEN { self.timers.as_raw_fd() } else { self.waker.as_raw_fd() };
+                    self.ring().watch_readable(fd, user_data)?;
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        let (idx, epoch, op) = decode(user_data);
+        let buffer = io_uring::cqueue::buffer_select(flags);
+        let current = self.conns.get(idx).is_some_and(|c| c.epoch == epoch);
+        match op {
+            Op::Cancel => {}
+            _ if !current => {} // the socket this operation was for is closed already
+            Op::Connect => self.on_connect_ready(idx),
+            Op::Send => self.on_send_failed(idx, result),
+            Op::Recv => {
+                let more = io_uring::cqueue::more(flags);
+                if result == -libc::ENOBUFS {
+                    // Every provided buffer was full when bytes arrived: they wait in the socket.
+                } else {
+                    let now = now_ns();
+                    let input = match (result, buffer) {
+                        (n, Some(bid)) if n > 0 => Ok((self.ring().buffer(bid), n as usize)),
+                        (0, _) => Ok((0, 0)),
+                        (n, _) if n < 0 => Err(io::Error::from_raw_os_error(-n)),
+                        _ => Err(io::Error::other("a receive completion without a buffer")),
+                    };
+                    self.on_input(idx, input, now);
+                }
+                let c = &self.conns[idx];
+                if !more && c.epoch == epoch && matches!(c.state, State::Open | State::Sending { .. } | State::Awaiting)
+                {
+                    self.ring().recv(idx, op_token(idx, epoch, Op::Recv))?;
+                }
+            }
+        }
+        if let Some(bid) = buffer {
+            self.ring().recycle(bid);
+        }
+        Ok(())
+    }
+
+    /// io-uring: a send on `idx` failed (`result`: -errno) or ended short (bytes written);
+    /// successful sends post no completion.
+    fn on_send_failed(&mut self, idx: usize, result: i32) {
+        let now = now_ns();
+        if result < 0 {
+            let e = io::Error::from_raw_os_error(-result);
+            let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Write };
+            return self.fail(idx, class, now, &e);
+        }
+        self.fail(idx, ErrorClass::Write, now, &format_args!("the kernel sent {result} bytes of the request, not all"));
     }
 
     fn dispatch(&mut self, ev: Event) {
@@ -388,7 +566,12 @@ impl<'a, M: Model> Worker<'a, M> {
     pub(super) fn connect(&mut self, idx: usize, now: u64) {
         let c = &mut self.conns[idx];
         let registered = connect_nonblocking_with(self.sh.cfg.target(), self.sh.cfg.rcvbuf()).and_then(|s| {
-            self.poller.register(s.as_raw_fd(), token(idx, c.epoch), Interest::WRITABLE, Trigger::Level)?;
+            match &mut self.io {
+                Io::Epoll { poller, .. } => {
+                    poller.register(s.as_raw_fd(), token(idx, c.epoch), Interest::WRITABLE, Trigger::Level)?
+                }
+                Io::Uring { ring, .. } => ring.watch_connect(s.as_raw_fd(), op_token(idx, c.epoch, Op::Connect))?,
+            }
             Ok(s)
         });
         match registered {
@@ -405,8 +588,14 @@ impl<'a, M: Model> Worker<'a, M> {
         let c = &mut self.conns[idx];
         let Some(sock) = c.sock.as_ref() else { return };
         let ready = match take_error(sock) {
-            Ok(None) => set_nodelay(sock.as_raw_fd(), true).and_then(|()| {
-                self.poller.reregister(sock.as_raw_fd(), token(idx, c.epoch), Interest::READABLE, Trigger::Level)
+            Ok(None) => set_nodelay(sock.as_raw_fd(), true).and_then(|()| match &mut self.io {
+                Io::Epoll { poller, .. } => {
+                    poller.reregister(sock.as_raw_fd(), token(idx, c.epoch), Interest::READABLE, Trigger::Level)
+                }
+                Io::Uring { ring, .. } => {
+                    ring.attach(idx, sock.as_raw_fd())?;
+                    ring.recv(idx, op_token(idx, c.epoch, Op::Recv))
+                }
             }),
             Ok(Some(e)) | Err(e) => Err(e),
         };
@@ -440,6 +629,17 @@ impl<'a, M: Model> Worker<'a, M> {
 
     pub(super) fn close(&mut self, idx: usize) {
         let c = &mut self.conns[idx];
+        if let (Io::Uring { ring, .. }, Some(sock)) = (&mut self.io, &c.sock) {
+            // The ring's operations hold the socket open past `close`: end them first (a
+            // connect's poll is cancelled; a shut-down socket completes the receive and any
+            // send), and empty the registered file. Their completions come with an old epoch.
+            if let State::Connecting { .. } = c.state {
+                let _ = ring.cancel(op_token(idx, c.epoch, Op::Connect), op_token(idx, c.epoch, Op::Cancel));
+            } else {
+                let _ = sock.shutdown(Shutdown::Both);
+                let _ = ring.detach(idx);
+            }
+        }
         c.sock = None; // closing the fd also removes it from the epoll set
         c.epoch = c.epoch.wrapping_add(1);
         c.state = State::Closed;
@@ -609,6 +809,18 @@ impl<'a, M: Model> Worker<'a, M> {
             Codec::Memcached(m) => m.request(),
         };
         let (req_ptr, req_len) = (req.as_ptr(), req.len());
+        if let Io::Uring { ring, .. } = &mut self.io {
+            // Completion-driven: the kernel writes the whole request or reports the failure
+            // (`on_send_failed`); the response is awaited from now on, as after a whole `send`.
+            // SAFETY: HTTP requests are the run's shared bytes, alive until the threads end
+            // (the io-uring backend refuses memcached, whose requests are rebuilt).
+            let queued = unsafe { ring.send_all(idx, &req[sent..], op_token(idx, c.epoch, Op::Send)) };
+            c.state = State::Awaiting;
+            if let Err(e) = queued {
+                self.fail(idx, ErrorClass::Write, now, &e);
+            }
+            return;
+        }
         let fd = c.fd();
         let result = loop {
             // SAFETY: the request (shared, or the connection's own, which is not rebuilt
@@ -648,12 +860,14 @@ impl<'a, M: Model> Worker<'a, M> {
         };
         c.state = state;
         if was_waiting != matches!(state, State::Sending { .. }) {
-            if let Err(e) = self.poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
+            let Io::Epoll { poller, .. } = &self.io else { unreachable!("epoll writes only") };
+            if let Err(e) = poller.reregister(fd, token(idx, c.epoch), interest, Trigger::Level) {
                 self.fail(idx, ErrorClass::Write, now, &e);
             }
         }
     }
 
+    /// epoll: the socket of `idx` is readable (or closed): read what is there.
     fn on_readable(&mut self, idx: usize) {
         let c = &mut self.conns[idx];
         // SAFETY: rbuf is a live, writable buffer of the given length.
@@ -661,50 +875,54 @@ impl<'a, M: Model> Worker<'a, M> {
         // The completion time of a response ending in these bytes, and the time the bytes are
         // attributed to, so that bytes and responses always fall in the same phase.
         let now = now_ns();
+        let input = if n >= 0 { Ok((0, n as usize)) } else { Err(io::Error::last_os_error()) };
+        self.on_input(idx, input, now);
+    }
+
+    /// What a receive on `idx` gave at `now`, whichever backend made it: `n` bytes at `at` in
+    /// the receive memory (`n` = 0: the peer closed), or an error.
+    fn on_input(&mut self, idx: usize, input: io::Result<(usize, usize)>, now: u64) {
+        let c = &mut self.conns[idx];
         let in_flight = c.in_flight();
-        if n > 0 {
-            let n = n as usize;
-            self.rec.bytes(now, n);
-            if !in_flight {
-                return self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
+        match input {
+            Ok((at, n)) if n > 0 => {
+                self.rec.bytes(now, n);
+                if !in_flight {
+                    return self.fail(idx, ErrorClass::Parse, now, &"bytes received while no request was in flight");
+                }
+                if self.depth > 1 {
+                    return self.read_pipelined(idx, at, at + n, now);
+                }
+                if c.first_ns == 0 {
+                    c.first_ns = now;
+                }
+                c.resp_bytes = c.resp_bytes.saturating_add(n as u32);
+                match c.codec.feed(&self.rbuf[at..at + n]) {
+                    Progress::More => {}
+                    Progress::Done { outcome, keep_alive } => self.complete(idx, now, outcome, keep_alive),
+                    Progress::Invalid(why) => self.fail(idx, ErrorClass::Parse, now, &why),
+                }
             }
-            if self.depth > 1 {
-                return self.read_pipelined(idx, n, now);
+            Ok(_) if in_flight => {
+                self.fail(idx, ErrorClass::Closed, now, &"connection closed by the peer with a request in flight")
             }
-            if c.first_ns == 0 {
-                c.first_ns = now;
-            }
-            c.resp_bytes = c.resp_bytes.saturating_add(n as u32);
-            match c.codec.feed(&self.rbuf[..n]) {
-                Progress::More => {}
-                Progress::Done { outcome, keep_alive } => self.complete(idx, now, outcome, keep_alive),
-                Progress::Invalid(why) => self.fail(idx, ErrorClass::Parse, now, &why),
-            }
-        } else if n == 0 {
-            if in_flight {
-                self.fail(idx, ErrorClass::Closed, now, &"connection closed by the peer with a request in flight");
-            } else {
-                self.reopen(idx, now);
-            }
-        } else {
-            let e = io::Error::last_os_error();
-            match e.kind() {
+            Ok(_) => self.reopen(idx, now),
+            Err(e) => match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {}
                 _ if in_flight => {
                     let class = if is_peer_reset(&e) { ErrorClass::Closed } else { ErrorClass::Read };
                     self.fail(idx, class, now, &e);
                 }
                 _ => self.reopen(idx, now),
-            }
+            },
         }
     }
 
-    /// Pipelining: the `n` bytes received hold the ends of one or more responses, matched in
+    /// Pipelining: the bytes received (`rbuf[at..end]`) hold the ends of one or more responses, matched in
     /// order to the requests in flight (HTTP/1.1 answers in request order).
-    fn read_pipelined(&mut self, idx: usize, n: usize, now: u64) {
+    fn read_pipelined(&mut self, idx: usize, mut at: usize, end: usize, now: u64) {
         let epoch = self.conns[idx].epoch;
-        let mut at = 0;
-        while at < n {
+        while at < end {
             let c = &mut self.conns[idx];
             if c.epoch != epoch || c.queued == 0 {
                 if c.epoch == epoch {
@@ -716,7 +934,7 @@ impl<'a, M: Model> Worker<'a, M> {
                 c.first_ns = now;
             }
             let Codec::Http(reader) = &mut c.codec else { unreachable!("pipelining is HTTP only") };
-            let (progress, used) = reader.feed_prefix(&self.rbuf[at..n]);
+            let (progress, used) = reader.feed_prefix(&self.rbuf[at..end]);
             c.resp_bytes = c.resp_bytes.saturating_add(used as u32);
             at += used;
             match progress {

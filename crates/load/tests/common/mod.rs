@@ -8,6 +8,29 @@
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
+
+/// Generates each listed test, a `fn(archlab_load::Backend)`, once per load backend:
+/// `epoll::NAME` and `io_uring::NAME`, so that one body checks the same accounting on both.
+/// A kernel without io_uring fails the `io_uring::` tests with the cause (no skip).
+#[allow(unused_macros)] // used by the test binaries that check accounting, not by every one
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod epoll {
+            $(#[test]
+            fn $name() {
+                super::$name(archlab_load::Backend::Epoll)
+            })*
+        }
+        mod io_uring {
+            $(#[test]
+            fn $name() {
+                super::$name(archlab_load::Backend::IoUring)
+            })*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_both_backends;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
