@@ -187,7 +187,14 @@ def wrk(target: str, cpu: int, connections: int, duration: int, pid: int | None,
     if latency:
         cmd.insert(-1, "--latency")
     before = cpu_seconds(pid) if pid else None
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=duration + 30).stdout
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
+    if done.returncode != 0:
+        # wrk exits 1 without a summary when it cannot connect or its thread fails: say which
+        # balancer and what wrk said, not a traceback of the subprocess call.
+        alive = "" if pid is None else (" (its process has exited)" if not Path(f"/proc/{pid}").exists() else " (its process runs)")
+        raise RuntimeError(f"wrk through {target}{alive} exited {done.returncode}: "
+                           f"{(done.stderr or done.stdout).strip() or 'no output'}")
+    out = done.stdout
     after = cpu_seconds(pid) if pid else None
     if bad := re.search(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", out):
         raise RuntimeError(f"wrk through {target}: {bad.group(0)}\n{out}")
@@ -319,4 +326,8 @@ def _extra_options(ap) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        sys.exit(1)
