@@ -16,7 +16,7 @@ import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 from archlab.errors import SpecError
 from archlab.stats import mean_confidence_interval
@@ -102,7 +102,7 @@ class Cells:
         return out
 
 
-def _run_cell(workload: str, concurrency: int | None, factors: dict[str, object]) -> CellName:
+def _run_cell(workload: str, concurrency: int | None, factors: Mapping[str, object]) -> CellName:
     others = " ".join(f"{k}={v}" for k, v in sorted(factors.items()) if k not in _NAMED)
     return (workload, concurrency, others) if others else (workload, concurrency)
 
