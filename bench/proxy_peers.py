@@ -49,7 +49,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_peers import ENGINE, ROOT, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+from http_peers import ENGINE, ROOT, _seconds, free_port, missing_prerequisite, parse_arguments  # noqa: E402
 from harness import chosen_parts  # noqa: E402
 from middleware_peers import bootstrap_median_ci, cpu_seconds, stopping, wait_accepting  # noqa: E402
 
@@ -181,9 +181,10 @@ def nginx(backends: list[str], cpu: int):
 _UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
-def wrk(target: str, cpu: int, connections: int, duration: int, pid: int | None, latency: bool = False) -> dict:
+def wrk(target: str, cpu: int, connections: int, duration: float, pid: int | None, latency: bool = False) -> dict:
     """One wrk run against http://target/PATH; the balancer's CPU time is sampled around it."""
-    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{duration}s", f"http://{target}{PATH}"]
+    # `--duration` is a float: wrk refuses "-d1.0s", so whole seconds go as "1s".
+    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{_seconds(duration)}", f"http://{target}{PATH}"]
     if latency:
         cmd.insert(-1, "--latency")
     before = cpu_seconds(pid) if pid else None
