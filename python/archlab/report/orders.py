@@ -58,7 +58,7 @@ class Throughput:
 
 
 # (workload, concurrency), and a third element naming the levels of any other factor the run
-# varies ("delay_up=5ms rcvbuf=4096"), so that cells differing only there are never pooled.
+# varies ("network.delay_up=5ms, rcvbuf=4096"), so that cells differing only there are never pooled.
 CellName = tuple
 # Factors a cell name already holds (the mix is the workload's text in a mixed run).
 _NAMED = frozenset({"architecture", "workload", "concurrency", "mix"})
@@ -95,7 +95,9 @@ class Cells:
             if not m:
                 continue
             half = _number(m["half"]) if m["half"] else None
-            cell = (m["workload"], int(m["conc"]))
+            cell: CellName = (m["workload"], int(m["conc"]))
+            if m["others"]:
+                cell = (*cell, m["others"])
             out.by_cell.setdefault(cell, {})[m["arch"]] = Throughput(_number(m["mean"]), half)
         if not out.by_cell:
             raise SpecError("--table", "a results table as archlab prints it (architecture, workload, conc, throughput columns)", where)
@@ -103,13 +105,14 @@ class Cells:
 
 
 def _run_cell(workload: str, concurrency: int | None, factors: Mapping[str, object]) -> CellName:
-    others = " ".join(f"{k}={v}" for k, v in sorted(factors.items()) if k not in _NAMED)
+    # As the results table labels a row whose cells differ in such a factor: "netty (k=v, k2=v2)".
+    others = ", ".join(f"{k}={v}" for k, v in sorted(factors.items()) if k not in _NAMED)
     return (workload, concurrency, others) if others else (workload, concurrency)
 
 
 _NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 _ROW = re.compile(
-    rf"^\s*(?:\(\*\)|\*)?\s*(?P<arch>[a-z][a-z0-9:-]*)\s+(?P<workload>/\S+)\s+(?P<conc>[0-9]+)\s+"
+    rf"^\s*(?:\(\*\)|\*)?\s*(?P<arch>[a-z][a-z0-9:-]*)(?:\s+\((?P<others>[^)]*)\))?\s+(?P<workload>/\S+)\s+(?P<conc>[0-9]+)\s+"
     rf"(?P<mean>{_NUM})(?:\s*±\s*(?P<half>{_NUM}))?\s"
 )
 
