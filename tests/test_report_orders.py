@@ -96,6 +96,7 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path):
     ("seed004-lb-architectures.toml, 2026", "seed004-lb-architectures.toml"),
     ("seed001-writespin.toml, 2026", "seed001-writespin.toml"),
     ("seed001-hybrid.toml, 2026", "seed001-hybrid.toml"),
+    ("seed001-latency.toml, 2026", "seed001-latency.toml"),
 ])
 def test_every_claim_line_of_the_results_page_is_what_the_command_prints(section, claims):
     done = run_cli("orders", "--table", str(README), "--section", section, "--claims", str(ROOT / "experiments" / "claims" / claims))
