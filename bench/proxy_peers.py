@@ -49,7 +49,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from http_peers import ENGINE, ROOT, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+from http_peers import ENGINE, ROOT, _seconds, free_port, missing_prerequisite, parse_arguments  # noqa: E402
 from harness import chosen_parts  # noqa: E402
 from middleware_peers import bootstrap_median_ci, cpu_seconds, stopping, wait_accepting  # noqa: E402
 
@@ -181,13 +181,21 @@ def nginx(backends: list[str], cpu: int):
 _UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
-def wrk(target: str, cpu: int, connections: int, duration: int, pid: int | None, latency: bool = False) -> dict:
+def wrk(target: str, cpu: int, connections: int, duration: float, pid: int | None, latency: bool = False) -> dict:
     """One wrk run against http://target/PATH; the balancer's CPU time is sampled around it."""
-    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{duration}s", f"http://{target}{PATH}"]
+    # `--duration` is a float: wrk refuses "-d1.0s", so whole seconds go as "1s".
+    cmd = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{_seconds(duration)}", f"http://{target}{PATH}"]
     if latency:
         cmd.insert(-1, "--latency")
     before = cpu_seconds(pid) if pid else None
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=duration + 30).stdout
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
+    if done.returncode != 0:
+        # wrk exits 1 without a summary when it cannot connect or its thread fails: say which
+        # balancer and what wrk said, not a traceback of the subprocess call.
+        alive = "" if pid is None else (" (its process has exited)" if not Path(f"/proc/{pid}").exists() else " (its process runs)")
+        raise RuntimeError(f"wrk through {target}{alive} exited {done.returncode}: "
+                           f"{(done.stderr or done.stdout).strip() or 'no output'}")
+    out = done.stdout
     after = cpu_seconds(pid) if pid else None
     if bad := re.search(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", out):
         raise RuntimeError(f"wrk through {target}: {bad.group(0)}\n{out}")
@@ -319,4 +327,8 @@ def _extra_options(ap) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -93,6 +93,11 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path):
 @pytest.mark.parametrize("section, claims", [
     ("seed000-architectures.toml, 2026", "seed000-architectures.toml"),
     ("seed000-db.toml, 2026", "seed000-db.toml"),
+    ("seed004-lb-architectures.toml, 2026", "seed004-lb-architectures.toml"),
+    ("seed001-writespin.toml, 2026", "seed001-writespin.toml"),
+    ("seed001-hybrid.toml, 2026", "seed001-hybrid.toml"),
+    ("seed001-latency.toml, 2026", "seed001-latency.toml"),
+    ("seed001-ncopy-mix.toml, 2026", "seed001-ncopy-mix.toml"),
 ])
 def test_every_claim_line_of_the_results_page_is_what_the_command_prints(section, claims):
     done = run_cli("orders", "--table", str(README), "--section", section, "--claims", str(ROOT / "experiments" / "claims" / claims))
@@ -117,3 +122,19 @@ def test_a_stored_run_gives_intervals_over_its_repetitions(engine_path, tmp_path
     assert t.half_width is not None and t.half_width > 0
     assert report([Claim("svc alone", "best", "system:svc", ("nope",))], cells) == [
         "svc alone: no cell measures system:svc with all of nope"]
+
+
+def test_cells_that_differ_in_another_factor_are_never_pooled(engine_path, tmp_path):
+    """A run that varies a factor besides workload and concurrency (here the generator's
+    receive buffer; an added delay or a mix alike) keeps one cell per level: pooling them would
+    average a fast and a slow condition into one interval and count one cell instead of two."""
+    from test_lab_systems import run, system
+
+    experiment = 'name = "orders"\nrepetitions = 1\nwarmup = "100ms"\nduration = "300ms"'
+    factors = 'architecture = ["system:svc"]\nworkload = ["/delay?ms=1"]\nconcurrency = [2]\nrcvbuf = [4096, 65536]'
+    store, view = run(tmp_path, system(), experiment=experiment, factors=factors)
+    cells = Cells.from_run(view)
+    assert sorted(cells.by_cell) == [("/delay?ms=1", 2, "rcvbuf=4096"), ("/delay?ms=1", 2, "rcvbuf=65536")]
+    (line,) = report([Claim("svc trails itself", "worst", "system:svc", ("system:svc",))], cells)
+    assert line.startswith("svc trails itself: holds in 0 of 2 cells; not at /delay?ms=1 c2 rcvbuf=4096 ("), line
+    assert "; /delay?ms=1 c2 rcvbuf=65536 (" in line, line

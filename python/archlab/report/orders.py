@@ -1,7 +1,8 @@
 """Published orders checked against measured cells, so that a results page says "holds in k of n
 cells" because a program counted it, not because someone read a table. A claim names an
 architecture and the ones it is said to beat (``best``) or to trail (``worst``), optionally only
-for some workloads or concurrencies; each cell (workload x concurrency) where all of them were
+for some workloads or concurrencies; each cell (workload x concurrency, and the levels of any
+other factor the run varies, such as an added delay or a receive buffer) where all of them were
 measured either bears the claim out or not, and where it does, whether clearly (the subject's
 throughput interval clear of every rival's) or only in the means. Cells come from a stored run
 (every successful repetition, Student-t intervals over repetitions) or from a results table as
@@ -15,7 +16,7 @@ import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 from archlab.errors import SpecError
 from archlab.stats import mean_confidence_interval
@@ -56,7 +57,11 @@ class Throughput:
         return self.mean + (self.half_width or 0.0)
 
 
-CellName = tuple[str, "int | None"]  # (workload, concurrency)
+# (workload, concurrency), and a third element naming the levels of any other factor the run
+# varies ("network.delay_up=5ms, rcvbuf=4096"), so that cells differing only there are never pooled.
+CellName = tuple
+# Factors a cell name already holds (the mix is the workload's text in a mixed run).
+_NAMED = frozenset({"architecture", "workload", "concurrency", "mix"})
 
 
 @dataclass
@@ -70,7 +75,8 @@ class Cells:
         values: dict[CellName, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in view.rows:
             if r.ok and r.measurement is not None and r.cell.architecture and r.cell.workload:
-                values[(r.cell.workload, r.cell.concurrency)][r.cell.architecture].append(r.measurement.throughput_rps)
+                values[_run_cell(r.cell.workload, r.cell.concurrency, r.cell.factors)][r.cell.architecture].append(
+                    r.measurement.throughput_rps)
         out = cls()
         for cell, archs in values.items():
             out.by_cell[cell] = {}
@@ -89,16 +95,24 @@ class Cells:
             if not m:
                 continue
             half = _number(m["half"]) if m["half"] else None
-            cell = (m["workload"], int(m["conc"]))
+            cell: CellName = (m["workload"], int(m["conc"]))
+            if m["others"]:
+                cell = (*cell, m["others"])
             out.by_cell.setdefault(cell, {})[m["arch"]] = Throughput(_number(m["mean"]), half)
         if not out.by_cell:
             raise SpecError("--table", "a results table as archlab prints it (architecture, workload, conc, throughput columns)", where)
         return out
 
 
+def _run_cell(workload: str, concurrency: int | None, factors: Mapping[str, object]) -> CellName:
+    # As the results table labels a row whose cells differ in such a factor: "netty (k=v, k2=v2)".
+    others = ", ".join(f"{k}={v}" for k, v in sorted(factors.items()) if k not in _NAMED)
+    return (workload, concurrency, others) if others else (workload, concurrency)
+
+
 _NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 _ROW = re.compile(
-    rf"^\s*(?:\(\*\)|\*)?\s*(?P<arch>[a-z][a-z0-9-]*)\s+(?P<workload>/\S+)\s+(?P<conc>[0-9]+)\s+"
+    rf"^\s*(?:\(\*\)|\*)?\s*(?P<arch>[a-z][a-z0-9:-]*)(?:\s+\((?P<others>[^)]*)\))?\s+(?P<workload>/\S+)\s+(?P<conc>[0-9]+)\s+"
     rf"(?P<mean>{_NUM})(?:\s*±\s*(?P<half>{_NUM}))?\s"
 )
 
@@ -143,8 +157,9 @@ class Outcome:
 
 
 def _cell_name(cell: CellName) -> str:
-    workload, conc = cell
-    return f"{workload} c{conc}" if conc is not None else workload
+    workload, conc, *others = cell
+    name = f"{workload} c{conc}" if conc is not None else workload
+    return " ".join([name, *others])
 
 
 def _failure(claim: Claim, v: Verdict) -> str:
@@ -155,9 +170,9 @@ def _failure(claim: Claim, v: Verdict) -> str:
 
 def check(claim: Claim, cells: Cells) -> Outcome:
     verdicts = []
-    for cell in sorted(cells.by_cell, key=lambda c: (c[0], c[1] if c[1] is not None else -1)):
+    for cell in sorted(cells.by_cell, key=lambda c: (c[0], c[1] if c[1] is not None else -1, *c[2:])):
         archs = cells.by_cell[cell]
-        if not claim.applies(*cell) or claim.subject not in archs or any(r not in archs for r in claim.rivals):
+        if not claim.applies(cell[0], cell[1]) or claim.subject not in archs or any(r not in archs for r in claim.rivals):
             continue
         me = archs[claim.subject]
         rivals = [(r, archs[r]) for r in claim.rivals]
