@@ -285,3 +285,16 @@ def test_db_refusals(db_env, db, factors, message):
     with pytest.raises(SpecError) as e:
         parse_db(db_env, db, factors)
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_the_load_generators_backend_is_a_load_key_checked_by_the_data_plane(env):
+    exp = parse(env, 'model = "closed"\nbackend = "epoll"', "concurrency = [2]")
+    assert exp.load.backend == "epoll" and exp.to_dict()["load"]["backend"] == "epoll"
+    (cell,) = exp.cells()
+    assert load_params(cell, exp, "127.0.0.1:1")["backend"] == "epoll"
+    # Without it the data plane's default applies, and the spec keeps the hash it had.
+    plain = parse(env, 'model = "closed"', "concurrency = [2]")
+    assert "backend" not in plain.to_dict()["load"] and load_params(plain.cells()[0], plain, "127.0.0.1:1")["backend"] == "auto"
+    with pytest.raises(SpecError) as e:
+        parse(env, 'model = "closed"\nbackend = "uring"', "concurrency = [2]")
+    assert e.value.field == "load.backend" and "io-uring" in e.value.allowed and e.value.received == "uring"

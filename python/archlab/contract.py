@@ -93,6 +93,10 @@ def load_params() -> tuple[OptionInfo, ...]:
     return tuple(OptionInfo(**o) for o in json.loads(native().load_params_schema()))
 
 
+def load_param(name: str) -> OptionInfo:
+    return next(o for o in load_params() if o.name == name)
+
+
 def check_load(params: Mapping[str, object]) -> dict[str, Any]:
     """The parameters of a load run, checked and normalised: what the run would do, every
     default resolved (``seed`` only when something is drawn at random), as the JSON object

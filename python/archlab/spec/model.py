@@ -45,7 +45,7 @@ SessionLength = Literal["fixed", "geometric"]
 # rule, see archlab.contract.check_load).
 LOAD_KEYS = (
     "model", "timeout", "records", "think_time", "schedule", "connections", "max_connections", "seed",
-    "requests_per_session", "session_connection", "mix", "rcvbuf",
+    "requests_per_session", "session_connection", "mix", "rcvbuf", "backend",
 )  # fmt: skip
 # The factors that set the load of one model each (the inverse of LEVEL_FACTOR).
 FACTOR_MODELS: dict[str, tuple[LoadModel, ...]] = {"concurrency": ("closed",), "rate": ("open",), "session_rate": ("partly-open",)}
@@ -238,6 +238,8 @@ class LoadSettings:
     mix: str | None = None
     # SO_RCVBUF of the generator's connections in bytes, unless factors.rcvbuf.
     rcvbuf: int | None = None
+    # The generator's I/O backend (auto, epoll, io-uring); None: the data plane's default.
+    backend: str | None = None
 
     @property
     def think_time_s(self) -> float:
@@ -265,6 +267,8 @@ class LoadSettings:
             d["mix"] = self.mix
         if self.rcvbuf is not None:
             d["rcvbuf"] = self.rcvbuf
+        if self.backend is not None:
+            d["backend"] = self.backend
         return d
 
 
@@ -417,6 +421,8 @@ class Experiment:
             params.update({k: v for k, v in given.items() if v is not None})
         if cell.rcvbuf is not None:
             params["rcvbuf"] = cell.rcvbuf
+        if load.backend is not None:
+            params["backend"] = load.backend
         if load.model == "open":
             params["rate"] = cell.rate_rps
         if load.model == "partly-open":

@@ -217,8 +217,11 @@ def _load(t: Mapping[str, object]) -> LoadSettings:
     rcvbuf = t.get("rcvbuf")
     if rcvbuf is not None and (isinstance(rcvbuf, bool) or not isinstance(rcvbuf, int)):
         raise SpecError("load.rcvbuf", "an integer number of bytes", rcvbuf)
+    backend = t.get("backend")
+    if backend is not None and not isinstance(backend, str):
+        raise SpecError("load.backend", contract.load_param("backend").allowed, backend)
     return LoadSettings(
-        model=model, think_time=think_time, timeout_s=timeout_s, seed=t.get("seed"), records=records, mix=mix, rcvbuf=rcvbuf  # type: ignore[arg-type]
+        model=model, think_time=think_time, timeout_s=timeout_s, seed=t.get("seed"), records=records, mix=mix, rcvbuf=rcvbuf, backend=backend  # type: ignore[arg-type]
     )
 
 
@@ -274,6 +277,7 @@ _LOAD_KEYS = {
     "records": "load.records",
     "mix": "load.mix",
     "rcvbuf": "load.rcvbuf",
+    "backend": "load.backend",
     "warmup": "experiment.warmup",
     "duration": "experiment.duration",
     "cpus": "placement.client_cpus",
