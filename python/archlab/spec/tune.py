@@ -187,11 +187,9 @@ def _has_db(steps: list) -> bool:
 def _levels(tune: Mapping[str, object], parameter: str, factors: Mapping[str, object], one: bool = False) -> tuple[int, ...]:
     """``one``: a live controller run, whose single level is the pool's ceiling."""
     levels = tune.get("levels")
-    if one and (not isinstance(levels, list) or len(levels) != 1):
-        raise SpecError("tune.levels", f"one level of {parameter} with tune.controller (the adaptive pool's ceiling)",
-                        levels if levels is not None else "nothing")
-    if not one and (not isinstance(levels, list) or len(levels) < 2):
-        raise SpecError("tune.levels", f"a list of at least 2 levels of {parameter}", levels if levels is not None else "nothing")
+    wanted = f"one level of {parameter} with tune.controller (the adaptive pool's ceiling)" if one else f"a list of at least 2 levels of {parameter}"
+    if not isinstance(levels, list) or (len(levels) != 1 if one else len(levels) < 2):
+        raise SpecError("tune.levels", wanted, levels if levels is not None else "nothing")
     limit, source = os_thread_limit()
     given = factors.get("architecture")
     archs = [a for a in given if isinstance(a, str)] if isinstance(given, list) else []

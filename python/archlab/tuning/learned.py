@@ -134,14 +134,14 @@ class LearnedTuner:
         if len(self.sizes_) == 1 and self.task is Task.CLASSIFICATION:
             raise InvalidValue("dataset", "at least 2 distinct best sizes to classify", self.sizes_.tolist())
         target = np.log2(y) if self.task is Task.REGRESSION else np.searchsorted(self.sizes_, y)
-        kinds = list(ModelKind) if self.model == AUTO else [self.model]
+        kinds = list(ModelKind) if not isinstance(self.model, ModelKind) else [self.model]
         folds = grouped_folds(groups, self.n_splits)
         best_score = math.inf
         chosen = None
         for kind in kinds:
             estimator, grid = _estimator(kind, self.task, self.random_state)
             for params in ParameterGrid(grid):
-                regrets = []
+                regrets: list[float] = []
                 for tr, te in folds:
                     fitted = clone(estimator).set_params(**params).fit(x[tr], target[tr])
                     picks = self._sizes(fitted.predict(x[te]))
