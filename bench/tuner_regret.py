@@ -22,11 +22,13 @@ curve and best level come from its own run) and optionally a live run of the ada
 
 Targets (issue 16): learned and model-based within 10% of the best (the interval's upper end <=
 10%), both beating the default (the per-program ratio (1 + default regret) / (1 + tuner regret)
-has a median above 1 with its whole interval). ``--mix-change A,B`` also runs the program change
-live: one server with the adaptive pool serves program A, then B, against static pools at each
-phase's best level (from the sweep), alternating, ``--mix-reps`` times; run it under the
-measurement lock. Prints markdown tables (the ones in experiments/seed003-tuning.md) and writes
-``bench/results/tuner_regret.json``.
+has a median above 1 with its whole interval). Prints markdown tables (the ones in
+experiments/seed003-tuning.md) and writes ``bench/results/tuner_regret.json``.
+
+``--mix-change A,B`` instead runs the program change live (a measurement: hold the measurement
+lock): one server with the adaptive pool serves program A, then B, against static pools at each
+phase's best level (from the sweeps), alternating, ``--mix-reps`` times; it writes
+``bench/results/tuner_mix_change.json``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 TARGET = 0.10
 INNER_SPLITS = 4
+SWEEP_WARMUP_S = 0.5  # experiments/seed003-pool-sweep*.toml
 
 
 def regret_interval(regrets: list[float]) -> tuple[float, float, float]:
@@ -150,7 +153,8 @@ def mix_change(spec: Path, phases: tuple[str, str], static: tuple[int, int], pha
             raise SystemExit(f"--mix-change: expected programs without a db step (no database is started here), got {p}")
     cells = {c.workload: c for c in exp.cells()}
     cell = {p: cells[tune.workload(p)] for p in phases}
-    exp = dataclasses.replace(exp, duration_s=phase_s)
+    # The sweep's warm-up (not the controller spec's longer one): B's window must see the adaptation.
+    exp = dataclasses.replace(exp, warmup_s=SWEEP_WARMUP_S, duration_s=phase_s)
     engine = Engine.locate()
     out: dict = {"controller": {p: [] for p in phases}, "static": {p: [] for p in phases}, "pool_sizes": []}
 
@@ -234,6 +238,8 @@ def main() -> int:
     from archlab.tuning.tune_report import tune_settings
 
     store = open_store(args.store)
+    if args.mix_change:
+        return mix_main(args, store)
     merged, evals, (objective_name, default, concurrency, levels) = load_sweeps(store, args.sweep)
     objective = SweepObjective.of(tune_settings(store.load_run(args.sweep[0]).manifest))
     controller = load_controller(store, args.controller) if args.controller else None
@@ -281,31 +287,76 @@ def main() -> int:
         if t.endswith(" scores"):
             print(f"\n{t[:-7]}: " + ", ".join(f"{k} {v:.3g}" for k, v in per[t].items()))
 
-    mix = None
-    if args.mix_change:
-        a, b = args.mix_change.split(",")
-        static = (objective.best(merged, a), objective.best(merged, b))
-        with tempfile.TemporaryDirectory(prefix="tuner-mix-") as work:
-            mix = mix_change(Path(args.mix_spec), (a, b), static, args.phase_s, args.mix_reps, Path(work))
-        print(f"\n## Program change mid-run: {a} then {b} on one server with the adaptive pool, vs static pools at "
-              f"each phase's best ({a}: {static[0]}, {b}: {static[1]}), {args.mix_reps} repetitions, {args.phase_s:g} s windows\n")
-        print("| phase | adaptive pool mean latency (ms) | static best (ms) | median of per-repetition ratios adaptive / static [95% CI] |")
-        print("|---|---|---|---|")
-        import statistics
+    from archlab.tuning.evaluate import seed_models
 
-        for p in (a, b):
-            c, s = mix["controller"][p], mix["static"][p]
-            iv = median_ratio_interval(c, s)
-            print(f"| {p} | {statistics.median(c) * 1e3:.3g} | {statistics.median(s) * 1e3:.3g} | {iv} |")
-        print(f"\npool sizes of the adaptive server ([ms since start, size] per change), per repetition: {mix['pool_sizes']}")
+    print("\n## The seed's four models (Table 5.2's metrics) on held-out programs: 5-fold grouped CV, inner search grouped too\n")
+    print("| model | task | MAPE % | MSE (threads^2) | accuracy | F1 macro | median regret |")
+    print("|---|---|---|---|---|---|---|")
+    scores = seed_models(merged, objective, default)
+    for sc in scores:
+        print(f"| {sc.model} | {sc.task} | {sc.mape:.1f} | {sc.mse:.0f} | {sc.accuracy:.2f} | {sc.f1_macro:.2f} | {pct(sc.median_regret)} |")
 
     facts = machine_facts({"scikit-learn": package_version("scikit-learn"), "xgboost": package_version("xgboost")})
     settings = {"sweeps": args.sweep, "controller": args.controller, "objective": objective.text, "default": default,
                 "concurrency": concurrency, "levels": list(levels), "learned_cv": f"leave one program out; {INNER_SPLITS}-fold grouped inner search",
-                "mix_change": args.mix_change, "phase_s": args.phase_s, "mix_reps": args.mix_reps}
-    path = write_results("tuner_regret", table, facts, settings, {"per_program": per, "mix_change": mix})
+}
+    path = write_results("tuner_regret", table, facts, settings, {"per_program": per, "seed_models": scores})
     print(f"\nwrote {path}", file=sys.stderr)
     return 0
+
+
+def mix_main(args, store) -> int:
+    """``--mix-change A,B``: the live run alone (a measurement: hold the measurement lock), its
+    static levels read from the sweeps; writes ``bench/results/tuner_mix_change.json``."""
+    import statistics
+
+    from archlab.tuning.sweep import SweepObjective
+    from archlab.tuning.tune_report import tune_settings
+
+    merged, _, _ = load_sweeps_light(store, args.sweep)
+    objective = SweepObjective.of(tune_settings(store.load_run(args.sweep[0]).manifest))
+    a, b = args.mix_change.split(",")
+    for p in (a, b):
+        if p not in merged.programs:
+            raise SystemExit(f"--mix-change: expected programs of the sweeps ({', '.join(merged.programs)}), got {p}")
+    static = (objective.best(merged, a), objective.best(merged, b))
+    with tempfile.TemporaryDirectory(prefix="tuner-mix-") as work:
+        mix = mix_change(Path(args.mix_spec), (a, b), static, args.phase_s, args.mix_reps, Path(work))
+    print(f"## Program change mid-run: {a} then {b} on one server with the adaptive pool, vs static pools at "
+          f"each phase's best ({a}: {static[0]}, {b}: {static[1]}), {args.mix_reps} repetitions, {args.phase_s:g} s windows\n")
+    print("| phase | adaptive pool mean latency (ms), median | static best (ms), median | adaptive / static, median of per-repetition ratios [95% CI] |")
+    print("|---|---|---|---|")
+    table = []
+    for p in (a, b):
+        c, st = mix["controller"][p], mix["static"][p]
+        iv = median_ratio_interval(c, st)
+        print(f"| {p} | {statistics.median(c) * 1e3:.3g} | {statistics.median(st) * 1e3:.3g} | {iv} |")
+        table.append({"phase": p, "adaptive_ms": statistics.median(c) * 1e3, "static_ms": statistics.median(st) * 1e3,
+                      "ratio": iv.median, "low": iv.low, "high": iv.high})
+    print(f"\npool sizes of the adaptive server ([ms since start, size] per change), per repetition: {mix['pool_sizes']}")
+    settings = {"sweeps": args.sweep, "phases": [a, b], "static_levels": list(static), "phase_s": args.phase_s, "reps": args.mix_reps,
+                "spec": args.mix_spec}
+    path = write_results("tuner_mix_change", table, machine_facts(), settings, mix)
+    print(f"\nwrote {path}", file=sys.stderr)
+    return 0
+
+
+def load_sweeps_light(store, run_ids: list[str]):
+    """The merged dataset alone (no tuner evaluation): what the mix change needs."""
+    from archlab.tuning.dataset import Dataset
+    from archlab.tuning.sweep import datasets, read_programs
+    from archlab.tuning.tune_report import tune_settings
+
+    rows, features = [], {}
+    for run_id in run_ids:
+        view = store.load_run(run_id)
+        tune = tune_settings(view.manifest)
+        if tune is None or tune.controller is not None:
+            raise SystemExit(f"--sweep {run_id}: expected a sweep (a run of a spec with a [tune] section and no controller)")
+        for ds in datasets(list(view.rows), tune, read_programs(tune, store.run_dir(run_id))).values():
+            rows.extend(ds.rows)
+            features.update(ds.features)
+    return Dataset(rows, features), None, None
 
 
 if __name__ == "__main__":
