@@ -10,6 +10,7 @@ noise, and the default (1) pays a regret of several hundred percent."""
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 
@@ -95,3 +96,24 @@ def test_tune_refuses_a_bad_level_before_anything_runs(tmp_path):
     done = run_cli("tune", str(spec_file), "--store", str(tmp_path / "runs"))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "tune.levels[0]" in done.stderr, done.stderr
+
+
+def test_tune_runs_the_adaptive_pool_live_with_tune_controller(tmp_path, engine_path):
+    # `controller` instead of a sweep: one cell per program, the server started with its
+    # adaptive pool under the one level (the ceiling); the summary is the latency per program.
+    programs = tmp_path / "programs.toml"
+    programs.write_text(PROGRAMS)
+    spec_file = tmp_path / "live.toml"
+    spec_file.write_text(spec(programs).replace("levels = [1, 8]\ndefault = 1", 'levels = [8]\ncontroller = "hill-climb"'))
+    store = tmp_path / "runs"
+    done = run_cli("tune", str(spec_file), "--store", str(store), timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "blocking with pool_control = hill-climb (threads <= 8): mean-latency" in done.stdout, done.stdout
+    for program in ("sleep_10", "sleep_20", "call_10"):
+        line = next(line for line in done.stdout.splitlines() if line.strip().startswith(program + " "))
+        assert re.search(r"\d ms", line), line
+    (run_dir,) = [d for d in store.iterdir() if d.is_dir()]
+    options = [json.loads(p.read_text()) for p in run_dir.rglob("serve.options.json")]
+    assert len(options) == 3 and all(o["pool_control"] == "hill-climb" and o["threads"] == 8 for o in options), options
+    again = run_cli("tune", "--analyse", run_dir.name, "--store", str(store))
+    assert again.returncode == 0 and again.stdout.strip() in done.stdout, again.stderr

@@ -72,6 +72,18 @@ def test_a_throughput_objective_takes_a_p99_limit(programs):
     assert exp.tune is not None and exp.tune.p99_limit_s == pytest.approx(0.05)
 
 
+def test_a_controller_runs_the_adaptive_pool_under_its_ceiling(programs):
+    exp = parse(spec(programs, 'levels = [32]\ncontroller = "hill-climb"'))
+    tune = exp.tune
+    assert tune is not None and tune.controller == "hill-climb" and tune.levels == (32,)
+    cells = exp.cells()
+    assert len(cells) == 3  # one per program, no sweep
+    assert all(c.threads == 32 and dict(c.server_options)["pool_control"] == "hill-climb" for c in cells)
+    assert exp.to_dict()["tune"]["controller"] == "hill-climb"
+    # A sweep's section keeps its old keys (and so its spec hash): no controller key.
+    assert "controller" not in parse(spec(programs)).to_dict()["tune"]
+
+
 LIMIT = os_thread_limit()[0]
 
 
@@ -95,6 +107,10 @@ LIMIT = os_thread_limit()[0]
         ("levels = [1, 4]\ndefault = 4", 'architecture = ["blocking"]\nconcurrency = [16]\nworkload = ["/echo?size=1"]', "factors.workload", "[tune]"),
         ("levels = [1, 4]\ndefault = 4", 'architecture = ["single-thread"]\nconcurrency = [16]', "factors.architecture[0]", "blocking"),
         ("levels = [1, 4]\ndefault = 4\ncolour = 1", None, "tune.colour", "a key one of"),
+        ('levels = [4, 32]\ncontroller = "hill-climb"', None, "tune.levels", "one level of threads with tune.controller"),
+        ('levels = [32]\ncontroller = "pid"', None, "tune.controller", "hill-climb"),
+        ('levels = [32]\ncontroller = "hill-climb"', 'architecture = ["blocking"]\nconcurrency = [16]\n[server]\npool_control = "hill-climb"',
+         "server.pool_control", "[tune] sets it"),
     ],
 )
 def test_bad_tune_input_is_one_line_naming_the_key(programs, tune, factors, field, mentions):

@@ -93,3 +93,43 @@ def test_bad_names_are_refused():
         LearnedTuner("tree")
     with pytest.raises(InvalidValue, match="SweepRow.pool_size"):
         SweepRow("p", 0, 0, 1.0, 1.0, 1.0)
+
+
+def test_no_held_out_program_is_seen_by_the_search_that_tunes_its_model(monkeypatch):
+    # The inner search scores candidates by Dataset.regret of its validation programs; record
+    # every program it asks about while each outer fold's tuner is fitted: none may be held out.
+    ds, _ = synthetic(n_programs=12, repetitions=2)
+    asked: list[set[str]] = []
+    fit = LearnedTuner.fit
+
+    def recording_fit(self, dataset, objective=None):
+        seen: set[str] = set()
+        original = type(dataset).regret
+
+        def regret(d, program, size, objective=None):
+            seen.add(program)
+            return original(d, program, size, *(() if objective is None else (objective,)))
+
+        monkeypatch.setattr(type(dataset), "regret", regret)
+        try:
+            return fit(self, dataset) if objective is None else fit(self, dataset, objective)
+        finally:
+            monkeypatch.setattr(type(dataset), "regret", original)
+            asked.append(seen)
+
+    monkeypatch.setattr(LearnedTuner, "fit", recording_fit)
+    report = cross_validate(ds, "auto", "regression", default_size=DEFAULT, n_splits=len(ds.programs), inner_splits=3)
+    assert len(asked) == len(report.folds) == 12  # leave one program out
+    for fold, seen in zip(report.folds, asked):
+        assert seen and not seen & set(fold.test_programs), (fold.test_programs, seen)
+        assert seen == set(fold.train_programs)  # every training program validated once
+    assert report.median_regret == 0.0  # the rule is learnable (see the module docstring)
+
+
+def test_the_blocking_ratio_feature_reads_off_cpu_over_cpu_time():
+    f = Features(http_calls=1, db_calls=0, grpc_calls=0, loops_with_http=0, loops_with_db=0, loops_with_grpc=0,
+                 http_calls_executed=1, db_calls_executed=0, grpc_calls_executed=0, max_fanout=0, cpu_s=1e-3,
+                 db_s=0.0, wait_s=7e-3, sleep_s=0.0)
+    assert f.blocking_ratio_log2 == pytest.approx(3.0)  # log2(1 + 7 ms / 1 ms)
+    assert f.vector()[-1] == pytest.approx(3.0) and Features.names()[-1] == "blocking_ratio_log2"
+    assert len(f.vector()) == len(Features.names()) == 15

@@ -119,11 +119,14 @@ def _keep_programs(handle: RunHandle) -> None:
 
 
 def _tune_summary(view: RunView, run_dir: Path, all_models: bool = False) -> int:
-    from archlab.tuning.tune_report import analyse_with_data, models_text, summary_text, tune_settings  # lazy: scikit-learn
+    from archlab.tuning.tune_report import analyse_with_data, live_summary_text, models_text, summary_text, tune_settings  # lazy: scikit-learn
 
     tune = tune_settings(view.manifest)
     if tune is None:
         raise SpecError("RUN_ID", "a run of a spec with a [tune] section", view.manifest.run_id)
+    if tune.controller is not None:
+        print(live_summary_text(view.manifest, view.rows, run_dir))
+        return 0
     evals, data = analyse_with_data(view.manifest, view.rows, run_dir)
     if not evals:
         _say(f"run {view.manifest.run_id}: no successful repetition at concurrency {tune.concurrency} to analyse")

@@ -10,7 +10,13 @@ latency stays under ``p99_limit``. :func:`expand` turns it into the factors ever
 workload ``/program?name=P`` per program, the parameter's levels -- and the server's
 ``programs`` option, so the sweep is an ordinary experiment: the lab's runner, repetitions,
 intervals, catalog and ``--resume`` apply unchanged. Every refusal names the ``tune.*`` key the
-user wrote, before anything runs."""
+user wrote, before anything runs.
+
+With ``controller`` (e.g. ``"hill-climb"``) the run sweeps nothing: it measures the server's
+adaptive pool live (``pool_control``), each program on a pool whose one level in ``levels`` is
+the controller's ceiling, at the same concurrency, repetitions and windows as a sweep, so that
+the controller's latency per program can be read against a sweep's measured best
+(:func:`archlab.tuning.live.controller_regret`)."""
 
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ from archlab import contract
 from archlab.contract import OptionRefused
 from archlab.errors import SpecError
 
-TUNE_KEYS = ("programs", "only", "parameter", "levels", "default", "objective", "concurrency", "p99_limit")
+TUNE_KEYS = ("programs", "only", "parameter", "levels", "default", "objective", "concurrency", "p99_limit", "controller")
 #: What "best" can mean: the metrics every sweep row measures.
 OBJECTIVES = ("mean-latency", "p99-latency", "throughput")
 #: Server options a spec can vary as factors, hence sweep.
@@ -49,6 +55,8 @@ class TuneSettings:
     concurrency: int  # the closed-model population the objective is read at
     p99_limit_s: float | None = None
     db_programs: tuple[str, ...] = ()  # programs with a `db` step (they need the lab's PostgreSQL)
+    # A live run of the server's adaptive pool (its pool_control), not a sweep; None: a sweep.
+    controller: str | None = None
 
     def workload(self, program: str) -> str:
         return f"{PROGRAM_PATH}?name={quote(program, safe='')}"
@@ -66,6 +74,7 @@ class TuneSettings:
             programs_file=str(g["programs_file"]), programs=tuple(g["programs"]), parameter=str(g["parameter"]),
             levels=tuple(int(v) for v in g["levels"]), default=int(g["default"]), objective=str(g["objective"]),
             concurrency=int(g["concurrency"]), p99_limit_s=float(limit) if limit is not None else None,
+            controller=str(g["controller"]) if g.get("controller") is not None else None,
         )  # fmt: skip
 
     def to_dict(self) -> dict:
@@ -76,6 +85,8 @@ class TuneSettings:
         }  # fmt: skip
         if self.p99_limit_s is not None:
             d["p99_limit_s"] = self.p99_limit_s
+        if self.controller is not None:  # only when given: sweeps keep their spec hash
+            d["controller"] = self.controller
         return d
 
 
@@ -109,11 +120,14 @@ def expand(tune: Mapping[str, object], factors: Mapping[str, object], server: Ma
     for key, what in (("workload", "the programs of tune.programs"), (str(parameter), "tune.levels")):
         if key in factors:
             raise SpecError(f"factors.{key}", f"no levels, since [tune] sweeps {what}", factors[key])
-    for key in ("programs", parameter):
+    controller = tune.get("controller")
+    for key in ("programs", parameter) + (("pool_control",) if controller is not None else ()):
         if key in server:
             raise SpecError(f"server.{key}", "no value, since [tune] sets it", server[key], hint="set it in [tune] instead")
-    levels = _levels(tune, str(parameter), factors)
-    default = tune.get("default")
+    levels = _levels(tune, str(parameter), factors, one=controller is not None)
+    if controller is not None:
+        _check_controller(controller, str(parameter), levels[0], factors)
+    default = tune.get("default", levels[0] if controller is not None else None)
     if default not in levels:
         raise SpecError("tune.default", f"one of tune.levels ({', '.join(map(str, levels))}): the level the server runs with untuned",
                         default if default is not None else "nothing", hint="regret against it is measured, not extrapolated")
@@ -131,9 +145,12 @@ def expand(tune: Mapping[str, object], factors: Mapping[str, object], server: Ma
     settings = TuneSettings(
         programs_file=programs_file, programs=names, parameter=str(parameter), levels=levels, default=int(cast(int, default)),
         objective=str(objective), concurrency=concurrency, p99_limit_s=p99_limit_s, db_programs=db_programs,
+        controller=str(controller) if controller is not None else None,
     )  # fmt: skip
     new_factors = {**factors, "workload": [settings.workload(p) for p in names], parameter: list(levels)}
     new_server = {**server, "programs": programs_file}
+    if controller is not None:
+        new_server["pool_control"] = controller
     return settings, MappingProxyType(new_factors), MappingProxyType(new_server)
 
 
@@ -167,10 +184,12 @@ def _has_db(steps: list) -> bool:
     return any(s["step"] == "db" or (s["step"] == "repeat" and _has_db(s["steps"])) for s in steps)
 
 
-def _levels(tune: Mapping[str, object], parameter: str, factors: Mapping[str, object]) -> tuple[int, ...]:
+def _levels(tune: Mapping[str, object], parameter: str, factors: Mapping[str, object], one: bool = False) -> tuple[int, ...]:
+    """``one``: a live controller run, whose single level is the pool's ceiling."""
     levels = tune.get("levels")
-    if not isinstance(levels, list) or len(levels) < 2:
-        raise SpecError("tune.levels", f"a list of at least 2 levels of {parameter}", levels if levels is not None else "nothing")
+    wanted = f"one level of {parameter} with tune.controller (the adaptive pool's ceiling)" if one else f"a list of at least 2 levels of {parameter}"
+    if not isinstance(levels, list) or (len(levels) != 1 if one else len(levels) < 2):
+        raise SpecError("tune.levels", wanted, levels if levels is not None else "nothing")
     limit, source = os_thread_limit()
     given = factors.get("architecture")
     archs = [a for a in given if isinstance(a, str)] if isinstance(given, list) else []
@@ -195,6 +214,21 @@ def _levels(tune: Mapping[str, object], parameter: str, factors: Mapping[str, ob
     if len(set(levels)) != len(levels):
         raise SpecError("tune.levels", "levels that differ from each other", levels)
     return tuple(int(v) for v in levels)
+
+
+def _check_controller(controller: object, parameter: str, ceiling: int, factors: Mapping[str, object]) -> None:
+    """``tune.controller`` names a ``pool_control`` of the data plane that every architecture
+    of the spec takes (the data plane's own check, so its list of controllers is not copied)."""
+    given = factors.get("architecture")
+    archs = [a for a in given if isinstance(a, str)] if isinstance(given, list) else []
+    for arch in archs:
+        try:
+            contract.check_server(arch, {parameter: ceiling, "pool_control": controller})
+        except OptionRefused as e:
+            if e.parameter == "pool_control":
+                raise SpecError("tune.controller", e.allowed, controller, hint=e.hint) from None
+            raise SpecError("factors.architecture", "an architecture with an adaptive pool (pool_control)", arch,
+                            hint=str(e)) from None
 
 
 def _concurrency(tune: Mapping[str, object], factors: Mapping[str, object]) -> int:

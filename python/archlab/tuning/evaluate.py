@@ -1,8 +1,10 @@
 """The three tuners side by side on one sweep's dataset: each picks a level per program, and each
 pick is scored by its regret against the measured best (and the default level's beside it).
 
-- **learned**: :func:`archlab.tuning.learned.cross_validate` (decision tree, the seed's winner),
-  grouped by program, so every program's pick comes from a model that never saw it;
+- **learned**: :func:`archlab.tuning.learned.cross_validate`, leave one program out: the
+  model kind (the seed's four) and its hyper-parameters are chosen by a grouped search over the
+  other programs alone (:data:`INNER_SPLITS` folds, scored by their mean regret), so every
+  program's pick comes from a model, and a model choice, that never saw it;
 - **model-based**: :class:`~archlab.tuning.model_based.ModelBasedTuner` from demands measured at
   level 1 alone: with one thread and a closed loop of clients the thread never idles, so the time
   a request holds it is 1 / throughput, and the server's CPU seconds per request are its CPU
@@ -32,6 +34,8 @@ from archlab.tuning.sweep import LevelChoice, SweepObjective, choose
 
 TUNERS = ("learned", "model-based", "controller")
 CONTROLLER_INTERVALS = 60
+#: Folds of the learned tuner's inner search (over the programs of one outer training set).
+INNER_SPLITS = 4
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,8 @@ def _learned(dataset: Dataset, objective: SweepObjective, default: int) -> tuple
     if len(programs) < 3:
         return TunerResult("learned", note=f"needs at least 3 programs to hold some out and still tune ({len(programs)} swept)"), {}
     try:
-        report = cross_validate(dataset, "decision-tree", "regression", default_size=default, n_splits=min(5, len(programs)),
-                                objective=objective.objective)
+        report = cross_validate(dataset, "auto", "regression", default_size=default, n_splits=len(programs),
+                                objective=objective.objective, inner_splits=INNER_SPLITS)
     except (InvalidValue, ValueError) as e:
         return TunerResult("learned", note=f"could not cross-validate: {e}"), {}
     # cross_validate scores against the unconstrained best; re-score the same picks with the
@@ -132,7 +136,8 @@ def _learned(dataset: Dataset, objective: SweepObjective, default: int) -> tuple
     picks = dict(report.picks)
     regret = {p: objective.regret(dataset, p, m) for p, m in picks.items()}
     scores = {"MAPE %": report.mape, "MSE": report.mse, "accuracy": report.accuracy, "F1 (macro)": report.f1_macro}
-    return TunerResult("learned", picks, regret, note="decision tree, grouped CV over programs"), scores
+    return TunerResult("learned", picks, regret,
+                       note=f"model and hyper-parameters by {INNER_SPLITS}-fold grouped CV inside each leave-one-program-out fold"), scores
 
 
 def _model_based(dataset: Dataset, objective: SweepObjective, setting: Setting, cpu_s_at_one: dict[str, float]) -> TunerResult:

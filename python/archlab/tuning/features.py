@@ -10,7 +10,11 @@ loop instead; the two agree on the seed's programs, which have one call per loop
 how often a loop runs and how long a call takes, which is why archlab adds what its programs say
 exactly: calls executed per request (loops unrolled), the widest fan-out, and the expected time a
 request holds its thread on each resource -- CPU, PostgreSQL, waiting for the downstream,
-sleeping -- from :class:`StepCosts` (measured per step, or the rough defaults below). Those
+sleeping -- from :class:`StepCosts` (measured per step, or the rough defaults below), and one
+derived from them, the blocking ratio: log2(1 + time off the CPU / time on it). The ratio is
+the one figure the textbook sizing rule reads (threads = cores x (1 + wait / compute), Goetz et
+al., *Java Concurrency in Practice*, 2006, §8.2), and a tree cannot form a ratio of two
+features from splits on each. Those
 per-resource demands are what the model-based tuner (:mod:`archlab.tuning.model_based`) feeds to
 a queueing network."""
 
@@ -79,14 +83,24 @@ class Features:
     sleep_s: float
 
     SEED_FEATURES = ("http_calls", "db_calls", "grpc_calls", "loops_with_http", "loops_with_db", "loops_with_grpc")
+    # Derived from the fields (properties below), after them in a vector.
+    DERIVED_FEATURES = ("blocking_ratio_log2",)
 
     @classmethod
     def names(cls, seed_only: bool = False) -> tuple[str, ...]:
-        return cls.SEED_FEATURES if seed_only else tuple(f.name for f in fields(cls))
+        return cls.SEED_FEATURES if seed_only else tuple(f.name for f in fields(cls)) + cls.DERIVED_FEATURES
 
     def vector(self, seed_only: bool = False) -> list[float]:
         d = asdict(self)
+        d.update((n, getattr(self, n)) for n in self.DERIVED_FEATURES)
         return [float(d[n]) for n in self.names(seed_only)]
+
+    @property
+    def blocking_ratio_log2(self) -> float:
+        """log2(1 + off-CPU seconds / CPU seconds) per request; a program with no CPU demand at
+        all is priced at 1 us of CPU (the ratio is then large, as it is)."""
+        off = self.db_s + self.wait_s + self.sleep_s
+        return math.log2(1.0 + off / max(self.cpu_s, 1e-6))
 
     @property
     def demands(self) -> Demands:

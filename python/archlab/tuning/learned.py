@@ -4,16 +4,22 @@ random forest, SVM, XGBoost), as regression (scored by MAPE and MSE) or as class
 the few sizes that occur (F1 and accuracy), in scikit-learn style: construct, :meth:`fit`,
 learned attributes ending in ``_``, :meth:`predict`.
 
-Two things the seed does not do, because a pool size learned from programs is only useful on
-programs it has not seen: hyper-parameters are chosen by cross-validation grouped by program
-(``GroupKFold``: the repetitions of one program are never split between training and
-validation, which would let a model memorise the program), and :func:`cross_validate` scores
-each held-out program by the figure a user cares about -- its regret, latency at the predicted
-size over latency at its measured best, beside the regret of the runtime's default size."""
+Things the seed does not do, because a pool size learned from programs is only useful on
+programs it has not seen: hyper-parameters (and, with ``model="auto"``, the model itself) are
+chosen by cross-validation grouped by program (``GroupKFold``: the repetitions of one program are
+never split between training and validation, which would let a model memorise the program),
+scored by the figure a user cares about -- the mean regret of the validation programs, latency
+at the predicted size over latency at their measured best -- rather than by the size's squared
+error (a wrong size on a flat curve costs nothing, on a steep one a lot); regression learns
+log2 of the size, since sizes are swept in octaves and a miss by one octave costs about the
+same whether it is 2 for 4 or 16 for 32; and :func:`cross_validate` nests all of it inside an
+outer grouped split, so a held-out program is never seen by the search that tunes the model
+which predicts it."""
 
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +34,10 @@ class ModelKind(enum.Enum):
     RANDOM_FOREST = "random-forest"
     SVM = "svm"
     XGBOOST = "xgboost"
+
+
+#: ``model="auto"``: the model kind is one more hyper-parameter of the grouped search.
+AUTO = "auto"
 
 
 class Task(enum.Enum):
@@ -53,7 +63,10 @@ def _estimator(kind: ModelKind, task: Task, random_state: int):
     if kind is ModelKind.SVM:
         # Features differ in scale by orders of magnitude (counts vs seconds): standardise first.
         est = make_pipeline(StandardScaler(), SVR() if reg else SVC())
-        return est, {"svr__C" if reg else "svc__C": [1.0, 10.0, 100.0]}
+        # A linear kernel beside the RBF: with few programs and several uninformative features,
+        # the RBF's distances are dominated by the noise dimensions.
+        name = "svr" if reg else "svc"
+        return est, {f"{name}__C": [1.0, 10.0, 100.0], f"{name}__kernel": ["rbf", "linear"]}
     from xgboost import XGBRegressor
 
     cls = XGBRegressor if reg else _XGBClasses
@@ -97,49 +110,73 @@ def grouped_folds(groups: list[str], n_splits: int) -> list[tuple[np.ndarray, np
 class LearnedTuner:
     """A model of the best pool size from program features.
 
-    ``model``: a :class:`ModelKind` or its name; ``task``: regression or classification;
-    ``seed_features_only``: use the seed's six features (else archlab's as well);
-    ``n_splits``: folds of the grouped cross-validation that picks the hyper-parameters.
+    ``model``: a :class:`ModelKind`, its name, or ``"auto"`` (every kind competes in the
+    search); ``task``: regression or classification; ``seed_features_only``: use the seed's six
+    features (else archlab's as well); ``n_splits``: folds of the grouped cross-validation that
+    picks the hyper-parameters by the validation programs' mean regret.
     """
 
     def __init__(self, model: ModelKind | str = ModelKind.DECISION_TREE, task: Task | str = Task.REGRESSION,
                  *, seed_features_only: bool = False, n_splits: int = 5, random_state: int = 0):
-        self.model = _enum(ModelKind, "model", model)
+        self.model = AUTO if model == AUTO else _enum(ModelKind, "model", model)
         self.task = _enum(Task, "task", task)
         self.seed_features_only = seed_features_only
         self.n_splits = n_splits
         self.random_state = random_state
 
     def fit(self, dataset: Dataset, objective: Objective = Objective.MEAN_LATENCY) -> LearnedTuner:
-        from sklearn.model_selection import GridSearchCV
+        from sklearn.base import clone
+        from sklearn.model_selection import ParameterGrid
 
         groups, _, y = dataset.labels(objective)
         x = np.array([dataset.features[g].vector(self.seed_features_only) for g in groups])
         self.sizes_ = np.array(sorted(set(int(v) for v in y)))
-        estimator, grid = _estimator(self.model, self.task, self.random_state)
-        target = y if self.task is Task.REGRESSION else np.searchsorted(self.sizes_, y)
         if len(self.sizes_) == 1 and self.task is Task.CLASSIFICATION:
             raise InvalidValue("dataset", "at least 2 distinct best sizes to classify", self.sizes_.tolist())
-        scoring = "neg_mean_squared_error" if self.task is Task.REGRESSION else "accuracy"
-        search = GridSearchCV(estimator, grid, cv=grouped_folds(groups, self.n_splits), scoring=scoring)
-        search.fit(x, target)
-        self.estimator_ = search.best_estimator_
-        self.best_params_ = search.best_params_
-        self.cv_score_ = float(search.best_score_)
+        target = np.log2(y) if self.task is Task.REGRESSION else np.searchsorted(self.sizes_, y)
+        kinds = list(ModelKind) if not isinstance(self.model, ModelKind) else [self.model]
+        folds = grouped_folds(groups, self.n_splits)
+        best_score = math.inf
+        chosen = None
+        for kind in kinds:
+            estimator, grid = _estimator(kind, self.task, self.random_state)
+            for params in ParameterGrid(grid):
+                regrets: list[float] = []
+                for tr, te in folds:
+                    fitted = clone(estimator).set_params(**params).fit(x[tr], target[tr])
+                    picks = self._sizes(fitted.predict(x[te]))
+                    regrets.extend(dataset.regret(groups[i], int(m), objective) for i, m in zip(te, picks))
+                score = float(np.mean(regrets))
+                # Ties keep the first candidate: the grids list the simplest models first.
+                if chosen is None or score < best_score:
+                    best_score = score
+                    self.model_kind_, self.best_params_, chosen = kind, dict(params), clone(estimator).set_params(**params)
+        assert chosen is not None  # every grid has at least one point, and regrets are finite
+        self.cv_regret_ = best_score
+        self.estimator_ = chosen.fit(x, target)
         return self
+
+    def _raw(self, out: np.ndarray) -> np.ndarray:
+        if self.task is Task.CLASSIFICATION:
+            return self.sizes_[np.asarray(out, dtype=int)]
+        return np.exp2(np.asarray(out, dtype=float))
+
+    def _sizes(self, out: np.ndarray) -> np.ndarray:
+        """An estimator's output as sizes seen in training (regression: nearest in octaves)."""
+        raw = self._raw(out)
+        logs = np.log2(self.sizes_)
+        return np.array([self.sizes_[np.argmin(np.abs(logs - np.log2(max(v, 1e-9))))] for v in raw])
 
     def predict_raw(self, features: list[Features]) -> np.ndarray:
         """The model's output: a real size (regression) or a swept size (classification)."""
         x = np.array([f.vector(self.seed_features_only) for f in features])
-        out = self.estimator_.predict(x)
-        if self.task is Task.CLASSIFICATION:
-            return self.sizes_[np.asarray(out, dtype=int)]
-        return np.asarray(out, dtype=float)
+        return self._raw(self.estimator_.predict(x))
 
     def predict(self, features: list[Features]) -> np.ndarray:
-        """Pool sizes: the regression output snapped to the nearest size seen in training."""
-        raw = self.predict_raw(features)
-        return np.array([self.sizes_[np.argmin(np.abs(self.sizes_ - v))] for v in raw])
+        """Pool sizes: the regression output snapped to the nearest size seen in training (in
+        octaves: the log2 distance)."""
+        x = np.array([f.vector(self.seed_features_only) for f in features])
+        return self._sizes(self.estimator_.predict(x))
 
 
 @dataclass(frozen=True)
@@ -152,7 +189,7 @@ class Fold:
 class CVReport:
     """Held-out scores of one model: the seed's metrics and the regret per held-out program."""
 
-    model: ModelKind
+    model: ModelKind | str  # or AUTO
     task: Task
     folds: tuple[Fold, ...]
     mape: float  # regression: mean |predicted - best| / best, in percent
@@ -175,10 +212,12 @@ class CVReport:
 def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION_TREE,
                    task: Task | str = Task.REGRESSION, *, default_size: int, n_splits: int = 5,
                    objective: Objective = Objective.MEAN_LATENCY, seed_features_only: bool = False,
-                   random_state: int = 0) -> CVReport:
-    """Nested, grouped cross-validation: each outer fold holds some programs out, a tuner is
-    fitted (with its own grouped inner search) on the others, and the held-out programs are
-    scored against their measured best size and the ``default_size``."""
+                   random_state: int = 0, inner_splits: int | None = None) -> CVReport:
+    """Nested, grouped cross-validation: each of ``n_splits`` outer folds holds some programs
+    out (``n_splits`` = the number of programs: leave one program out), a tuner is fitted on the
+    others with its own grouped search of ``inner_splits`` folds (default ``n_splits``) over
+    them alone, and the held-out programs are scored against their measured best size and the
+    ``default_size``."""
     from sklearn.metrics import accuracy_score, f1_score
 
     programs = dataset.programs
@@ -195,7 +234,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
         test = [programs[i] for i in te]
         folds.append(Fold(tuple(train), tuple(test)))
         tuner = LearnedTuner(model, task, seed_features_only=seed_features_only,
-                             n_splits=n_splits, random_state=random_state)
+                             n_splits=inner_splits or n_splits, random_state=random_state)
         tuner.fit(_subset(dataset, train), objective)
         feats = [dataset.features[p] for p in test]
         raw.extend(tuner.predict_raw(feats))
@@ -208,7 +247,7 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
             default_regret[p] = dataset.regret(p, default_size, objective)
     t, r, s = (np.asarray(v, dtype=np.float64) for v in (truth, raw, snapped))
     return CVReport(
-        model=_enum(ModelKind, "model", model),
+        model=AUTO if model == AUTO else _enum(ModelKind, "model", model),
         task=_enum(Task, "task", task),
         folds=tuple(folds),
         mape=float(np.mean(np.abs(r - t) / t) * 100),
@@ -232,4 +271,5 @@ def _enum(cls, name: str, value):
     try:
         return cls(value)
     except ValueError:
-        raise InvalidValue(name, "one of " + ", ".join(m.value for m in cls), value) from None
+        extra = f", or {AUTO} (chosen by the grouped search)" if cls is ModelKind else ""
+        raise InvalidValue(name, "one of " + ", ".join(m.value for m in cls) + extra, value) from None

@@ -39,11 +39,32 @@ def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None)
     return analyse_with_data(manifest, rows, run_dir)[0]
 
 
+def live_summary_text(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> str:
+    """A run of the adaptive pool (``tune.controller``): per architecture and program, the
+    objective's mean over repetitions with its 95% interval. Its regret needs a sweep's best
+    (:func:`archlab.tuning.live.controller_regret`; ``bench/tuner_regret.py``)."""
+    tune = tune_settings(manifest)
+    if tune is None or tune.controller is None:
+        raise ArchlabError(f"run {manifest.run_id} is not a live run of an adaptive pool (its [tune] names no controller)")
+    objective = SweepObjective.of(tune)
+    unit, scale = _unit(objective)
+    lines = []
+    for arch, dataset in sorted(datasets(list(rows), tune, read_programs(tune, run_dir)).items()):
+        lines.append(f"{arch} with pool_control = {tune.controller} ({tune.parameter} <= {tune.levels[0]}): {objective.text}")
+        for p in dataset.programs:
+            iv = objective.intervals(dataset, p)[tune.levels[0]]
+            ci = f" [{iv.low * scale:.3g}, {iv.high * scale:.3g}]" if iv.has_interval else ""
+            lines.append(f"  {p:<20} {iv.mean * scale:.3g} {unit}{ci}")
+    return "\n".join(lines)
+
+
 def analyse_with_data(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> tuple[list[Evaluation], dict]:
     """:func:`analyse`, with the datasets it read (architecture -> Dataset)."""
     tune = tune_settings(manifest)
     if tune is None:
         raise ArchlabError(f"run {manifest.run_id} is not a sweep (its spec has no [tune] section)")
+    if tune.controller is not None:
+        raise ArchlabError(f"run {manifest.run_id} measured the adaptive pool live, not a sweep (see live_summary_text)")
     programs = read_programs(tune, run_dir)
     objective = SweepObjective.of(tune)
     spec = manifest.spec
