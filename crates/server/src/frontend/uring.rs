@@ -146,38 +146,8 @@ impl Conn {
     }
 }
 
-/// Why io_uring cannot be used here, in words naming the cause and the way out.
-pub fn unavailable(e: io::Error) -> io::Error {
-    let cause = match e.raw_os_error() {
-        Some(libc::ENOSYS) => {
-            "this kernel has no io_uring (built without CONFIG_IO_URING, or a seccomp filter hides the system call)"
-                .to_string()
-        }
-        Some(libc::EPERM) => format!(
-            "io_uring is not permitted: kernel.io_uring_disabled is {} (0 allows it, 1 only for the group \
-             kernel.io_uring_group, 2 for nobody), or a seccomp filter (a container's default profile) forbids it",
-            disabled_setting()
-        ),
-        Some(libc::ENOMEM) => {
-            "not enough lockable memory for the rings (raise `ulimit -l`: kernels before 5.12 charge rings to \
-             RLIMIT_MEMLOCK)"
-                .to_string()
-        }
-        Some(libc::EMFILE | libc::ENFILE) => "out of file descriptors".to_string(),
-        _ => "io_uring_setup failed".to_string(),
-    };
-    io::Error::new(
-        e.kind(),
-        format!("io_uring is unavailable: {cause} (io_uring_setup: {e}); serve another architecture, e.g. single-thread or netty"),
-    )
-}
-
-fn disabled_setting() -> String {
-    match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
-        Ok(s) => s.trim().to_string(),
-        Err(_) => "not readable".to_string(),
-    }
-}
+/// What to do when this process cannot run the front-end, after the shared set-up's cause.
+const ANOTHER_ARCHITECTURE: &str = "serve another architecture, e.g. single-thread or netty";
 
 /// Whether this process can run the front-end: builds and drops one ring, so that `serve` can
 /// refuse with the cause before it prints `listening` (the serving threads build their own).
@@ -185,27 +155,11 @@ pub fn probe() -> io::Result<()> {
     new_ring().map(drop)
 }
 
-/// A ring for the calling thread (it must run it: the ring is single-issuer).
+/// A ring for the calling thread (it must run it: the ring is single-issuer), from the set-up
+/// the load generator shares (`archlab_netio::uring`), its refusal ending with the way out.
 fn new_ring() -> io::Result<IoUring> {
-    // Single issuer + deferred task work (Linux 6.1+): completions are processed when the
-    // thread enters to wait, not by interrupting it, which suits one ring per thread.
-    let fast =
-        IoUring::builder().setup_single_issuer().setup_defer_taskrun().setup_cqsize(CQ_ENTRIES).build(SQ_ENTRIES);
-    let ring = match fast {
-        Ok(ring) => ring,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            IoUring::builder().setup_cqsize(CQ_ENTRIES).build(SQ_ENTRIES).map_err(unavailable)?
-        }
-        Err(e) => return Err(unavailable(e)),
-    };
-    if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_fast_poll() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "io_uring is too old here: io-uring needs IORING_FEAT_EXT_ARG and IORING_FEAT_FAST_POLL (Linux 5.11+); \
-             serve another architecture, e.g. single-thread or netty",
-        ));
-    }
-    Ok(ring)
+    archlab_netio::uring::new_ring(SQ_ENTRIES, CQ_ENTRIES)
+        .map_err(|e| io::Error::new(e.kind(), format!("{e}; {ANOTHER_ARCHITECTURE}")))
 }
 
 /// One ring, its thread's connections and the shared listener.
@@ -752,12 +706,4 @@ mod tests {
         }
     }
 
-    #[test]
-    fn unavailable_names_the_cause() {
-        let e = unavailable(io::Error::from_raw_os_error(libc::EPERM));
-        assert!(e.to_string().contains("kernel.io_uring_disabled is"), "{e}");
-        let e = unavailable(io::Error::from_raw_os_error(libc::ENOSYS));
-        assert!(e.to_string().contains("no io_uring"), "{e}");
-        assert!(e.to_string().contains("single-thread"), "{e}");
-    }
 }
