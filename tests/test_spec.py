@@ -81,7 +81,7 @@ ERRORS = [
         id="unknown-key",
     ),
     pytest.param({"experiment": 'name = "t"\nrepetitions = 0'}, "experiment.repetitions: expected an integer >= 1, got 0", id="repetitions-0"),
-    pytest.param({"experiment": 'name = "t"\nrepetitions = "2"'}, "experiment.repetitions: expected an integer >= 1, got '2'", id="repetitions-str"),
+    pytest.param({"experiment": 'name = "t"\nrepetitions = "2"'}, "experiment.repetitions: expected an integer >= 1, or a table {min = N, max = M, extra_time = \"90s\"} with 2 <= min <= max, got '2'", id="repetitions-str"),
     pytest.param({"experiment": 'name = "t"\nduration = "3h"'}, "experiment.duration: expected a duration such as", id="duration-unit"),
     pytest.param({"experiment": 'name = "t"\nduration = "0s"'}, "experiment.duration: expected a duration > 0 and <= 24h, got '0s'", id="duration-zero"),
     pytest.param({"experiment": 'name = "t"\nwarmup = -1'}, "experiment.warmup: expected a duration such as 10s, 500ms, 2m or a number of seconds, got -1", id="warmup-negative"),

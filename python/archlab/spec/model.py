@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, Union, cast
 
 from archlab.spec.network import LinkSetting, NetworkSpec, factor_name, is_network_factor
+from archlab.spec.repetitions import AdaptiveRepetitions
 from archlab.spec.network import keys as network_keys
 from archlab.spec.systems import SystemSpec
 from archlab.spec.tune import TuneSettings
@@ -331,6 +332,9 @@ class Experiment:
     network: NetworkSpec | None = None
     # The [tune] section: a pool-size sweep over service programs (archlab.spec.tune).
     tune: TuneSettings | None = None
+    # repetitions = {min, max, extra_time}: repetitions added to unresolved cells
+    # (archlab.spec.repetitions); ``repetitions`` is then its min. None: a fixed number.
+    adaptive: AdaptiveRepetitions | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -413,10 +417,11 @@ class Experiment:
         """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
         server: dict[str, object] = {"threads": self.server.threads, "loops": self.server.loops}
         server.update(self.server.extra)  # only the options set: older specs keep their hash
-        d = {
+        d: dict[str, object] = {
             "name": self.name,
             "description": self.description,
-            "repetitions": self.repetitions,
+            # a table only for the adaptive rule: specs with a number keep their hash
+            "repetitions": self.adaptive.to_dict() if self.adaptive is not None else self.repetitions,
             "warmup_s": self.warmup_s,
             "duration_s": self.duration_s,
             "factors": {f.name: list(f.levels) for f in self.factors},
