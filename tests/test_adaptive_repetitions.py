@@ -17,7 +17,7 @@ import pytest
 from conftest import engine_processes, run_cli, spec_text, start_cli
 
 from archlab.errors import SpecError
-from archlab.lab.adaptive import next_round
+from archlab.lab.adaptive import contenders_together, next_round
 from archlab.report.aggregate import aggregate, group_by_load
 from archlab.report.glance import glance_lines
 from archlab.separation import rank, sequential_level
@@ -331,3 +331,16 @@ def test_interrupt_during_added_repetitions_then_resume(engine_path, tmp_path, t
     assert before < after and len(after) in (6, 8)  # the interrupted round completed, at most one more
     assert view.manifest.status == "complete" and len(view.manifest.document["resumed_at"]) == 1
     assert _wait_no_engine(token) == []
+
+
+def test_base_repetitions_run_contenders_side_by_side(env):
+    exp = _experiment(env, "{min = 2, max = 4}", architectures=("blocking", "netty"), concurrency="[1, 16]")
+    pending = [(cell, rep) for rep in (1, 2) for cell in exp.cells()]  # the store's order
+    ordered = contenders_together(exp, pending)
+    assert sorted((c.cell_id, r) for c, r in ordered) == sorted((c.cell_id, r) for c, r in pending)
+    got = [(c.architecture, c.concurrency, r) for c, r in ordered]
+    # Repetition-major, each load group's contenders adjacent, the first contender rotating.
+    assert got == [
+        ("netty", 1, 1), ("blocking", 1, 1), ("netty", 16, 1), ("blocking", 16, 1),
+        ("blocking", 1, 2), ("netty", 1, 2), ("blocking", 16, 2), ("netty", 16, 2),
+    ]

@@ -19,11 +19,12 @@ def test_quickstart_validates(env):
     exp = parse_spec((REPO / "experiments" / "quickstart.toml").read_text(), "quickstart.toml", env)
     cells = exp.cells()
     assert exp.name == "quickstart"
-    assert len(cells) == 4 * 2 * 3
+    assert len(cells) == 4 * 2 * 2
     assert exp.cells_planned == len(cells) * exp.repetitions
+    assert exp.adaptive is not None and exp.repetitions == exp.adaptive.min == 3
     assert exp.placement.server_cpus == (1,) and exp.placement.client_cpus == (0,)
     assert exp.load.model == "closed"
-    assert "netty__echo-size-1024__c16" in {c.cell_id for c in cells}
+    assert "netty__echo-size-1024__c128" in {c.cell_id for c in cells}
 
 
 # --- units ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from archlab.spec.repetitions import AdaptiveRepetitions
 from archlab.store.rows import ResultRow
 from archlab.store.runs import RunHandle
 
-__all__ = ["contention_key", "next_round", "schedule"]
+__all__ = ["contenders_together", "contention_key", "next_round", "schedule"]
 
 Pair = tuple[Cell, int]
 
@@ -88,15 +88,29 @@ def _rotated(pairs: list[Pair]) -> list[Pair]:
     return pairs[shift:] + pairs[:shift]
 
 
+def contenders_together(experiment: Experiment, pending: Sequence[Pair]) -> list[Pair]:
+    """``pending`` with each repetition's contenders back to back (in the order of
+    :func:`_rotated`), repetition-major still: the base of an adaptive run is ordered as its
+    rounds are, so every comparison rests on contenders measured side by side."""
+    group_of: dict[tuple[object, ...], int] = {}
+    for cell in experiment.cells():
+        group_of.setdefault(contention_key(cell), len(group_of))
+    by_block: dict[tuple[int, int], list[Pair]] = defaultdict(list)
+    for cell, rep in pending:
+        by_block[(rep, group_of[contention_key(cell)])].append((cell, rep))
+    return [pair for block in sorted(by_block) for pair in _rotated(by_block[block])]
+
+
 def schedule(handle: RunHandle, pending: Sequence[Pair], on_added: Callable[[int], None] | None = None) -> Iterator[Pair]:
     """The pairs the runner runs, in order: ``pending`` (the base repetitions), then, with an
     adaptive rule, round after round from the stored rows. ``on_added(n)`` hears each round's size.
     The runner must record each pair before asking for the next: a round is computed from what
     is stored."""
-    yield from pending
     rule = handle.experiment.adaptive
     if rule is None:
+        yield from pending
         return
+    yield from contenders_together(handle.experiment, pending)
     while True:
         added = next_round(handle.experiment, handle.store.load_run(handle.run_id).rows, rule)
         if not added:
