@@ -17,7 +17,7 @@ import pytest
 from conftest import engine_processes, run_cli, spec_text, start_cli
 
 from archlab.errors import SpecError
-from archlab.lab.adaptive import contenders_together, next_round
+from archlab.lab.adaptive import contenders_together, most_added, next_round
 from archlab.report.aggregate import aggregate, group_by_load
 from archlab.report.glance import glance_lines
 from archlab.separation import rank, sequential_level
@@ -170,6 +170,13 @@ def test_groups_are_ruled_separately(env):
     assert len(rows) == 2 * 2 * 4
 
 
+def test_most_added_counts_max_and_extra_time(env):
+    # Three cells of windows of 2.5 s: max allows 5 more each (15), extra_time 30 s allows 12.
+    assert most_added(_experiment(env, "{min = 3, max = 8}")) == 15
+    assert most_added(_experiment(env, '{min = 3, max = 8, extra_time = "30s"}')) == 12
+    assert most_added(_experiment(env, "3")) == 0
+
+
 def test_sequential_level_is_bonferroni_over_looks():
     assert sequential_level(1) == pytest.approx(0.95)
     assert sequential_level(6) == pytest.approx(1 - 0.05 / 6)
@@ -273,6 +280,7 @@ def test_small_adaptive_run(engine_path, tmp_path, token):
     store_dir = tmp_path / "runs"
     done = run_cli("run", str(spec), "--store", str(store_dir), "--no-report")
     assert done.returncode == 0, done.stderr
+    assert "4 cell runs, then up to 2 more where a comparison is still open" in done.stderr, done.stderr
     store = Store(store_dir)
     (info,) = store.runs()
     view, exp = _check_rule_satisfied(store, info.run_id, spec)

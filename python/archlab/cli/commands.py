@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
+from archlab.lab.adaptive import most_added
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.spec import SpecEnvironment
 from archlab.lab.session import resume_run, run_spec
@@ -114,6 +115,8 @@ def _run(args: argparse.Namespace, store: Store, executor, on_created=None) -> i
         created.append(handle)
         planned, left = handle.experiment.cells_planned, len(handle.pending())
         todo = f"{left} of {planned} cell runs left" if left < planned else f"{planned} cell runs"
+        if added := most_added(handle.experiment):
+            todo += f", then up to {added} more where a comparison is still open"
         _say(f"run {handle.run_id}: {todo} -> {handle.directory}")
 
     try:

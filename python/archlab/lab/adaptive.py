@@ -26,7 +26,7 @@ from archlab.spec.repetitions import AdaptiveRepetitions
 from archlab.store.rows import ResultRow
 from archlab.store.runs import RunHandle
 
-__all__ = ["contenders_together", "contention_key", "next_round", "schedule"]
+__all__ = ["contenders_together", "contention_key", "most_added", "next_round", "schedule"]
 
 Pair = tuple[Cell, int]
 
@@ -62,6 +62,18 @@ def next_round(experiment: Experiment, rows: Iterable[ResultRow], rule: Adaptive
         spent_s += cost_s
         pairs += _rotated([(c, max(r.repetition for r in by_cell[c.cell_id]) + 1) for c in wanted])
     return pairs
+
+
+def most_added(experiment: Experiment) -> int:
+    """The most repetitions the rule can add to a run (every cell to ``max``, within
+    ``extra_time``); 0 without a rule."""
+    rule = experiment.adaptive
+    if rule is None:
+        return 0
+    most = len(experiment.cells()) * (rule.max - rule.min)
+    if rule.extra_time_s is not None:
+        most = min(most, int(rule.extra_time_s * (1 + 1e-9) // (experiment.warmup_s + experiment.duration_s)))
+    return most
 
 
 def _wanted(contenders: Sequence[Cell], by_cell: dict[str, list[ResultRow]], rule: AdaptiveRepetitions) -> list[Cell]:
