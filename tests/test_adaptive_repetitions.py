@@ -352,3 +352,22 @@ def test_base_repetitions_run_contenders_side_by_side(env):
         ("netty", 1, 1), ("blocking", 1, 1), ("netty", 16, 1), ("blocking", 16, 1),
         ("blocking", 1, 2), ("netty", 1, 2), ("blocking", 16, 2), ("netty", 16, 2),
     ]
+
+
+def test_html_glance_shows_the_order_at_the_rule_level(env, tmp_path):
+    from archlab.report import write_html
+    from archlab.store import Manifest
+
+    exp = _experiment(env, "{min = 3, max = 6}")
+    rows, _ = _simulate(exp, {"blocking": 10_000.0, "netty": 10_000.0, "single-thread": 14_000.0})
+    manifest = Manifest.from_document({
+        "schema": "archlab/run-manifest", "schema_version": 1, "run_id": "r", "experiment": "t",
+        "started_at": "2026-01-01T00:00:00Z", "load_model": "closed", "spec": exp.to_dict(),
+        "spec_hash": exp.spec_hash(), "repetitions": exp.repetitions, "cells": [c.cell_id for c in exp.cells()],
+    })
+    page = write_html(manifest, rows, tmp_path / "report.html").read_text()
+    glance = page.split('<section id="glance">')[1].split("</section>")[0]
+    (group,) = group_by_load(aggregate(rows), exp.adaptive.level)
+    assert "98.75% interval" in glance
+    assert group.ranking().text().replace(">", "&gt;") in glance
+    assert "the smallest the run could detect)" in glance and 'class="clear"' in glance
