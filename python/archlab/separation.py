@@ -96,9 +96,9 @@ class Ranking:
             parts += [">" if c.separated else "=", c.slower]
         return " ".join(parts)
 
-    def ties_text(self) -> str:
-        """What the ties of the ranking mean, one clause per tie: ``tie of blocking and
-        thread-per-connection (difference < 7%, the smallest the run could detect)``."""
+    def tie_clauses(self) -> list[str]:
+        """What each tie of the ranking means: ``tie of blocking and thread-per-connection
+        (difference < 7%, the smallest the run could detect)``."""
         clauses = []
         for c in self.comparisons:
             if c.separated:
@@ -110,7 +110,11 @@ class Ranking:
                     f"tie of {c.faster} and {c.slower} (difference < {_percent(c.detectable)}, "
                     "the smallest the run could detect)"
                 )
-        return "; ".join(clauses)
+        return clauses
+
+    def ties_text(self) -> str:
+        """:meth:`tie_clauses` in one sentence."""
+        return "; ".join(self.tie_clauses())
 
 
 def _percent(fraction: float) -> str:

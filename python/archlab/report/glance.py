@@ -29,13 +29,13 @@ def comparison_confidence(manifest: Manifest) -> float:
     return 1.0 - FAMILY_ALPHA
 
 
-def group_verdict(group: LoadGroup) -> tuple[Ranking, str, str]:
-    """(ranking, its order, what its ties mean) of one load group."""
+def group_verdict(group: LoadGroup) -> tuple[Ranking, str, list[str]]:
+    """(ranking, its order, what each of its ties means) of one load group."""
     ranking = group.ranking()
     order = ranking.text()
     if ranking.unmeasured:
         order += "; no successful repetition: " + ", ".join(ranking.unmeasured)
-    return ranking, order, ranking.ties_text()
+    return ranking, order, ranking.tie_clauses()
 
 
 def glance_legend(confidence: float) -> str:
@@ -52,7 +52,7 @@ def confidence_text(confidence: float) -> str:
 
 
 def glance_lines(groups: Sequence[LoadGroup]) -> list[str]:
-    """The terminal's at-a-glance block: one line per load group, its ties on the next line."""
+    """The terminal's at-a-glance block: one line per load group, then one per tie."""
     if not groups:
         return []
     heads = [f"{g.workload}  {g.level.short}" for g in groups]
@@ -61,6 +61,5 @@ def glance_lines(groups: Sequence[LoadGroup]) -> list[str]:
     for head, group in zip(heads, groups):
         _, order, ties = group_verdict(group)
         lines.append(f"  {head.ljust(width)}  {order}")
-        if ties:
-            lines.append(f"  {'':{width}}    {ties}")
+        lines += [f"  {'':{width}}    {tie}" for tie in ties]
     return lines

@@ -114,7 +114,7 @@ def _glance_html(group: LoadGroup | None) -> str:
         f'<td class="{win.value}" title="{_e(_MARK_TITLE[win])}">'
         f'<span class="mark">{_MARK_SYMBOL[win]}</span> {_e(order)}'
         f'<span class="sub">best: {_e(cell.label)} {_e(throughput)} req/s</span>'
-        + (f'<span class="sub">{_e(ties)}</span>' if ties else "")
+        + "".join(f'<span class="sub">{_e(tie)}</span>' for tie in ties)
         + "</td>"
     )
 
