@@ -19,11 +19,12 @@ def test_quickstart_validates(env):
     exp = parse_spec((REPO / "experiments" / "quickstart.toml").read_text(), "quickstart.toml", env)
     cells = exp.cells()
     assert exp.name == "quickstart"
-    assert len(cells) == 4 * 2 * 3
+    assert len(cells) == 4 * 2 * 2
     assert exp.cells_planned == len(cells) * exp.repetitions
+    assert exp.adaptive is not None and exp.repetitions == exp.adaptive.min == 3
     assert exp.placement.server_cpus == (1,) and exp.placement.client_cpus == (0,)
     assert exp.load.model == "closed"
-    assert "netty__echo-size-1024__c16" in {c.cell_id for c in cells}
+    assert "netty__echo-size-1024__c128" in {c.cell_id for c in cells}
 
 
 # --- units ---------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ ERRORS = [
         id="unknown-key",
     ),
     pytest.param({"experiment": 'name = "t"\nrepetitions = 0'}, "experiment.repetitions: expected an integer >= 1, got 0", id="repetitions-0"),
-    pytest.param({"experiment": 'name = "t"\nrepetitions = "2"'}, "experiment.repetitions: expected an integer >= 1, got '2'", id="repetitions-str"),
+    pytest.param({"experiment": 'name = "t"\nrepetitions = "2"'}, "experiment.repetitions: expected an integer >= 1, or a table {min = N, max = M, extra_time = \"90s\"} with 2 <= min <= max, got '2'", id="repetitions-str"),
     pytest.param({"experiment": 'name = "t"\nduration = "3h"'}, "experiment.duration: expected a duration such as", id="duration-unit"),
     pytest.param({"experiment": 'name = "t"\nduration = "0s"'}, "experiment.duration: expected a duration > 0 and <= 24h, got '0s'", id="duration-zero"),
     pytest.param({"experiment": 'name = "t"\nwarmup = -1'}, "experiment.warmup: expected a duration such as 10s, 500ms, 2m or a number of seconds, got -1", id="warmup-negative"),

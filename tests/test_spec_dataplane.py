@@ -32,7 +32,7 @@ def test_quickstart_validates_against_the_data_plane(native):
     from conftest import REPO
 
     exp = parse_spec((REPO / "experiments" / "quickstart.toml").read_text(), "quickstart.toml", SpecEnvironment.local(DataPlaneRegistry()))
-    assert exp.cells_planned == 4 * 2 * 3 * exp.repetitions
+    assert exp.cells_planned == 4 * 2 * 2 * exp.repetitions
 
 
 def test_cli_architecture_typo_exits_2(native, tmp_path):

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
+from archlab.lab.adaptive import most_added
 from archlab.lab.engine import DataPlaneRegistry, repo_root
 from archlab.spec import SpecEnvironment
 from archlab.lab.session import resume_run, run_spec
@@ -146,6 +147,8 @@ def _run(args: argparse.Namespace, store: Store, executor, on_created=None) -> i
         created.append(handle)
         planned, left = handle.experiment.cells_planned, len(handle.pending())
         todo = f"{left} of {planned} cell runs left" if left < planned else f"{planned} cell runs"
+        if added := most_added(handle.experiment):
+            todo += f", then up to {added} more where a comparison is still open"
         _say(f"run {handle.run_id}: {todo} -> {handle.directory}")
 
     try:
@@ -189,10 +192,11 @@ def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
 
 def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
+    from archlab.report.glance import comparison_confidence
     from archlab.report.processes import process_lines
     from archlab.report.sources import column_source_lines
 
-    print(terminal_table(view.rows))
+    print(terminal_table(view.rows, confidence=comparison_confidence(view.manifest)))
     for line in [*column_source_lines(view.manifest), *process_lines(view.rows)]:
         print(line)
 

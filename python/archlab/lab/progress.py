@@ -38,6 +38,10 @@ class Progress:
         self._last = ""
         self._started_at = 0.0
 
+    def extend(self, more: int) -> None:
+        """``more`` cell runs were added to the total (a round of adaptive repetitions)."""
+        self.total += more
+
     def _eta(self) -> str:
         if not self._times:
             return "ETA --:--"

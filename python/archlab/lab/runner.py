@@ -7,7 +7,9 @@ catalog row. A pair that fails (server dies, generator cannot connect, summary m
 ``failed`` row carrying the error and the stderr tail, and the run goes on. An interruption stops
 every process, marks the run ``interrupted`` and re-raises, so the CLI can exit 130. A cell whose
 architecture is a ``system:NAME`` level runs a foreign system or a remote target instead of the
-server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`).
+server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive_load`). A spec
+whose repetitions are a rule (``{min, max, extra_time}``) gets, after its pending pairs, the
+rounds :mod:`archlab.lab.adaptive` adds, run and recorded the same way.
 
 The load generator of a server cell runs here, as a child of this process (the default), or
 through a :class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
-from archlab.lab import network, probes
+from archlab.lab import adaptive, network, probes
 from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
@@ -150,7 +152,8 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
                 systems = _system_pool(group, handle, database)
                 try:
-                    for cell, rep in pending:
+                    # The base repetitions, then any the spec's adaptive rule adds (archlab.lab.adaptive).
+                    for cell, rep in adaptive.schedule(handle, pending, progress.extend):
                         progress.cell_started(cell, rep)
                         record = _run_pair(group, engine, handle, cell, rep, config, database, systems, load_executor)
                         with group.critical():  # a finished pair is not thrown away by a late Ctrl-C

@@ -4,7 +4,8 @@ A cell is one combination of every factor except the repetition. For each cell t
 computes the mean and Student-t confidence interval over its successful repetitions of the
 metrics the report shows (:data:`METRICS`), counts failed repetitions and keeps their errors,
 and ranks the cells that compete for the same load (same workload and load level: the closed
-model's concurrency, the open model's arrival rate or the partly-open model's session rate). Every table
+model's concurrency, the open model's arrival rate or the partly-open model's session rate),
+saying which neighbours their repetitions separate (:mod:`archlab.separation`). Every table
 and figure of the report reads these summaries, so the numbers agree everywhere.
 """
 
@@ -18,6 +19,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from archlab.littles_law import LittlesLaw
+from archlab.separation import FAMILY_ALPHA, Ranking, rank
 from archlab.spec.units import short_duration
 from archlab.stats import Interval, mean_confidence_interval
 from archlab.store.records import Measurement, ServerCost
@@ -290,9 +292,11 @@ def aggregate(rows: Iterable[Row]) -> list[Cell]:
 class Win(Enum):
     """How the best cell of a load group stands against the runner-up."""
 
-    #: Highest mean throughput and its interval does not overlap the runner-up's.
+    #: Highest mean throughput, and the interval of its ratio to the runner-up's is clear of 1
+    #: (:mod:`archlab.separation`).
     CLEAR = "clear"
-    #: Highest mean throughput, but the intervals overlap: not distinguishable at this n.
+    #: Highest mean throughput, but the ratio's interval contains 1 (or a side has a single
+    #: repetition): not distinguishable at this n.
     TIED = "tied"
 
 
@@ -303,28 +307,34 @@ class Winner(NamedTuple):
 
 @dataclass(frozen=True)
 class LoadGroup:
-    """The cells that faced the same load, best mean throughput first, cells without data last."""
+    """The cells that faced the same load, best mean throughput first, cells without data last.
+    ``level``: the confidence of each comparison of neighbours (95%, or the level of the run's
+    adaptive repetitions, which looked several times: :func:`archlab.separation.sequential_level`)."""
 
     workload: str
     level: LoadLevel
     cells: tuple[Cell, ...]
+    confidence: float = 1.0 - FAMILY_ALPHA
 
     @property
     def concurrency(self) -> int | None:
         """The closed model's users; None for the open models' groups."""
         return int(self.level.value) if self.level.kind == "concurrency" else None
 
+    def ranking(self) -> Ranking:
+        """The order of the cells' throughputs that the repetitions establish, ties included."""
+        return rank({c.label: [v for r in c.ok_rows if (v := METRICS["throughput_rps"].value(r)) is not None]
+                     for c in self.cells}, self.confidence)
+
     @property
     def winner(self) -> Winner | None:
-        measured = [(c, c.throughput) for c in self.cells if c.throughput is not None]
+        measured = [c for c in self.cells if c.throughput is not None]
         if len(measured) < 2:
             # A lone measured cell has beaten nobody; marking it would mislead.
             return None
-        (best, best_tp), (_, runner_up_tp) = measured[0], measured[1]
-        # Intervals of n=1 are points: "no overlap" would be claimed without evidence.
-        if not (best_tp.has_interval and runner_up_tp.has_interval):
-            return Winner(best, Win.TIED)
-        return Winner(best, Win.TIED if best_tp.overlaps(runner_up_tp) else Win.CLEAR)
+        ranking = self.ranking()
+        # A side with a single repetition has no interval: never a clear lead without evidence.
+        return Winner(measured[0], Win.CLEAR if ranking.comparisons[0].separated else Win.TIED)
 
 
 def _throughput_desc(cell: Cell) -> tuple[int, float, str]:
@@ -332,12 +342,13 @@ def _throughput_desc(cell: Cell) -> tuple[int, float, str]:
     return (0, -tp.mean, cell.label) if tp is not None else (1, 0.0, cell.label)
 
 
-def group_by_load(cells: Iterable[Cell]) -> list[LoadGroup]:
-    """Cells grouped by (workload, load level), groups in that order, cells best first."""
+def group_by_load(cells: Iterable[Cell], confidence: float = 1.0 - FAMILY_ALPHA) -> list[LoadGroup]:
+    """Cells grouped by (workload, load level), groups in that order, cells best first, their
+    neighbours compared at ``confidence``."""
     groups: dict[tuple[str, LoadLevel], list[Cell]] = defaultdict(list)
     for cell in cells:
         groups[(cell.workload, cell.level)].append(cell)
     return [
-        LoadGroup(workload, level, tuple(sorted(members, key=_throughput_desc)))
+        LoadGroup(workload, level, tuple(sorted(members, key=_throughput_desc)), confidence)
         for (workload, level), members in sorted(groups.items())
     ]

@@ -20,6 +20,7 @@ from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, a
 from archlab.report.classes import classes_section
 from archlab.report.figures import Figure, render_figures
 from archlab.report.formatting import MISSING, format_interval, interval_text, littles_law_text
+from archlab.report.glance import comparison_confidence, confidence_text, group_verdict
 from archlab.report.provenance import Provenance, provenance
 from archlab.report.processes import processes_html
 from archlab.report.sources import column_sources_html
@@ -32,8 +33,8 @@ _CSS_PATH = Path(__file__).with_name("report.css")
 _ERROR_TAIL_LINES = 20
 _MARK_SYMBOL = {Win.CLEAR: "★", Win.TIED: "☆"}
 _MARK_TITLE = {
-    Win.CLEAR: "best mean throughput; its interval is clear of the runner-up's",
-    Win.TIED: "best mean throughput, lead not established (intervals overlap or n=1)",
+    Win.CLEAR: "best mean throughput; the interval of its ratio to the runner-up's is clear of 1",
+    Win.TIED: "best mean throughput, lead not established (the ratio's interval contains 1, or n=1)",
 }
 
 
@@ -97,7 +98,9 @@ def _header(p: Provenance) -> str:
 # -- at a glance ---------------------------------------------------------------------------
 
 
-def _winner_html(group: LoadGroup | None) -> str:
+def _glance_html(group: LoadGroup | None) -> str:
+    """One load group's established order (best first; '>' separated, '=' tied), the best's
+    throughput, and what each tie means (:mod:`archlab.report.glance`)."""
     if group is None:
         return f'<td class="none">{MISSING}</td>'
     winner = group.winner
@@ -105,11 +108,14 @@ def _winner_html(group: LoadGroup | None) -> str:
         lone = next((c for c in group.cells if c.throughput is not None), None)
         return f'<td class="none">{_e(lone.label) if lone else "all failed"}</td>'
     cell, win = winner.cell, winner.win
+    _, order, ties = group_verdict(group)
     throughput = format_interval(cell.throughput, METRICS["throughput_rps"])
     return (
         f'<td class="{win.value}" title="{_e(_MARK_TITLE[win])}">'
-        f'<span class="mark">{_MARK_SYMBOL[win]}</span> {_e(cell.label)}'
-        f'<span class="sub">{_e(throughput)} req/s</span></td>'
+        f'<span class="mark">{_MARK_SYMBOL[win]}</span> {_e(order)}'
+        f'<span class="sub">best: {_e(cell.label)} {_e(throughput)} req/s</span>'
+        + "".join(f'<span class="sub">{_e(tie)}</span>' for tie in ties)
+        + "</td>"
     )
 
 
@@ -127,18 +133,20 @@ def _glance(groups: Sequence[LoadGroup]) -> str:
     by_load = {(g.workload, g.level): g for g in groups}
     head = "".join(f'<th scope="col" class="num">{_e(level.text)}</th>' for level in levels)
     axis = _level_axis(levels)
+    level = confidence_text(groups[0].confidence) if groups else "95%"
     body = "".join(
         f'<tr><th scope="row"><code>{_e(w)}</code></th>'
-        + "".join(_winner_html(by_load.get((w, level))) for level in levels)
+        + "".join(_glance_html(by_load.get((w, level))) for level in levels)
         + "</tr>"
         for w in workloads
     )
     return (
         '<section id="glance"><h2>At a glance</h2>'
-        f"<p>Highest mean throughput for each workload and {_e(axis)}. "
-        f"{_MARK_SYMBOL[Win.CLEAR]} its 95% interval is clear of the runner-up's; "
-        f"{_MARK_SYMBOL[Win.TIED]} the lead is not established: the intervals overlap, or "
-        "there is a single repetition and so no interval.</p>"
+        f"<p>The order of mean throughputs for each workload and {_e(axis)}, best first: "
+        f"'&gt;' where the {_e(level)} interval of the two means' ratio is clear of 1, "
+        "'=' a tie where it is not, with the smallest difference the run could have detected. "
+        f"{_MARK_SYMBOL[Win.CLEAR]} the best's lead is established; "
+        f"{_MARK_SYMBOL[Win.TIED]} it is not (a tie, or a single repetition and so no interval).</p>"
         f'<table class="glance"><thead><tr><th scope="col">workload \\ {_e(axis)}</th>{head}'
         f"</tr></thead><tbody>{body}</tbody></table></section>"
     )
@@ -386,7 +394,7 @@ def render_html(
     """The report page as a string (see :func:`write_html`)."""
     rows = list(rows)
     cells = aggregate(rows)
-    groups = group_by_load(cells)
+    groups = group_by_load(cells, comparison_confidence(manifest))
     figures = render_figures(cells, run_dir)
     about = provenance(manifest)
     classes = classes_section(cells)

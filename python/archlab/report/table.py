@@ -1,10 +1,11 @@
 """The results table printed in the terminal after a run and by ``archlab report``.
 
 One line per cell, grouped by workload and load level (concurrency, or the open models'
-planned rate) and sorted by mean throughput within
-each group, so the architectures that faced the same load sit next to each other and the best
-is on top, marked. Plain text with aligned columns and no dependency; ANSI colour only when the
-output is a terminal, so piping the table into a file or a bug report stays clean.
+planned rate) and sorted by mean throughput within each group, so the architectures that faced
+the same load sit next to each other and the best is on top, marked; below the table, the order
+each group establishes and where two architectures tie (:mod:`archlab.report.glance`). Plain
+text with aligned columns and no dependency; ANSI colour only when the output is a terminal, so
+piping the table into a file or a bug report stays clean.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
 from archlab.report.formatting import format_failed, format_interval, format_mean, littles_law_text
+from archlab.report.glance import glance_lines
+from archlab.separation import FAMILY_ALPHA
 from archlab.store.rows import ResultRow
 
 __all__ = ["terminal_table"]
@@ -23,8 +26,9 @@ _MARKS = {Win.CLEAR: "*", Win.TIED: "(*)"}
 _LEGEND = (
     "throughput: mean ± half-width of the 95% Student-t interval over repetitions; "
     "other columns: means.\n"
-    "* best mean throughput for its workload and load level, interval clear of the runner-up; "
-    "(*) best mean, lead not established (intervals overlap, or a single repetition).\n"
+    "* best mean throughput for its workload and load level, the interval of its ratio to the "
+    "runner-up's clear of 1; (*) best mean, lead not established (that interval contains 1, or a "
+    "single repetition).\n"
     "gen-bound: repetitions whose load generator was saturated; their throughput is the "
     "generator's limit, a lower bound of the server's.\n"
     "X(R+Z)/N: Little's law for the closed model's N users (Little 1961; the interactive response "
@@ -197,14 +201,16 @@ def _column_widths(lines: Sequence[_Line], columns: Sequence[_Column]) -> list[i
     ]
 
 
-def terminal_table(rows: Iterable[ResultRow], color: bool | None = None) -> str:
-    """The results table of ``rows`` (store rows, one per cell and repetition) as text.
+def terminal_table(rows: Iterable[ResultRow], color: bool | None = None, confidence: float = 1.0 - FAMILY_ALPHA) -> str:
+    """The results table of ``rows`` (store rows, one per cell and repetition) as text, then
+    the order each load group establishes (:mod:`archlab.report.glance`), neighbours compared
+    at ``confidence`` (a run's is :func:`archlab.report.glance.comparison_confidence`).
 
     ``color`` defaults to whether standard output is a terminal.
     """
     if color is None:
         color = sys.stdout.isatty()
-    groups = group_by_load(aggregate(rows))
+    groups = group_by_load(aggregate(rows), confidence)
     if not groups:
         return "no results"
     columns = _columns([cell for group in groups for cell in group.cells])
@@ -218,6 +224,7 @@ def terminal_table(rows: Iterable[ResultRow], color: bool | None = None) -> str:
 
     out = [_paint(render("", [column.header for column in columns]), _BOLD if color else None)]
     out += [_paint(render(line.mark, line.texts), line.colour) if line else "" for line in lines]
+    out += ["", *glance_lines(groups)]
     out += ["", _LEGEND + (_OPEN_LEGEND if _OFFERED in columns else "")]
     cells = [cell for group in groups for cell in group.cells]
     for notes in (_littles_law_lines(cells), _failure_lines(cells)):

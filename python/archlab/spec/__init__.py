@@ -5,7 +5,8 @@ Validation has two stages: :func:`archlab.spec.raw.parse_toml` checks the shape 
 registry and this machine's CPUs. Every error is a :class:`~archlab.errors.SpecError` naming the
 field, the allowed values and the value received. The spec's vocabulary:
 
-``[experiment]`` name, description, repetitions (>= 1, default 1), warmup (default "1s"), duration
+``[experiment]`` name, description, repetitions (>= 1, default 1; or ``{min, max, extra_time}``, repetitions
+added until comparisons separate: :mod:`archlab.spec.repetitions`), warmup (default "1s"), duration
 (default "3s"); ``[factors]`` architecture, workload (required), the load level of the model
 (concurrency for "closed", rate for "open", session_rate for "partly-open"), threads, loops,
 think_time (optional), each a non-empty list, crossed in a full factorial design; ``[server]``

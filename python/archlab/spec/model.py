@@ -16,6 +16,7 @@ from typing import Literal, Union, cast
 
 from archlab.spec.cluster import ClusterSettings
 from archlab.spec.network import LinkSetting, NetworkSpec, factor_name, is_network_factor
+from archlab.spec.repetitions import AdaptiveRepetitions
 from archlab.spec.network import keys as network_keys
 from archlab.spec.systems import SystemSpec
 from archlab.spec.tune import TuneSettings
@@ -353,6 +354,9 @@ class Experiment:
     tune: TuneSettings | None = None
     # The [cluster] section: the Dask cluster the load runs on as shards (archlab.spec.cluster).
     cluster: ClusterSettings | None = None
+    # repetitions = {min, max, extra_time}: repetitions added to unresolved cells
+    # (archlab.spec.repetitions); ``repetitions`` is then its min. None: a fixed number.
+    adaptive: AdaptiveRepetitions | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -437,10 +441,11 @@ class Experiment:
         """Plain JSON-able form, the input of :meth:`spec_hash` and of the run manifest."""
         server: dict[str, object] = {"threads": self.server.threads, "loops": self.server.loops}
         server.update(self.server.extra)  # only the options set: older specs keep their hash
-        d = {
+        d: dict[str, object] = {
             "name": self.name,
             "description": self.description,
-            "repetitions": self.repetitions,
+            # a table only for the adaptive rule: specs with a number keep their hash
+            "repetitions": self.adaptive.to_dict() if self.adaptive is not None else self.repetitions,
             "warmup_s": self.warmup_s,
             "duration_s": self.duration_s,
             "factors": {f.name: list(f.levels) for f in self.factors},

@@ -52,6 +52,7 @@ from archlab.spec import network
 from archlab.spec.cluster import check_server_host, parse_cluster
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
+from archlab.spec.repetitions import parse_repetitions
 from archlab.spec.systems import SystemSpec, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.tune import expand as expand_tune
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
@@ -80,7 +81,8 @@ class SpecEnvironment:
 
 
 def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
-    name, description, repetitions, warmup_s, duration_s = _experiment(raw.section("experiment"))
+    name, description, warmup_s, duration_s = _experiment(raw.section("experiment"))
+    repetitions, adaptive = parse_repetitions(raw.section("experiment").get("repetitions", 1))
     tune = None
     if "tune" in raw.tables:
         # A pool-size sweep: [tune] fills in the workload and parameter factors (archlab.spec.tune).
@@ -118,6 +120,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         network=link,
         tune=tune,
         cluster=parse_cluster(raw.section("cluster")) if "cluster" in raw.tables else None,
+        adaptive=adaptive,
     )
     workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
     check_server_host(given.cluster, [str(a) for a in levels], workloads)
@@ -148,14 +151,6 @@ def _network(raw: RawSpec, factors: tuple[Factor, ...]) -> network.NetworkSpec |
 # --- scalar helpers ------------------------------------------------------------------------
 
 
-def _int(value: object, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"an integer >= {minimum}", value)
-    if value < minimum:
-        raise SpecError(field, f"an integer >= {minimum}", value)
-    return value
-
-
 def _str(value: object, field: str, allowed: str) -> str:
     if not isinstance(value, str):
         raise SpecError(field, allowed, value)
@@ -165,18 +160,17 @@ def _str(value: object, field: str, allowed: str) -> str:
 # --- sections ------------------------------------------------------------------------------
 
 
-def _experiment(t: Mapping[str, object]) -> tuple[str, str, int, float, float]:
+def _experiment(t: Mapping[str, object]) -> tuple[str, str, float, float]:
     if "name" not in t:
         raise SpecError("experiment.name", f"a name of {_NAME_CHARS}", "nothing")
     name = _str(t["name"], "experiment.name", f"a name of {_NAME_CHARS}")
     if not name or len(name) > 64 or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
         raise SpecError("experiment.name", f"1 to 64 {_NAME_CHARS}", name)
     description = _str(t.get("description", ""), "experiment.description", "a string")
-    repetitions = _int(t.get("repetitions", 1), "experiment.repetitions", 1)
     # The lab's defaults; their bounds are the load generator's (checked with the load).
     warmup_s = parse_duration(t.get("warmup", "1s"), "experiment.warmup")
     duration_s = parse_duration(t.get("duration", "3s"), "experiment.duration")
-    return name, description, repetitions, warmup_s, duration_s
+    return name, description, warmup_s, duration_s
 
 
 def _server(t: Mapping[str, object]) -> ServerOptions:
