@@ -328,9 +328,10 @@ def _decoder(hint) -> typing.Callable[[typing.Any], typing.Any]:
     if origin is list:
         element = _decoder(args[0])
         return lambda data: [element(item) for item in data]
-    if dataclasses.is_dataclass(hint):
-        fields = tuple((name, _decoder(field_hint)) for name, field_hint in _fields(hint))
-        return lambda data: hint(**{name: decode(data[name]) for name, decode in fields})
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        cls: type = hint
+        fields = tuple((name, _decoder(field_hint)) for name, field_hint in _fields(cls))
+        return lambda data: cls(**{name: decode(data[name]) for name, decode in fields})
     if hint is float:
         return _float
     return _verbatim

@@ -22,7 +22,7 @@ pub const NANOUNITS: f64 = 1e9;
 pub fn nanounits(x: f64) -> u64 {
     let y = x * NANOUNITS;
     // NaN, negatives and everything below 1 (which rounds to 0 or 1) give 1.
-    if !(y >= 1.0) {
+    if y.is_nan() || y < 1.0 {
         return 1;
     }
     if y >= (1u64 << 53) as f64 {
