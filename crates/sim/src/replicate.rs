@@ -9,6 +9,7 @@
 //! with their window starting there. Runs are deterministic, so each second run is its pilot's
 //! trajectory with the statistics restarted at the chosen time.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -203,8 +204,9 @@ fn run_range(
     parallel(config, start, end, cancel, |i| Simulator::new(model, config, i, warmup, false, cancel).run(i))
 }
 
-/// `work(i)` for i in `start..end` on up to `config.threads` threads; results in index order.
-/// Once `cancel` is set no further index starts (those running stop at their next check).
+/// `work(i)` for i in `start..end` on up to `config.threads` threads (on the calling thread when
+/// that is one); results in index order. Once `cancel` is set no further index starts (those
+/// running stop at their next check).
 fn parallel<T: Send>(
     config: &RunConfig,
     start: u32,
@@ -212,9 +214,14 @@ fn parallel<T: Send>(
     cancel: &AtomicBool,
     work: impl Fn(u32) -> T + Sync,
 ) -> Vec<T> {
+    let threads = config.threads.min((end - start) as usize).max(1);
+    if threads == 1 {
+        // One worker: the calling thread, which saves starting a thread per call (a short run,
+        // such as one replication of a small model, takes about as long as that).
+        return (start..end).take_while(|_| !cancel.load(Ordering::Relaxed)).map(work).collect();
+    }
     let next = AtomicU32::new(start);
     let done = Mutex::new(Vec::with_capacity((end - start) as usize));
-    let threads = config.threads.min((end - start) as usize).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -266,8 +273,8 @@ fn summarise(
 ) -> Summary {
     let level = config.confidence;
     let est = |f: &dyn Fn(&Replication) -> f64| Estimate::from_values(runs.iter().map(|(r, _)| f(r)), level);
-    let responses =
-        |get: &dyn Fn(&Replication) -> &Responses, hist: &dyn Fn(&Histograms) -> Histogram<u64>| ResponsesSummary {
+    let responses = |get: &dyn Fn(&Replication) -> &Responses, hist: &dyn Fn(&Histograms) -> Cow<Histogram<u64>>| {
+        ResponsesSummary {
             throughput: est(&|r| get(r).throughput),
             mean: est(&|r| get(r).mean),
             p50: est(&|r| get(r).p50),
@@ -277,18 +284,19 @@ fn summarise(
             max: est(&|r| get(r).max),
             drop_rate: est(&|r| get(r).dropped as f64 / r.window),
             pooled: pooled(runs.iter().map(|(_, h)| hist(h))),
-        };
+        }
+    };
     let total = responses(&|r| &r.total, &|h| {
         let mut all = crate::kernel::new_histogram();
         for c in &h.classes {
             all.add(c).expect("auto-resizing histograms accept any value");
         }
-        all
+        Cow::Owned(all)
     });
     let classes = (0..model.sources.len())
         .map(|i| ClassSummary {
             name: model.sources[i].name.clone(),
-            responses: responses(&|r| &r.classes[i].responses, &|h| h.classes[i].clone()),
+            responses: responses(&|r| &r.classes[i].responses, &|h| Cow::Borrowed(&h.classes[i])),
         })
         .collect();
     let stations = (0..model.stations.len())
@@ -302,7 +310,7 @@ fn summarise(
             throughput: est(&|r| r.stations[i].throughput),
             mean_residence: est(&|r| r.stations[i].mean_residence),
             drop_rate: est(&|r| r.stations[i].dropped as f64 / r.window),
-            residence: pooled(runs.iter().map(|(_, h)| h.stations[i].clone())),
+            residence: pooled(runs.iter().map(|(_, h)| Cow::Borrowed(&h.stations[i]))),
             classes: (0..model.sources.len())
                 .map(|c| StationClassSummary {
                     name: model.sources[c].name.clone(),
@@ -329,10 +337,12 @@ fn summarise(
     }
 }
 
-fn pooled(hists: impl Iterator<Item = Histogram<u64>>) -> Pooled {
+/// The histograms added up (borrowed where they exist already: a copy of a large histogram
+/// costs more than a short run's events).
+fn pooled<'h>(hists: impl Iterator<Item = Cow<'h, Histogram<u64>>>) -> Pooled {
     let mut all = crate::kernel::new_histogram();
     for h in hists {
-        all.add(&h).expect("auto-resizing histograms accept any value");
+        all.add(&*h).expect("auto-resizing histograms accept any value");
     }
     Pooled {
         count: all.len(),

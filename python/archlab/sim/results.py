@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 import typing
 from dataclasses import dataclass
 
@@ -309,16 +310,36 @@ def _fields(cls) -> tuple[tuple[str, object], ...]:
 def _decode(hint, data):
     """Build a value of type ``hint`` from the core's JSON (null floats are NaN; lists of named
     objects become dicts keyed by name)."""
+    return _decoder(hint)(data)
+
+
+@functools.cache
+def _decoder(hint) -> typing.Callable[[typing.Any], typing.Any]:
+    """The function that decodes JSON into a value of type ``hint``, built once per type: a
+    result holds hundreds of values of a handful of types, and inspecting a type costs more than
+    building its value."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, __import__("types").UnionType):
-        inner = [a for a in args if a is not type(None)][0]
-        return None if data is None else _decode(inner, data)
+    if origin in (typing.Union, types.UnionType):
+        inner = _decoder([a for a in args if a is not type(None)][0])
+        return lambda data: None if data is None else inner(data)
     if origin is dict:
-        return {item["name"]: _decode(args[1], item) for item in data}
+        value = _decoder(args[1])
+        return lambda data: {item["name"]: value(item) for item in data}
     if origin is list:
-        return [_decode(args[0], item) for item in data]
-    if dataclasses.is_dataclass(hint):
-        return hint(**{name: _decode(field_hint, data[name]) for name, field_hint in _fields(hint)})
+        element = _decoder(args[0])
+        return lambda data: [element(item) for item in data]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        cls: type = hint
+        fields = tuple((name, _decoder(field_hint)) for name, field_hint in _fields(cls))
+        return lambda data: cls(**{name: decode(data[name]) for name, decode in fields})
     if hint is float:
-        return math.nan if data is None else float(data)
+        return _float
+    return _verbatim
+
+
+def _float(data) -> float:
+    return math.nan if data is None else float(data)
+
+
+def _verbatim(data):
     return data

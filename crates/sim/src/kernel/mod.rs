@@ -623,10 +623,6 @@ impl<'m> Simulator<'m> {
             mean_response: self.finished_sojourn / self.finished as f64,
             identity_error: if area > 0.0 { (area - stay).abs() / area } else { stay.abs() },
         };
-        let histograms = Histograms {
-            classes: self.classes.iter().map(|c| c.responses.hist.clone()).collect(),
-            stations: self.stations.iter().map(|s| s.rec.residence.hist.clone()).collect(),
-        };
         let replication = Replication {
             index,
             warmup: self.window_start,
@@ -639,6 +635,11 @@ impl<'m> Simulator<'m> {
             classes,
             stations,
             little,
+        };
+        // The recorders are done with: their histograms move out rather than being copied.
+        let histograms = Histograms {
+            classes: self.classes.into_iter().map(|c| c.responses.hist).collect(),
+            stations: self.stations.into_iter().map(|s| s.rec.residence.hist).collect(),
         };
         (replication, histograms)
     }
