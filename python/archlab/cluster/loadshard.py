@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archlab.cluster.shards import with_outputs
+from archlab.lab.load_shards import with_outputs
 from archlab.errors import ArchlabError
 from archlab.lab.engine import find_engine
 from archlab.lab.processes import describe_exit, die_with_parent
