@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     try:
         store = open_store(args.store)
         view = store.load_run(known_run(store, args.run_id))
-        points = points_from_run(view.manifest.spec, view.rows)
+        points = points_from_run(view.manifest.spec, view.rows, store.run_dir(args.run_id))
         for workload in dict.fromkeys(p.workload for p in points):
             for response, label, digits in RESPONSES:
                 design, factors = factorial_from_points(points, response, workload, args.confidence)

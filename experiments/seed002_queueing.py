@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     try:
         store = open_store(args.store)
         view = store.load_run(known_run(store, args.run_id))
-        points = points_from_run(view.manifest.spec, view.rows)
+        points = points_from_run(view.manifest.spec, view.rows, store.run_dir(args.run_id))
         configs = dict.fromkeys((p.system, p.workload, p.middlewares, p.workers) for p in points)
         for system, workload, middlewares, workers in configs:
             mine = [p for p in points if (p.system, p.workload) == (system, workload)]

@@ -13,6 +13,7 @@ from test_lab_topology import _refusal, rep_dir, run, validate_file, pid_alive
 
 from archlab.lab.load_merge import add_histograms, read_interval_log
 from archlab.lab.spread import shard_params
+from archlab.spec.topology import memcached_workload
 
 TWO = """
 [[systems]]
@@ -109,3 +110,8 @@ def test_the_seed002_programme_validates(name, fronts):
     exp = validate_file(REPO / "experiments" / f"{name}.toml")
     assert {s.topology.front.copies for s in exp.systems} == fronts
     assert all(s.topology.preload > 0 and s.topology.front.name == "seed" for s in exp.systems)
+    for w in next(f.levels for f in exp.factors if f.name == "workload"):
+        params = memcached_workload(w)
+        # A multi-get carries at most the gets left in the ratio's cycle (memtier): one k-key
+        # multi-get per set needs ratio 1:k.
+        assert params.get("multi_get", 1) == 1 or params["ratio"] == f"1:{params['multi_get']}", w

@@ -31,12 +31,13 @@ def totals(requests: int, response_us: float, wait_us: float, service_us: float,
 
 
 def row(tmp_path, arch: str, processes: list[dict], throughput: float = 1000.0, mean_us: float = 900.0):
-    d = tmp_path / arch.replace(":", "_")
-    d.mkdir()
+    cell_id = arch.replace(":", "-")
+    d = tmp_path / "cells" / cell_id / "rep-1"
+    d.mkdir(parents=True)
     (d / "probe.json").write_text(json.dumps({"processes": processes}))
     cell = SimpleNamespace(architecture=arch, workload="/memcached?ratio=1:0", concurrency=8)
     m = SimpleNamespace(throughput_rps=throughput, mean_us=mean_us)
-    return SimpleNamespace(cell=cell, ok=True, measurement=m, summary_path=d / "summary.json", repetition=1)
+    return SimpleNamespace(cell=cell, cell_id=cell_id, ok=True, measurement=m, repetition=1)
 
 
 def test_levels_are_read_from_the_runs_own_spec():
@@ -50,7 +51,7 @@ def test_a_point_weighs_the_middlewares_by_their_requests_and_sums_their_queues(
         {"process": "front-1", "final_counters": {"totals": totals(300, 2000, 400, 700, split(30_000_000, 3_000_000, 210_000_000, 12_000_000), 2.5)}},
         {"process": "backend-0", "final_counters": {"totals": totals(1, 1e9, 1e9, 1e9, split(1, 1, 1, 1), 99.0)}},  # not a front
     ]  # fmt: skip
-    (p,) = points_from_run(SPEC, [row(tmp_path, "system:s3m2w8", fronts), row(tmp_path, "system:lb", fronts)])
+    (p,) = points_from_run(SPEC, [row(tmp_path, "system:s3m2w8", fronts), row(tmp_path, "system:lb", fronts)], tmp_path)
     assert (p.servers, p.middlewares, p.workers, p.mw_requests) == (3, 2, 8, 400)
     # Request-weighted: (100 * 1.0 + 300 * 2.0) / 400 ms; an unweighted mean of the two would be 1.5.
     assert p.mw_response_ms == pytest.approx(1.75)
@@ -61,9 +62,9 @@ def test_a_point_weighs_the_middlewares_by_their_requests_and_sums_their_queues(
     assert (p.throughput_rps, p.client_response_ms) == (1000.0, 0.9)
 
 
-def test_a_run_without_middleware_topologies_is_refused():
+def test_a_run_without_middleware_topologies_is_refused(tmp_path):
     with pytest.raises(ModelError, match="middleware"):
-        points_from_run({"systems": SPEC["systems"][2:]}, [])
+        points_from_run({"systems": SPEC["systems"][2:]}, [], tmp_path)
 
 
 def point(servers: int, middlewares: int, workers: int, rep: int, x: float, n: int = 32, **times: float) -> MiddlewarePoint:

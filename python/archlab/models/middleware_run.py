@@ -70,9 +70,10 @@ def topology_levels(spec: Mapping[str, object]) -> dict[str, tuple[int, int, int
     return out
 
 
-def points_from_run(spec: Mapping[str, object], rows: Iterable[object]) -> list[MiddlewarePoint]:
-    """The points of a run (its manifest's ``spec`` and its rows); rows of other systems, failed
-    repetitions and repetitions whose middlewares printed no statistics are left out."""
+def points_from_run(spec: Mapping[str, object], rows: Iterable[object], run_dir: Path) -> list[MiddlewarePoint]:
+    """The points of a run (its manifest's ``spec``, its rows and its directory, where each
+    repetition's ``cells/CELL/rep-R/probe.json`` is); rows of other systems, failed repetitions
+    and repetitions whose middlewares printed no statistics are left out."""
     levels = topology_levels(spec)
     if not levels:
         raise ModelError("run", "a run with [[systems]] topologies whose front is archlab's middleware (middleware = ..., workers = W)", "none")
@@ -80,9 +81,9 @@ def points_from_run(spec: Mapping[str, object], rows: Iterable[object]) -> list[
     for row in rows:
         arch = row.cell.architecture  # type: ignore[attr-defined]
         m = row.measurement  # type: ignore[attr-defined]
-        if arch not in levels or not row.ok or m is None or row.summary_path is None:  # type: ignore[attr-defined]
+        if arch not in levels or not row.ok or m is None:  # type: ignore[attr-defined]
             continue
-        stats = _front_stats(Path(row.summary_path).parent / "probe.json")  # type: ignore[attr-defined]
+        stats = _front_stats(run_dir / "cells" / row.cell_id / f"rep-{row.repetition}" / "probe.json")  # type: ignore[attr-defined]
         if not stats:
             continue
         servers, middlewares, workers = levels[arch]
