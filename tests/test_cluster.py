@@ -26,7 +26,7 @@ import pytest
 from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterFault, ShardedLoad, open_cluster
-from archlab.cluster.merge import read_interval_log
+from archlab.lab.load_merge import read_interval_log
 from archlab.errors import ArchlabError
 from archlab.lab.session import resume_run, run_spec
 from archlab.store import Store

@@ -17,8 +17,8 @@ from fractions import Fraction
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from archlab.cluster.merge import latency_summary_us, merge_shards, read_interval_log
-from archlab.cluster.shards import shard_seed, split_integer, split_load, split_params, with_outputs
+from archlab.lab.load_merge import latency_summary_us, merge_shards, read_interval_log
+from archlab.lab.load_shards import shard_seed, split_integer, split_load, split_params, with_outputs
 from archlab.errors import InvalidValue
 from archlab.lab.processes import ProcessGroup
 from archlab.latency.readers.hdr import read_hdr_log

@@ -245,7 +245,7 @@ def _refusal(tmp_path: Path, systems: str, factors: str = LB2_FACTORS) -> SpecEr
         (LB2.replace('architecture = "netty", copies = 2, options = { loops = 1 }', 'system = "ghost", copies = 2'), "systems[0].backends.system", "ghost"),
         (LB2.replace('architecture = "netty"', 'architecture = "nety"'), "systems[0].backends.architecture", "nety"),
         (LB2.replace('front = { proxy = "round-robin" }', 'front = { preset = "nutcracker" }'), "systems[0].front.preset", "speaks http"),
-        (LB2.replace('front = { proxy = "round-robin" }', ""), "systems[0].backends.copies", "no front"),
+        (LB2.replace('front = { proxy = "round-robin" }', "").replace("copies = 2", "copies = 17"), "systems[0].backends.copies", "no front"),
         (LB2 + "preload = 10\n", "systems[0].preload", "memcached"),
         (LB2 + 'load = { protocol = "memcached" }\n', "systems[0].load.protocol", "'http'"),
         (LB2.replace("options = { loops = 1 }", "options = { loops = 0 }"), "systems[0].backends.options.loops", "0"),

@@ -141,7 +141,7 @@ def test_shards_of_a_mixed_cell_merge_class_by_class(engine_path, tmp_path):
     classes are the sums of the shards' and still add up to the merged totals."""
     import subprocess
 
-    from archlab.cluster.merge import merge_shards
+    from archlab.lab.load_merge import merge_shards
     from archlab.lab.processes import ProcessGroup
 
     docs, logs = [], []

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from archlab.cluster.shards import with_outputs
+from archlab.lab.load_shards import with_outputs
 from archlab.errors import ArchlabError
 from archlab.lab.engine import find_engine
 from archlab.lab.processes import describe_exit, die_with_parent

@@ -1,10 +1,10 @@
 """A cell's load run as shards on the cluster's load workers: the client splits the cell's
-``archlab-engine load`` command (:mod:`archlab.cluster.shards`), measures every load worker's
+``archlab-engine load`` command (:mod:`archlab.lab.load_shards`), measures every load worker's
 clock offset, submits one task per shard (each needs the ``load`` resource, so no two shards
 share a worker), waits until every shard reports ready on its worker, publishes a start instant
 a little ahead (``lead_s``, the hop from client to workers), waits for all of them within the cell's time limit, measures the
 offsets again, and writes into the repetition's directory each shard's files
-(``shards/shard-K/``), the exactly merged summary and interval log (:mod:`archlab.cluster.merge`,
+(``shards/shard-K/``), the exactly merged summary and interval log (:mod:`archlab.lab.load_merge`,
 read by the runner like a local run's) and ``shards.json``: per shard its worker and host,
 users or rate, seed, generator-bound flag, start skew and clock offsets.
 
@@ -26,8 +26,8 @@ from distributed import Queue, Variable
 from archlab.cluster.clock import DEFAULT_MAX_OFFSET_S, ClockOffset, check_offsets, measure_offsets
 from archlab.cluster.connect import LOAD_RESOURCE, Cluster, ClusterError
 from archlab.cluster.loadshard import ShardFailed, ShardOutcome, prepare_worker, run_shard
-from archlab.cluster.merge import merge_shards
-from archlab.cluster.shards import split_load, split_params
+from archlab.lab.load_merge import merge_shards
+from archlab.lab.load_shards import split_load, split_params
 from archlab.errors import ArchlabError, ProcessFailed, ResumableFault
 
 

@@ -1,7 +1,8 @@
 """Running a topology (a ``[[systems]]`` entry with ``backends`` and a ``front``,
 :mod:`archlab.spec.topology`) for one cell: its processes started in dependency order (every
 backend, each waited for until it is ready; the memcached keys preloaded; then the front, given
-the backends' addresses, waited for too), the load generator pointed at the front, every
+the backends' addresses, waited for too), the load generator pointed at the front (at M fronts
+side by side: one generator per front, merged exactly by :mod:`archlab.lab.spread`), every
 process probed at the window's edges, and everything stopped afterwards in reverse order, also
 when a start fails. archlab's own processes (``serve``, ``proxy``, ``middleware``) are started
 on their ``listening`` line; ``serve`` and ``proxy`` are probed through their ``rusage`` answer
@@ -30,7 +31,7 @@ from typing import Literal
 
 from archlab import contract
 from archlab.errors import ProcessFailed
-from archlab.lab import foreign, presets, probes, process_tree
+from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
@@ -111,9 +112,12 @@ class RunningTopology:
     members: list[Member]
 
     @property
-    def target(self) -> Member:
-        """The process the load targets: the front, else the one backend."""
-        return self.members[-1]
+    def targets(self) -> list[Member]:
+        """The processes the load targets (one load generator each): the fronts, else every
+        backend."""
+        t = self.spec.topology
+        assert t is not None
+        return self.members[-t.load_targets :]
 
     def check_alive(self, when: str) -> None:
         for m in self.members:
@@ -145,7 +149,8 @@ def start(
                 preload_memcached(m.host, m.port, topology, spec.ready_timeout_s)
         if topology.front is not None:
             backends = [m.address for m in running.members]
-            running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus))
+            for name in topology.front.names:
+                running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus, name))
     except BaseException:
         # What was started is stopped before the error goes on, and the run keeps how.
         (directory / "failed-start.stop.json").write_text(json.dumps(stop(group, running), indent=2) + "\n")
@@ -249,12 +254,14 @@ def _start_foreign(
 
 def _start_front(
     group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, backends: list[str], directory: Path, default_cpus: tuple[int, ...],
+    name: str = "front",
 ) -> Member:
+    """The front ``name`` (``front``, or ``front-K`` of several side by side), given every backend."""
     f = topology.front
     assert f is not None
     cpus = _cpus_of(f.cpus, default_cpus)
     if f.kind == "preset":
-        copy = SystemSpec(name=f"{spec.name}.front", cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s,
+        copy = SystemSpec(name=f"{spec.name}.{name}", cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s,
                           stop_signal="SIGQUIT" if f.name == "nginx" else "SIGTERM")  # fmt: skip
 
         def command(values: dict[str, str], scratch: Path) -> list[str]:
@@ -262,25 +269,25 @@ def _start_front(
                 values = {**values, "stats_port": str(foreign.free_port("127.0.0.1"))}
             return presets.balancer_command(f.name, values, scratch, backends)
 
-        return _start_foreign(group, copy, "front", f"preset {f.name} in front of {len(backends)}", directory, cpus, f.cpu_quota, command)
+        return _start_foreign(group, copy, name, f"preset {f.name} in front of {len(backends)}", directory, cpus, f.cpu_quota, command)
     if f.kind == "proxy":
         assert f.architecture is not None
         options = contract.check_proxy(f.architecture, {**dict(f.options), "policy": f.name, "backends": ",".join(backends), "cpus": format_cpu_list(cpus)})
-        path = directory / "front.options.json"
+        path = directory / f"{name}.options.json"
         path.write_text(json.dumps(options, indent=2) + "\n")
         argv = [str(engine.path), "proxy", "--arch", f.architecture, "--host", "127.0.0.1", "--port", "0", "--options", str(path)]
-        proc, host, port = _start_own(group, f"{spec.name} front", argv, directory / "front.stderr", spec.ready_timeout_s)
-        member = Member("front", f"proxy {f.name} ({f.architecture})", host, port, cpus, "rusage", proc)
+        proc, host, port = _start_own(group, f"{spec.name} {name}", argv, directory / f"{name}.stderr", spec.ready_timeout_s)
+        member = Member(name, f"proxy {f.name} ({f.architecture})", host, port, cpus, "rusage", proc)
     else:
         argv = [str(engine.path), "middleware", "--arch", f.name, "--servers", ",".join(backends), "--sharded", "true" if f.sharded else "false"]
         argv += ["--workers", str(f.workers)] if f.workers is not None else []
-        argv += ["--port", "0", "--cpus", format_cpu_list(cpus), "--stats-dir", str(directory / "front-stats")]
+        argv += ["--port", "0", "--cpus", format_cpu_list(cpus), "--stats-dir", str(directory / f"{name}-stats")]
         token = uuid.uuid4().hex
         env = {**os.environ, process_tree.TOKEN_VARIABLE: token}
-        proc, host, port = _start_own(group, f"{spec.name} front", argv, directory / "front.stderr", spec.ready_timeout_s, env)
+        proc, host, port = _start_own(group, f"{spec.name} {name}", argv, directory / f"{name}.stderr", spec.ready_timeout_s, env)
         what = f"middleware {f.name}" + (f", {f.workers} workers" if f.workers else "") + (", sharded" if f.sharded else "")
-        member = Member("front", what, host, port, cpus, "tree", proc, tree=process_tree.ProcessTree(proc.pid, token))
-    member.quota = apply_cpu_quota(proc.pid, f.cpu_quota, f"{spec.name}-front")
+        member = Member(name, what, host, port, cpus, "tree", proc, tree=process_tree.ProcessTree(proc.pid, token))
+    member.quota = apply_cpu_quota(proc.pid, f.cpu_quota, f"{spec.name}-{name}")
     return member
 
 
@@ -393,7 +400,7 @@ def quota_fact(exp: Experiment) -> dict | None:
         if t.backends.cpu_quota is not None:
             asked += [{"system": s.name, "process": f"backend-{i}", "cpu_quota": t.backends.cpu_quota} for i in range(t.backends.copies)]
         if t.front is not None and t.front.cpu_quota is not None:
-            asked.append({"system": s.name, "process": "front", "cpu_quota": t.front.cpu_quota})
+            asked += [{"system": s.name, "process": name, "cpu_quota": t.front.cpu_quota} for name in t.front.names]
     if not asked:
         return None
     why = cgroup_v2_support()
@@ -424,8 +431,8 @@ def measure(
     running = start(group, engine, spec, files.directory / "topology", exp.placement.server_cpus, config, exp.systems)
     stops: list[dict] = []
     try:
-        target = running.target
-        params = load_params(cell, exp, target.address, repetition=rep, records_path=files.records if exp.load.records else None)
+        targets = [m.address for m in running.targets]
+        params = load_params(cell, exp, targets[0], repetition=rep, records_path=files.records if exp.load.records else None)
         if topology.protocol == "memcached":
             # The system's load table, then the workload level's query (/memcached?ratio=0:1);
             # a memcached run has no path.
@@ -433,8 +440,12 @@ def measure(
             params.pop("path", None)
             params = contract.check_load(params)
         files.load_params.write_text(json.dumps(params, indent=2) + "\n")
-        argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
-        window = drive_load(group, argv, lambda: running.sample(config), lambda: running.check_alive("during the load run"), exp, files, config)
+        probe, check_alive = (lambda: running.sample(config)), (lambda: running.check_alive("during the load run"))
+        if len(targets) == 1:
+            argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
+            window = drive_load(group, argv, probe, check_alive, exp, files, config)
+        else:
+            window = spread.drive_spread(group, engine, params, targets, probe, check_alive, exp, files, config)
     finally:
         stops = stop(group, running)
         (files.directory / "topology.stop.json").write_text(json.dumps(stops, indent=2) + "\n")

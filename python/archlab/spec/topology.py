@@ -5,7 +5,9 @@ architecture (``architecture = "netty"``), a preset peer (``preset = "memcached"
 another ``[[systems]]`` command entry (``system = "NAME"``); a front is archlab's HTTP proxy with
 a policy (``proxy = "round-robin"``), archlab's memcached middleware (``middleware = "seed"``,
 ``workers``, ``sharded``) or a balancer peer the lab configures (``preset = "haproxy"``,
-``"nginx"`` or ``"nutcracker"``). Every process has its CPU set and an optional ``cpu_quota`` (a
+``"nginx"`` or ``"nutcracker"``); ``copies = M`` puts M such fronts side by side (seed 002's
+two middlewares), each given every backend, with the load spread over them. Without a front
+the load is spread over the backends' copies (seed 002 §2.2). Every process has its CPU set and an optional ``cpu_quota`` (a
 fraction of one CPU, applied with cgroup v2 ``cpu.max`` where writable). A memcached topology can
 ask for ``preload`` (keys written into every memcached backend before the measurement) and says
 what its load speaks (``load = {protocol = "memcached", ...}``, the load generator's parameters).
@@ -38,10 +40,12 @@ MIDDLEWARE_ARCHS = ("seed", "ring", "actor", "event-loop")
 #: the one-thread loop costs least per request (docs/proxy.md, "Against HAProxy and nginx").
 DEFAULT_PROXY_ARCHITECTURE = "single-thread"
 BACKEND_KEYS = ("architecture", "preset", "system", "copies", "cpus", "cpu_quota", "options")
-FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "cpus", "cpu_quota", "options")
+FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "copies", "cpus", "cpu_quota", "options")
 # Load parameters a topology's load table and workload may not set: the lab and the spec do.
 _LAB_SET_LOAD = ("target", "path", "connections", "duration", "warmup", "cpus")
 MAX_COPIES = 64  # the middleware's limit of servers, and more processes than any study here needs
+#: Fronts side by side: each gets its own load generator process, which needs a core's share.
+MAX_FRONT_COPIES = 16
 TOPOLOGY_KEYS = ("backends", "front", "preload", "load")
 
 
@@ -73,7 +77,8 @@ class Backends:
 
 @dataclass(frozen=True)
 class Front:
-    """The process in front of the backends, which the load targets."""
+    """The process in front of the backends, which the load targets; ``copies`` of them side
+    by side, all on ``cpus``, each given every backend (the load is spread over them)."""
 
     kind: FrontKind
     name: str  # the proxy's policy, the middleware's design, or the preset
@@ -83,6 +88,12 @@ class Front:
     cpus: tuple[int, ...] | None = None
     cpu_quota: float | None = None
     options: tuple[tuple[str, object], ...] = ()
+    copies: int = 1
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The fronts' process names: ``front`` alone, ``front-0`` .. ``front-(M-1)`` side by side."""
+        return ("front",) if self.copies == 1 else tuple(f"front-{k}" for k in range(self.copies))
 
     @property
     def protocol(self) -> str:
@@ -92,6 +103,8 @@ class Front:
 
     def to_dict(self) -> dict:
         d: dict[str, object] = {self.kind: self.name, "cpus": format_cpu_list(self.cpus) if self.cpus else None, "cpu_quota": self.cpu_quota}
+        if self.copies != 1:  # only when given: specs with one front keep their hash
+            d["copies"] = self.copies
         if self.kind == "proxy":
             d.update(architecture=self.architecture, options=dict(self.options))
         if self.kind == "middleware":
@@ -111,10 +124,16 @@ class Topology:
         return self.front.protocol if self.front is not None else self.backends.protocol
 
     @property
+    def load_targets(self) -> int:
+        """How many processes the load is spread over (one load generator each): the fronts,
+        or without a front every backend (seed 002 §2.2: clients straight at two servers)."""
+        return self.front.copies if self.front is not None else self.backends.copies
+
+    @property
     def process_names(self) -> tuple[str, ...]:
         """The name of every process, in start order (the accounting has a row for each)."""
         names = tuple(f"backend-{i}" for i in range(self.backends.copies))
-        return names + (("front",) if self.front is not None else ())
+        return names + (self.front.names if self.front is not None else ())
 
     def to_dict(self) -> dict:
         return {
@@ -136,9 +155,12 @@ def parse_topology(t: Mapping[str, object], field_: str, cpus_here: frozenset[in
         raise SpecError(f"{field_}.backends", "a table saying which server runs behind the front, e.g. { architecture = \"netty\", copies = 2 }", "nothing")
     backends = _backends(t["backends"], f"{field_}.backends", cpus_here, architectures)
     front = _front(t["front"], f"{field_}.front", cpus_here, backends) if "front" in t else None
-    if front is None and backends.copies != 1:
+    if front is None and backends.copies > MAX_FRONT_COPIES:
         raise SpecError(
-            f"{field_}.backends.copies", "1 when there is no front (the load targets one process)", backends.copies, hint="add a front, e.g. front = { proxy = \"round-robin\" }"
+            f"{field_}.backends.copies",
+            f"at most {MAX_FRONT_COPIES} when there is no front (the load is spread over the copies, one load generator each)",
+            backends.copies,
+            hint="add a front, e.g. front = { proxy = \"round-robin\" }",
         )
     protocol = front.protocol if front is not None else backends.protocol
     preload = t.get("preload", 0)
@@ -179,7 +201,7 @@ def _check_load(load: Mapping[str, object], field_: str) -> None:
 MEMCACHED_WORKLOAD_PATH = "/memcached"
 
 
-def memcached_workload(level: str) -> dict[str, str]:
+def memcached_workload(level: str) -> dict[str, object]:
     """The load parameters a memcached workload level sets; ``ValueError`` naming what is wrong
     (the data plane checks the values when the spec is validated)."""
     from urllib.parse import parse_qsl, urlsplit
@@ -197,7 +219,12 @@ def memcached_workload(level: str) -> dict[str, str]:
     for k in params:
         if k in ("protocol", *_LAB_SET_LOAD):
             raise ValueError(f"{level!r}: {k} is not set by the workload")
-    return params
+    # A query's values are text; the parameters the data plane declares as integers
+    # (multi_get=3, key_max=99) go to it as numbers, the rest as written.
+    from archlab import contract
+
+    integers = {o.name for o in contract.load_params() if o.allowed.startswith("an integer")}
+    return {k: int(v) if k in integers and v.isdigit() else v for k, v in params.items()}
 
 
 def _table(value: object, field_: str, keys: tuple[str, ...], example: str) -> Mapping[str, object]:
@@ -288,6 +315,9 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
             raise SpecError(f"{field_}.sharded", "true or false", sharded)
     elif name not in FRONT_PRESETS:
         raise SpecError(f"{field_}.preset", "one of " + ", ".join(FRONT_PRESETS), name)
+    copies = t.get("copies", 1)
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= MAX_FRONT_COPIES:
+        raise SpecError(f"{field_}.copies", f"an integer in 1..={MAX_FRONT_COPIES} (fronts side by side, one load generator each)", copies)
     front = Front(
         kind=kind,  # type: ignore[arg-type]
         name=str(name),
@@ -297,6 +327,7 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
         cpus=_cpus(t["cpus"], f"{field_}.cpus", cpus_here) if "cpus" in t else None,
         cpu_quota=_quota(t.get("cpu_quota"), f"{field_}.cpu_quota"),
         options=tuple(sorted(options.items())),
+        copies=copies,
     )
     if front.protocol != backends.protocol:
         raise SpecError(

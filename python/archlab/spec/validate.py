@@ -99,6 +99,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     levels = [a for f in factors if f.name == "architecture" for a in f.levels]
     check_settings_apply(levels, raw.section("server"), [f.name for f in factors])
     check_used(systems, levels)
+    _check_spread(factors, systems, load.model)
     db = _db(raw, factors, systems, env.cpus)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
@@ -460,6 +461,21 @@ def _check_distinct(name: str, values: list, levels: tuple[Level, ...]) -> None:
             same = "is the same level as" if levels[j] == level else "would get the same cell id as"
             raise SpecError(f"factors.{name}[{i}]", "levels that differ from each other", values[i], hint=f"it {same} factors.{name}[{j}]")
         seen[key] = i
+
+
+def _check_spread(factors: tuple[Factor, ...], systems: tuple[SystemSpec, ...], model: str) -> None:
+    """A topology whose load is spread over M processes (its fronts, or its backends without a
+    front) gets one load generator per process, so every closed-model population must give
+    each at least one user."""
+    targets = max((s.topology.load_targets for s in systems if s.topology is not None), default=1)
+    if targets == 1 or model != "closed":
+        return
+    for f in factors:
+        if f.name == "concurrency":
+            small = [n for n in f.levels if isinstance(n, int) and n < targets]
+            if small:
+                raise SpecError("factors.concurrency", f"levels >= {targets}: a system spreads its load over {targets} processes, "
+                                "each driven by its own load generator with at least one user", small[0])
 
 
 def _check_not_fixed_and_varied(factors: tuple[Factor, ...], raw: RawSpec) -> None:

@@ -290,7 +290,7 @@ def _write_log(parsed: Sequence[IntervalLog], per_second: Sequence[HdrHistogram 
     base = min(bases) if bases else 0.0
     # The engine's description of one shard's command would mislead here; what the log holds stays.
     held = [c for c in parsed[0].comments if not c.startswith("#archlab-engine")]
-    lines = [f"#archlab.cluster: {len(parsed)} load shards merged (histograms added); each shard's log is shards/shard-K/hdr.log",
+    lines = [f"#archlab: {len(parsed)} load shards merged (histograms added); each shard's log is shards/shard-K/hdr.log",
              *held, _UNIT_COMMENT,
              "#[Histogram log format version 1.3]", f"#[StartTime: {base:.3f} (seconds since epoch)]",
              f"#[BaseTime: {base:.3f} (seconds since epoch)]", _LEGEND]
