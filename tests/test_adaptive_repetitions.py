@@ -371,3 +371,13 @@ def test_html_glance_shows_the_order_at_the_rule_level(env, tmp_path):
     assert "98.75% interval" in glance
     assert group.ranking().text().replace(">", "&gt;") in glance
     assert "the smallest the run could detect)" in glance and 'class="clear"' in glance
+
+
+def test_a_single_repetition_is_listed_by_mean_not_called_a_tie():
+    """Without repetitions there is no interval: the order is the means' and says so once, not
+    as '=' (a tie is a measured statement) and not once per pair."""
+    from archlab.separation import Comparison, Ranking
+
+    ranking = Ranking(order=("a", "b", "c"), comparisons=(Comparison("a", "b", None), Comparison("b", "c", None)))
+    assert ranking.text() == "a, b, c"
+    assert ranking.tie_clauses() == ["every pair by mean only, not compared (fewer than 2 successful repetitions)"]

@@ -93,23 +93,28 @@ class Ranking:
             return "nothing measured"
         parts = [self.order[0]]
         for c in self.comparisons:
-            parts += [">" if c.separated else "=", c.slower]
-        return " ".join(parts)
+            # Without an interval the pair is listed by mean only: neither a lead nor a tie.
+            parts += [">" if c.separated else ("=" if c.detectable is not None else ","), c.slower]
+        return " ".join(parts).replace(" , ", ", ")
 
     def tie_clauses(self) -> list[str]:
         """What each tie of the ranking means: ``tie of blocking and thread-per-connection
         (difference < 7%, the smallest the run could detect)``."""
         clauses = []
+        uncompared = 0
         for c in self.comparisons:
             if c.separated:
                 continue
             if c.detectable is None:
-                clauses.append(f"{c.faster} and {c.slower}: not compared (fewer than 2 successful repetitions)")
+                uncompared += 1
             else:
                 clauses.append(
                     f"tie of {c.faster} and {c.slower} (difference < {_percent(c.detectable)}, "
                     "the smallest the run could detect)"
                 )
+        if uncompared:  # one clause, not one per pair: a single-repetition run has no interval anywhere
+            pairs = "every pair" if uncompared == len(self.comparisons) else f"{uncompared} pair(s) listed with ','"
+            clauses.append(f"{pairs} by mean only, not compared (fewer than 2 successful repetitions)")
         return clauses
 
     def ties_text(self) -> str:

@@ -41,7 +41,8 @@ def group_verdict(group: LoadGroup) -> tuple[Ranking, str, list[str]]:
 def glance_legend(confidence: float) -> str:
     return (
         f"at a glance: throughput order per workload and load level; '>' the {confidence_text(confidence)} interval of the "
-        "two means' ratio is clear of 1, '=' a tie (the interval contains 1)"
+        "two means' ratio is clear of 1, '=' a tie (the interval contains 1), ',' listed by mean only (no interval: fewer "
+        "than 2 successful repetitions)"
     )
 
 

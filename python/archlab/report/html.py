@@ -144,7 +144,8 @@ def _glance(groups: Sequence[LoadGroup]) -> str:
         '<section id="glance"><h2>At a glance</h2>'
         f"<p>The order of mean throughputs for each workload and {_e(axis)}, best first: "
         f"'&gt;' where the {_e(level)} interval of the two means' ratio is clear of 1, "
-        "'=' a tie where it is not, with the smallest difference the run could have detected. "
+        "'=' a tie where it is not, with the smallest difference the run could have detected, "
+        "',' listed by mean only where a side has fewer than two successful repetitions (no interval). "
         f"{_MARK_SYMBOL[Win.CLEAR]} the best's lead is established; "
         f"{_MARK_SYMBOL[Win.TIED]} it is not (a tie, or a single repetition and so no interval).</p>"
         f'<table class="glance"><thead><tr><th scope="col">workload \\ {_e(axis)}</th>{head}'
