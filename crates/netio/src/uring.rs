@@ -11,6 +11,7 @@
 //! free buffer for each completion of a multishot `recv`, and the owner hands it back with
 //! [`BufRing::recycle`] once the bytes are consumed. Nothing here blocks or spawns threads.
 
+use io_uring::squeue;
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 use std::io;
@@ -34,6 +35,31 @@ pub fn new_ring(sq_entries: u32, cq_entries: u32) -> io::Result<IoUring> {
         ));
     }
     Ok(ring)
+}
+
+/// Hand what is queued to the kernel without waiting; an interrupted call, or a completion
+/// queue too full to take more (`EBUSY`: the caller reaps, then submits again), is not an error.
+pub fn submit(ring: &IoUring) -> io::Result<()> {
+    match ring.submit() {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Queue one operation; a full submission queue is submitted first.
+///
+/// # Safety
+/// Every buffer and descriptor `entry` points to must stay valid until its completion is reaped.
+pub unsafe fn push(ring: &mut IoUring, entry: &squeue::Entry) -> io::Result<()> {
+    for _ in 0..2 {
+        // SAFETY: the caller's promise above.
+        if unsafe { ring.submission().push(entry) }.is_ok() {
+            return Ok(());
+        }
+        submit(ring)?;
+    }
+    Err(io::Error::other("io-uring: the submission queue stays full (the kernel takes no more operations)"))
 }
 
 /// Why io_uring cannot be used here, in words naming the cause and the way out.

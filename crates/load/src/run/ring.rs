@@ -91,23 +91,13 @@ impl Ring {
 
     /// Queue one operation; a full submission queue is submitted first.
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
-        for _ in 0..2 {
-            // SAFETY: every buffer an entry points to is either the run's shared requests (alive
-            // until the threads end) or the provided buffers (alive as long as the ring).
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
-        }
-        Err(io::Error::other("io-uring: the submission queue stays full (the kernel takes no more operations)"))
+        // SAFETY: every buffer an entry points to is either the run's shared requests (alive
+        // until the threads end) or the provided buffers (alive as long as the ring).
+        unsafe { archlab_netio::uring::push(&mut self.ring, &entry) }
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        match self.ring.submit() {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        archlab_netio::uring::submit(&self.ring)
     }
 
     /// Watch `fd` (the timerfd or the waker) for readability until cancelled.

@@ -263,25 +263,15 @@ impl Proactor {
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        match self.ring.submit() {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        archlab_netio::uring::submit(&self.ring)
     }
 
     /// Queue one operation; a full submission queue is submitted first.
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
-        for _ in 0..2 {
-            // SAFETY: every buffer an entry points to belongs to a boxed connection that stays in
-            // its slot, untouched, until the entry's completion was handled (`release_if_idle`);
-            // the listener outlives the ring.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
-        }
-        Err(io::Error::other("io-uring: the submission queue stays full (the kernel takes no more operations)"))
+        // SAFETY: every buffer an entry points to belongs to a boxed connection that stays in
+        // its slot, untouched, until the entry's completion was handled (`release_if_idle`);
+        // the listener outlives the ring.
+        unsafe { archlab_netio::uring::push(&mut self.ring, &entry) }
     }
 
     fn complete(&mut self, user_data: u64, result: i32, flags: u32) -> io::Result<()> {
