@@ -405,16 +405,19 @@ fn coordinate(
                 match result {
                     Ok(s) => summaries.push(s),
                     Err(e) => {
-                        // One thread failing ends the run for all of them.
+                        // One thread failing ends the run for all of them, now: `now` was read
+                        // before the wait for this message, which may have lasted a second.
                         failure = failure.or(Some(e));
-                        sh.end_ns.fetch_min(now, Ordering::SeqCst);
+                        sh.end_ns.fetch_min(now_ns(), Ordering::SeqCst);
                         sh.wake_all();
                     }
                 }
             }
             Ok(Msg::Stop) => {
-                // A stop after the natural end of the window interrupts nothing.
-                if sh.end_ns.fetch_min(now, Ordering::SeqCst) > now {
+                // The window ends at the stop, read now (not before the wait it ended). A stop
+                // after the natural end of the window interrupts nothing.
+                let at = now_ns();
+                if sh.end_ns.fetch_min(at, Ordering::SeqCst) > at {
                     interrupted = true;
                     sh.wake_all();
                 }
