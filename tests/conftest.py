@@ -8,9 +8,11 @@ every process a test started, via an environment token children inherit."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import NoReturn
@@ -172,3 +174,34 @@ def start_cli(*args: str, cwd: Path | None = None) -> subprocess.Popen:
         cwd=cwd or REPO,
         env=cli_env(),
     )
+
+
+def wait_no_engine(token: str, timeout_s: float = 5.0) -> list:
+    """Engine processes of this test still alive; waits for the condition, at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (left := engine_processes(token)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def interrupt_mid_cell(cli: subprocess.Popen, token: str, after: str, what: str) -> tuple[int, str]:
+    """Ctrl-C an orchestrator in the middle of a cell: read its progress until a line starting
+    with ``after``, wait (on the condition, at most 60 s) until the next cell's load generator
+    runs, then SIGINT. Returns the exit code and everything it wrote to stderr; ``what`` names
+    that next cell in the failure messages."""
+    lines: list[str] = []
+    try:
+        while not any(line.startswith(after) for line in lines):
+            line = cli.stderr.readline()
+            assert line, f"orchestrator ended before {after!r}: {''.join(lines)}"
+            lines.append(line)
+        deadline = time.monotonic() + 60
+        while not any(" load " in cmd for _, cmd in engine_processes(token)):
+            assert time.monotonic() < deadline and cli.poll() is None, f"{what}'s load generator did not start"
+            time.sleep(0.02)
+        cli.send_signal(signal.SIGINT)
+        _, rest = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    return cli.returncode, "".join(lines) + rest

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
-import signal
-import time
 from pathlib import Path
 
 import pytest
-from conftest import engine_processes, run_cli, spec_text, start_cli
+from conftest import interrupt_mid_cell, run_cli, spec_text, start_cli, wait_no_engine
 
 from archlab.errors import SpecError
 from archlab.lab.adaptive import contenders_together, most_added, next_round
@@ -243,13 +241,6 @@ ADAPTIVE = 'name = "adaptive"\nrepetitions = {min = 2, max = 3}\nwarmup = "200ms
 TIE = 'architecture = ["blocking"]\nthreads = [4, 5]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
 
 
-def _wait_no_engine(token: str, timeout_s: float = 5.0) -> list:
-    deadline = time.monotonic() + timeout_s
-    while (left := engine_processes(token)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
-
-
 def _check_rule_satisfied(store: Store, run_id: str, spec: Path):
     """The stored run is what the rule asks for: no further round is due, every cell has its
     min to max repetitions numbered 1..n once each, and each recorded pair has its files."""
@@ -295,7 +286,7 @@ def test_small_adaptive_run(engine_path, tmp_path, token):
     assert "at a glance: throughput order per workload and load level; '>' the 97.5% interval" in report.stdout
     ranking = group_by_load(aggregate(view.rows), exp.adaptive.level)[0].ranking()
     assert f"c=2  {ranking.text()}\n" in report.stdout, report.stdout
-    assert _wait_no_engine(token) == []
+    assert wait_no_engine(token) == []
 
 
 def test_interrupt_during_added_repetitions_then_resume(engine_path, tmp_path, token):
@@ -306,27 +297,12 @@ def test_interrupt_during_added_repetitions_then_resume(engine_path, tmp_path, t
     spec.write_text(spec_text(experiment=experiment, factors=TIE))
     store_dir = tmp_path / "runs"
     cli = start_cli("run", str(spec), "--store", str(store_dir), "--no-report")
-    lines = []
-    try:
-        # The base is 2 cells x 2 repetitions; "[5/" is the first added repetition recorded.
-        while not any(line.startswith("[5/") for line in lines):
-            line = cli.stderr.readline()
-            assert line, f"orchestrator ended early (did the base separate a tie?): {''.join(lines)}"
-            lines.append(line)
-        # Into the sixth pair, the round's second: its load generator runs.
-        deadline = time.monotonic() + 60
-        while not any(" load " in cmd for _, cmd in engine_processes(token)):
-            assert time.monotonic() < deadline and cli.poll() is None, "the sixth pair's load generator did not start"
-            time.sleep(0.02)
-        cli.send_signal(signal.SIGINT)
-        _, rest = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-    stderr = "".join(lines) + rest
-    assert cli.returncode == 130, stderr
+    # The base is 2 cells x 2 repetitions; "[5/" is the first added repetition recorded; then
+    # into the sixth pair, the round's second: its load generator runs.
+    code, stderr = interrupt_mid_cell(cli, token, "[5/", "the sixth pair")
+    assert code == 130, stderr
     run_id = re.search(r"archlab run --resume (\S+)", stderr).group(1)
-    assert _wait_no_engine(token) == []
+    assert wait_no_engine(token) == []
     store = Store(store_dir)
     assert store.catalog.run(run_id)["status"] == "interrupted"
     before = {(r.cell_id, r.repetition) for r in store.load_run(run_id).rows}
@@ -338,7 +314,7 @@ def test_interrupt_during_added_repetitions_then_resume(engine_path, tmp_path, t
     after = {(r.cell_id, r.repetition) for r in view.rows}
     assert before < after and len(after) in (6, 8)  # the interrupted round completed, at most one more
     assert view.manifest.status == "complete" and len(view.manifest.document["resumed_at"]) == 1
-    assert _wait_no_engine(token) == []
+    assert wait_no_engine(token) == []
 
 
 def test_base_repetitions_run_contenders_side_by_side(env):

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import engine_processes, run_cli, spec_text, start_cli
+from conftest import engine_processes, interrupt_mid_cell, run_cli, spec_text, start_cli, wait_no_engine
 from pytest import approx
 
 from archlab.lab.engine import Engine
@@ -34,13 +34,6 @@ def write_spec(tmp_path: Path, experiment: str = SHORT, factors: str = TWO_CELLS
     path = tmp_path / "spec.toml"
     path.write_text(spec_text(experiment=experiment, factors=factors))
     return path
-
-
-def wait_no_engine(token: str, timeout_s: float = 5.0) -> list:
-    deadline = time.monotonic() + timeout_s
-    while (left := engine_processes(token)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
 
 
 def test_two_cells_end_to_end(engine_path, tmp_path, token):
@@ -175,25 +168,10 @@ def test_interrupt_then_resume(engine_path, tmp_path, token):
     spec = write_spec(tmp_path, factors='architecture = ["single-thread", "blocking"]\nworkload = ["/echo?size=64"]\nconcurrency = [1, 2]')
     store_dir = tmp_path / "runs"
     cli = start_cli("run", str(spec), "--store", str(store_dir), "--no-report")
-    lines = []
-    try:
-        while not any(line.startswith("[1/4]") for line in lines):
-            line = cli.stderr.readline()
-            assert line, f"orchestrator ended early: {''.join(lines)}"
-            lines.append(line)
-        # Into the second cell: its load generator runs (the first one's has exited, its
-        # summary is in the row that [1/4] reports).
-        deadline = time.monotonic() + 60
-        while not any(" load " in cmd for _, cmd in engine_processes(token)):
-            assert time.monotonic() < deadline and cli.poll() is None, "the second cell's load generator did not start"
-            time.sleep(0.02)
-        cli.send_signal(signal.SIGINT)
-        _, rest = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-    stderr = "".join(lines) + rest
-    assert cli.returncode == 130, stderr
+    # Into the second cell: its load generator runs (the first one's has exited, its summary is
+    # in the row that [1/4] reports).
+    code, stderr = interrupt_mid_cell(cli, token, "[1/4]", "the second cell")
+    assert code == 130, stderr
     run_id = re.search(r"archlab run --resume (\S+)", stderr).group(1)
     assert wait_no_engine(token) == []
 
