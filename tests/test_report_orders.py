@@ -98,6 +98,7 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path):
     ("seed001-hybrid.toml, 2026", "seed001-hybrid.toml"),
     ("seed001-latency.toml, 2026", "seed001-latency.toml"),
     ("seed001-ncopy-mix.toml, 2026", "seed001-ncopy-mix.toml"),
+    ("seed000-lb.toml, reduced, 2026", "seed000-lb.toml"),
 ])
 def test_every_claim_line_of_the_results_page_is_what_the_command_prints(section, claims):
     done = run_cli("orders", "--table", str(README), "--section", section, "--claims", str(ROOT / "experiments" / "claims" / claims))
