@@ -291,10 +291,26 @@ def test_a_catalog_written_before_typed_rows_still_loads(tmp_path, experiment):
     from archlab.report import terminal_table
 
     assert read_run_cell(store.run_dir(LEGACY_RUN), "single-thread__echo-size-64__c4").samples.n == view.rows[1].measurement.requests
-    lines = [ln for ln in terminal_table(view.rows, color=False).splitlines() if "/echo?size=64" in ln]
+    table = terminal_table(view.rows, color=False).split("\nat a glance")[0]  # the rows, not the orders below them
+    lines = [ln for ln in table.splitlines() if "/echo?size=64" in ln]
     # The columns end "... X(R+Z)/N  failed": the ratio is shown, near 1, never n/a.
     assert len(lines) == 2 and all(abs(float(ln.split()[-2]) - 1.0) < 0.01 for ln in lines), lines
     with store.create_run(experiment, "x") as handle:
         handle.record(experiment.cells()[0], 1, ok_record(handle, experiment.cells()[0], 1))
     assert {info.run_id for info in store.runs()} == {LEGACY_RUN, handle.run_id}
     assert len(store.load_run(handle.run_id).rows) == 1 and len(store.load_run(LEGACY_RUN).rows) == 2
+
+
+def test_a_store_opened_by_a_relative_path_reads_its_files_back(tmp_path, experiment, monkeypatch):
+    """`archlab run --store runs` from a working directory: the catalog must keep each file's
+    path relative to the store's root, not to the working directory, or it reads runs/runs/..."""
+    monkeypatch.chdir(tmp_path)
+    store = Store(Path("runs"))
+    handle = store.create_run(experiment, "x", None)
+    cell = experiment.cells()[0]
+    record = ok_record(handle, cell, 1)
+    assert not Path(record.summary_path).is_absolute()  # the runner's paths under a relative root
+    handle.record(cell, 1, record)
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.summary_path == (tmp_path / "runs" / handle.run_id / "cells" / cell.cell_id / "rep-1" / "summary.json")
+    assert row.summary_path.exists()

@@ -138,9 +138,11 @@ def _float(value: object) -> float | None:
 
 
 def _relative(path: Path | None, root: Path) -> str | None:
+    # A path relative to the working directory (a store opened as `runs`) is made relative to
+    # the root too: kept as given it would be read back as root/runs/... .
     if path is None:
         return None
-    return os.path.relpath(path, root) if path.is_absolute() else str(path)
+    return os.path.relpath(path.absolute(), root.absolute())
 
 
 def _absolute(path: object, root: Path | None) -> Path | None:
