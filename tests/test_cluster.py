@@ -250,18 +250,24 @@ def test_clocks_too_far_apart_stop_the_run_resumably(engine_path, cluster, tmp_p
     assert only_row(store, resumed.run_id).measurement.requests > 0
 
 
+def _kill_parent(pid: int, killed: list) -> bool:
+    """SIGKILL the parent of ``pid`` (the worker process that started it) and note it; False
+    when either is gone already."""
+    try:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(parent, signal.SIGKILL)
+    except (OSError, ValueError):
+        return False
+    killed.append(parent)
+    return True
+
+
 def _kill_a_load_worker_when_its_shard_runs(token: str, killed: list, stop: threading.Event) -> None:
     """Wait for an `archlab-engine load` process of this test, then SIGKILL its parent (the
     worker process that runs the shard)."""
     while not stop.is_set():
         for pid, cmd in processes_with_token(token):
-            if "archlab-engine load" in cmd or re.search(r"archlab-engine\S* load", cmd):
-                try:
-                    parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                    os.kill(parent, signal.SIGKILL)
-                except (OSError, ValueError):
-                    continue
-                killed.append(parent)
+            if ("archlab-engine load" in cmd or re.search(r"archlab-engine\S* load", cmd)) and _kill_parent(pid, killed):
                 return
         stop.wait(0.01)
 
@@ -433,13 +439,7 @@ def _kill_the_worker_of_a_server(token: str, killed: list, stop: threading.Event
         procs = processes_with_token(token)
         if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
             for pid, cmd in procs:
-                if re.search(r"archlab-engine\S* serve", cmd):
-                    try:
-                        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                        os.kill(parent, signal.SIGKILL)
-                    except (OSError, ValueError):
-                        continue
-                    killed.append(parent)
+                if re.search(r"archlab-engine\S* serve", cmd) and _kill_parent(pid, killed):
                     return
         stop.wait(0.01)
 
