@@ -5,7 +5,9 @@ lines."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,21 @@ def test_rusage_line():
         'rusage {"user_cpu_s":1.25,"system_cpu_s":0.5,"voluntary_context_switches":10,"involuntary_context_switches":3,"max_rss_kib":2048}'
     )
     assert r == Rusage(1.25, 0.5, 10, 3, 2048)
+
+
+def test_rusage_line_keeps_what_else_the_server_reports():
+    # The counts at the limits and HybridNetty's routing ride on the same line; probe.json
+    # must carry them as printed.
+    hybrid = {"routes": {"profiled": 1, "netty": 2, "inline": 3, "corrected": 1}, "writes": {"netty_calls": 9}}
+    line = (
+        'rusage {"user_cpu_s":1,"system_cpu_s":0,"voluntary_context_switches":1,'
+        '"involuntary_context_switches":0,"max_rss_kib":1,"write_syscalls":7,"accept_capped":4,'
+        f'"hybrid":{json.dumps(hybrid)}}}'
+    )
+    r = Rusage.parse_line(line)
+    assert r.write_syscalls == 7
+    assert r.extra == {"accept_capped": 4, "hybrid": hybrid}
+    assert json.loads(json.dumps(asdict(r)))["extra"]["hybrid"] == hybrid
 
 
 def _sample(t, cpu, vcs, syscr, rusage=None):

@@ -9,6 +9,7 @@ use crate::signals::{spawn_handler, Signal};
 use crate::CliError;
 use archlab_netio::socket::listen;
 use archlab_options::Given;
+use archlab_server::frontend::hybrid;
 use archlab_server::{registry, ServerOptions, REGISTRY};
 use archlab_workload::DbPool;
 
@@ -92,6 +93,11 @@ pub(crate) fn usage_json() -> serde_json::Value {
         if let (Some(v), serde_json::Value::Object(c)) = (v.as_object_mut(), counts) {
             v.extend(c);
         }
+    }
+    // HybridNetty's routing: requests per path, write calls per path, corrections per direction.
+    let (routes, writes) = (hybrid::stats(), hybrid::path_writes());
+    if let (Some(v), false) = (v.as_object_mut(), routes == hybrid::RouteStats::default()) {
+        v.insert("hybrid".into(), serde_json::json!({ "routes": routes, "writes": writes }));
     }
     // The adaptive pool's sizes over time ([ms since its start, size] per change), when it runs.
     let sizes = archlab_server::pool_control::size_history();

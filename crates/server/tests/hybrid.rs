@@ -7,7 +7,7 @@
 mod common;
 
 use archlab_metrics::counters::totals;
-use archlab_server::frontend::hybrid::{stats, RouteStats};
+use archlab_server::frontend::hybrid::{path_writes, stats, PathWrites, RouteStats};
 use archlab_server::ServerOptions;
 use common::{read_response, small_window_client, start, wait_until};
 use std::io::Write;
@@ -71,4 +71,17 @@ fn routes_by_learned_class_and_corrects_a_misclassified_class() {
     let corrected = RouteStats { corrected: 1, ..NETTY };
     assert_eq!(exchange(&mut s, 10, corrected), (1, corrected));
     assert_eq!(exchange(&mut s, 10, INLINE), (1, INLINE));
+
+    // The write calls by path, as the engine reports them: each path's calls are the server's
+    // own write calls of the responses it carried, and the class flipped once each way.
+    let writes = path_writes();
+    let expected = PathWrites {
+        profile_calls: 1,
+        netty_calls: bounded + 1,
+        inline_calls: 1 + spun + 1,
+        inline_spun: 1,
+        to_write_spin: 1,
+        to_non_spin: 1,
+    };
+    assert_eq!(writes, expected);
 }

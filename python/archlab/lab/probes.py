@@ -16,8 +16,9 @@ import json
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from archlab.lab.processes import ManagedProcess
 from archlab.store.records import ServerCost
@@ -37,6 +38,9 @@ class Rusage:
     write_syscalls: int | None = None
     # Optional: hand-offs between threads the server counted itself (queue, ring, actor sends).
     handoffs: int | None = None
+    # Everything else the line reports, kept as printed so that probe.json carries it: the
+    # counts at the server's limits, the adaptive pool's sizes, HybridNetty's routing.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse_line(cls, line: str) -> "Rusage":
@@ -51,7 +55,11 @@ class Rusage:
             read_syscalls=int(d["read_syscalls"]) if d.get("read_syscalls") is not None else None,
             write_syscalls=int(d["write_syscalls"]) if d.get("write_syscalls") is not None else None,
             handoffs=int(d["handoffs"]) if d.get("handoffs") is not None else None,
+            extra={k: v for k, v in d.items() if k not in _RUSAGE_FIELDS},
         )
+
+
+_RUSAGE_FIELDS = frozenset(f.name for f in fields(Rusage)) - {"extra"}
 
 
 @dataclass(frozen=True)

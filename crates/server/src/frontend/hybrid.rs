@@ -48,7 +48,7 @@ enum Class {
 }
 
 /// Process-wide counts of routing decisions (for tests and diagnosis).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RouteStats {
     pub profiled: u64,
     pub netty: u64,
@@ -68,6 +68,42 @@ pub fn stats() -> RouteStats {
         netty: NETTY.load(Ordering::Relaxed),
         inline: INLINE.load(Ordering::Relaxed),
         corrected: CORRECTED.load(Ordering::Relaxed),
+    }
+}
+
+/// Process-wide write calls per path and the direction of each correction: which path the
+/// write calls of a run went to, and whether the class map flips back and forth (a class that
+/// is corrected to non-spin, spins on the single-thread path, is corrected back, ...), which
+/// the routing counts alone cannot tell. Reported in the engine's `rusage` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PathWrites {
+    /// Write calls of responses on each path (every flush, not only the first).
+    pub profile_calls: u64,
+    pub netty_calls: u64,
+    pub inline_calls: u64,
+    /// Responses whose first flush on the single-thread path hit `EAGAIN` (they then spin
+    /// until the client has read enough: the cost the router exists to avoid).
+    pub inline_spun: u64,
+    /// Corrections to write-spin and to non-spin.
+    pub to_write_spin: u64,
+    pub to_non_spin: u64,
+}
+
+static PROFILE_CALLS: AtomicU64 = AtomicU64::new(0);
+static NETTY_CALLS: AtomicU64 = AtomicU64::new(0);
+static INLINE_CALLS: AtomicU64 = AtomicU64::new(0);
+static INLINE_SPUN: AtomicU64 = AtomicU64::new(0);
+static TO_WRITE_SPIN: AtomicU64 = AtomicU64::new(0);
+static TO_NON_SPIN: AtomicU64 = AtomicU64::new(0);
+
+pub fn path_writes() -> PathWrites {
+    PathWrites {
+        profile_calls: PROFILE_CALLS.load(Ordering::Relaxed),
+        netty_calls: NETTY_CALLS.load(Ordering::Relaxed),
+        inline_calls: INLINE_CALLS.load(Ordering::Relaxed),
+        inline_spun: INLINE_SPUN.load(Ordering::Relaxed),
+        to_write_spin: TO_WRITE_SPIN.load(Ordering::Relaxed),
+        to_non_spin: TO_NON_SPIN.load(Ordering::Relaxed),
     }
 }
 
@@ -117,6 +153,8 @@ impl Router {
             Some(known) if *known != seen => {
                 *known = seen;
                 CORRECTED.fetch_add(1, Ordering::Relaxed);
+                let direction = if spun { &TO_WRITE_SPIN } else { &TO_NON_SPIN };
+                direction.fetch_add(1, Ordering::Relaxed);
             }
             Some(_) => {}
             None if !full => {
@@ -156,7 +194,16 @@ impl WritePath for Router {
     }
 
     fn flushed(&mut self, w: &mut Writing, outcome: Flushed, report: FlushReport) {
+        let calls = match w.path {
+            Path::Profile => &PROFILE_CALLS,
+            Path::Netty => &NETTY_CALLS,
+            Path::Inline => &INLINE_CALLS,
+        };
+        calls.fetch_add(report.calls as u64, Ordering::Relaxed);
         if std::mem::take(&mut w.unobserved) {
+            if w.path == Path::Inline && report.would_block {
+                INLINE_SPUN.fetch_add(1, Ordering::Relaxed);
+            }
             self.observe(&w.class, outcome, report);
         }
     }
