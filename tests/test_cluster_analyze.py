@@ -1,0 +1,108 @@
+"""`archlab analyze --cluster` on a real Dask `LocalCluster` of this machine (worker processes
+over TCP on loopback, no mocks): the per-cell analyses of a stored run, and the reads of several
+latency files, fan out over the workers and print exactly what the local run prints (same JSON,
+same table: every statistic is a function of its data and the seed, wherever it is computed);
+a worker lost while it computes an item is one line naming the item, not a traceback; a
+malformed or unreachable `--cluster` is one line naming the flag. The run analysed is real: two
+cells of 0.5 s each against an archlab server."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+
+import pytest
+from conftest import run_cli, spec_text
+
+from archlab.cluster import ClusterError, open_cluster
+from archlab.cluster.fanout import map_in_order
+from archlab.lab.session import run_spec
+from archlab.store import Store
+
+WINDOW = 'name = "analyze"\nrepetitions = 2\nwarmup = "200ms"\nduration = "500ms"'
+LOAD = 'model = "closed"\nthink_time = "exp:2ms"\ntimeout = "2s"'
+FACTORS = 'architecture = ["single-thread"]\nworkload = ["/echo?size=32"]\nconcurrency = [2, 4]'
+# Small bootstrap counts keep each analysis short; the output must match to the last digit anyway.
+FAST = ("--boot", "50", "--no-stable", "--pot-threshold", "none")
+
+
+@pytest.fixture(scope="module")
+def stored_run(engine_path, tmp_path_factory):
+    """A real run of two cells x two repetitions: (store directory, run id)."""
+    directory = tmp_path_factory.mktemp("analyze")
+    spec = directory / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=FACTORS))
+    store = Store(directory / "runs")
+    handle = run_spec(spec, store)
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete" and len(view.rows) == 4 and all(r.ok for r in view.rows), [r.error for r in view.rows]
+    return store, handle.run_id
+
+
+def test_a_runs_cells_analysed_on_the_cluster_print_what_the_local_run_prints(stored_run):
+    store, run_id = stored_run
+    common = ("analyze", run_id, "--store", str(store.root), "--json", *FAST)
+    local = run_cli(*common)
+    assert local.returncode == 0, local.stderr
+    remote = run_cli(*common, "--cluster", "local:2")
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    # Both cells are in it, each with its two repetitions merged: the comparison is not of two empty outputs.
+    assert local.stdout.count('"repetitions": [\n        1,\n        2\n      ]') == 2, local.stdout[:2000]
+    progress = [line for line in remote.stderr.splitlines() if line.startswith("analyze: cell ")]
+    assert [line.split(":")[1].strip().split(" ")[1] for line in progress] == ["1/2", "2/2"], remote.stderr
+
+
+def test_several_files_read_on_the_cluster_give_the_local_table(stored_run):
+    store, run_id = stored_run
+    logs = sorted(str(p) for p in store.run_dir(run_id).glob("cells/*/rep-*/hdr.log"))
+    assert len(logs) == 4
+    local = run_cli("analyze", *logs, *FAST)
+    assert local.returncode == 0, local.stderr
+    remote = run_cli("analyze", *logs, *FAST, "--cluster", "local:2")
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout and "p99" in local.stdout
+
+
+def _die_on(target: int, item: int) -> int:
+    """The task of ``item``: the worker computing ``target`` dies on the spot (SIGKILL, as a
+    host lost mid-way would)."""
+    if item == target:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * item
+
+
+def test_a_worker_lost_mid_way_is_one_line_naming_the_item(engine_path):
+    import functools
+
+    with open_cluster("local:2") as cluster:
+        cluster.client.wait_for_workers(2, timeout=60)
+        done = []
+        with pytest.raises(ClusterError) as caught:
+            for result in map_in_order(cluster, functools.partial(_die_on, 3), [1, 2, 3, 4], lambda k: f"item {k}"):
+                done.append(result)
+    message = str(caught.value)
+    assert done == [1, 4], done  # the items before the lost one came back, in order
+    assert "\n" not in message and re.fullmatch(r"--cluster local:2: item 3: the worker computing it was lost; .*", message), message
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("given, status, message", [
+    ("127.0.0.1:8786", 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
+    ("local:0", 2, r"--cluster: expected .*, got 'local:0'"),
+    ("unreachable", 1, r"--cluster tcp://127\.0\.0\.1:\d+: no Dask scheduler answered within 5 s"),
+])  # fmt: skip
+def test_a_bad_cluster_is_one_line_naming_the_flag(stored_run, given, status, message):
+    store, run_id = stored_run
+    address = f"tcp://127.0.0.1:{_free_port()}" if given == "unreachable" else given
+    done = run_cli("analyze", run_id, "--store", str(store.root), "--cluster", address)
+    assert done.returncode == status, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("archlab: error: ") and re.search(message, lines[0]), done.stderr
