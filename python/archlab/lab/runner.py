@@ -11,9 +11,10 @@ server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive
 whose repetitions are a rule (``{min, max, extra_time}``) gets, after its pending pairs, the
 rounds :mod:`archlab.lab.adaptive` adds, run and recorded the same way.
 
-The load generator of a server cell runs here, as a child of this process (the default), or
-through a :class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's
-load hosts, merged into the same summary and interval log); :func:`_run_load` is that one seam.
+The load generator of a server cell, or of a ``system:NAME`` cell, runs here, as a child of
+this process (the default), or through a :class:`LoadExecutor` (e.g.
+``archlab.cluster.ShardedLoad``: shards on a cluster's load hosts, merged into the same summary
+and interval log); :func:`run_load` is that one seam.
 A :class:`~archlab.errors.ResumableFault` of an executor stops the run with the pair unrecorded."""
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class Window:
 
 
 class LoadExecutor(Protocol):
-    """Runs a cell's load command elsewhere than in this process (see :func:`_run_load`)."""
+    """Runs a cell's load command elsewhere than in this process (see :func:`run_load`)."""
 
     def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
         """Run the load of ``argv`` within ``limit_s`` and leave in ``directory`` what a local
@@ -238,7 +239,8 @@ def _run_pair(
 
             assert systems is not None  # a spec with system levels declares systems
 
-            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems)
+            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems,
+                                                           load_executor)
         else:
             summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
     except ResumableFault as e:
@@ -314,7 +316,7 @@ def _measure(
     if measurement.requests == 0:
         raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")
     start, end = window.start, window.end
-    assert end is not None  # _drive_load fills it in
+    assert end is not None  # run_load fills it in
     if meter is not None:  # (server, database) pairs
         (start, db_start), (end, db_end) = start, end
     cost = probes.cost_between(start, end, measurement.requests)
@@ -344,27 +346,29 @@ def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp:
         return _probe(server, config)
 
     probe: Callable[[], Any] = probe_server if database is None else database.probing(probe_server)
-    if load_executor is None:
-        return _drive_load(group, argv, server, probe, exp, files, config)
-    window = Window(start=probe(), start_source="before load start")
-    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
-    load_executor.run_load(argv, files.directory, limit_s, label)
-    if server.poll() is not None:
-        raise server.failure(f"{describe_exit(server.poll())} during the load run")
-    window.end = probe()
-    return window
-
-
-def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, probe: Callable[[], Any], exp: Experiment, files: RepFiles,
-                config: RunnerConfig) -> Window:  # fmt: skip
-    """Run the load generator to its end, probing the server at the window's edges."""
 
     def check_alive() -> None:
         # A dead server explains a failing generator better than the generator can.
         if server.poll() is not None:
             raise server.failure(f"{describe_exit(server.poll())} during the load run")
 
-    return drive_load(group, argv, probe, check_alive, exp, files, config)
+    return run_load(group, argv, probe, check_alive, exp, files, config, load_executor, label)
+
+
+def run_load(group: ProcessGroup, argv: list[str], probe: Callable[[], Any], check_alive: Callable[[], None], exp: Experiment,
+             files: RepFiles, config: RunnerConfig, load_executor: LoadExecutor | None, label: str) -> Window:  # fmt: skip
+    """The load of every kind of cell (a server's, a ``[[systems]]`` entry's, a remote
+    target's): :func:`drive_load` here, or ``load_executor``'s shards, with ``probe`` taken just
+    before they start and just after they end (their window lines are not seen here) and
+    ``check_alive`` after them."""
+    if load_executor is None:
+        return drive_load(group, argv, probe, check_alive, exp, files, config)
+    window = Window(start=probe(), start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    load_executor.run_load(argv, files.directory, limit_s, label)
+    check_alive()
+    window.end = probe()
+    return window
 
 
 def drive_load(

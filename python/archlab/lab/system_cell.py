@@ -4,7 +4,9 @@ process tree's CPU time and context switches from ``/proc``, resident memory sam
 cell); its socket system calls are unavailable, never zero, since only archlab's servers count
 their own. A remote target gets load only: the row has no server cost and the probe file says
 why. Reusable systems are started at their first cell and kept by :class:`SystemPool` until the
-run ends. The load generator is the same as for every other cell (:func:`runner.drive_load`)."""
+run ends. The load generator is the same as for every other cell (:func:`runner.run_load`): a
+local one, or a cluster's shards when the run has a load executor (the system is then probed
+just before the shards start and just after they end)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from archlab.lab import foreign
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.process_tree import TreeSample, tree_cost
 from archlab.lab.processes import ProcessGroup
-from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
 from archlab.lab.services import DatabaseMeter, Postgres
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
@@ -90,7 +92,8 @@ def _load_argv(engine: Engine, address: str, cell: Cell, exp: Experiment, files:
 
 
 def measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost | None, dict]:
     spec = find_system(exp.systems, cell.architecture)
     if spec.topology is not None:
@@ -103,7 +106,7 @@ def measure(
         remote = dataclasses.replace(cell, workload=spec.target.base_path + cell.workload)
         address = _target(_connect_host(spec.target.host), spec.target.port)
         argv = _load_argv(engine, address, remote, exp, files, records, rep)
-        drive_load(group, argv, lambda: None, lambda: None, exp, files, config)
+        run_load(group, argv, lambda: None, lambda: None, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         summary = _summary(files)
         return summary, None, {"remote_target": spec.target.url, "column_sources": sources}
     if spec.uses_database and pool.database is not None and pool.database.process.poll() is not None:
@@ -115,7 +118,8 @@ def measure(
         address = _target(_connect_host(system.host), system.port)
         argv = _load_argv(engine, address, cell, exp, files, records, rep)
         probe = database.probing(system.sample) if database is not None else system.sample
-        window = drive_load(group, argv, probe, lambda: system.check_alive("during the load run"), exp, files, config)
+        window = run_load(group, argv, probe, lambda: system.check_alive("during the load run"), exp, files, config, load_executor,
+                          f"{cell.cell_id}-rep{rep}")
     finally:
         if not spec.reusable:
             outcome = foreign.stop(group, system)
