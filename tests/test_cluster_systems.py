@@ -3,19 +3,29 @@ processes over TCP on loopback, no mocks). Their load goes through the same shar
 server cell's: a system started from a plain command (`archlab-engine serve`) and a remote
 target (a server this test started) are each loaded by two shards on the two workers, and the
 merged row counts exactly the sum of the shards' requests, its histogram their sum; the started
-system is still measured from `/proc` over the shards' window. Each window is 0.5 s."""
+system is still measured from `/proc` over the shards' window. A system placed on a named worker
+(`worker = "NAME"`) is started, made ready, measured from that worker's `/proc` and stopped
+there; an unknown worker name, or a worker without a cluster, is refused before any run exists;
+no process outlives a client killed outright (the worker's lease) or interrupted (the CLI's
+Ctrl-C). Each window is 0.5 s (30 s for the interrupted one, cut short)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import spec_text
+from conftest import cli_env, processes_with_token, spec_text, start_cli
 
-from archlab.cluster import ShardedLoad, open_cluster
+from archlab.cluster import ClusterError, ShardedLoad, open_cluster
+from archlab.errors import SpecError
 from archlab.lab.load_merge import read_interval_log
 from archlab.lab.session import run_spec
 from archlab.store import Store
@@ -82,3 +92,125 @@ def test_system_cells_load_through_the_shards_and_merge_exactly(engine_path, clu
     assert probe["start"]["source"] == "before load start" and eng.cost is not None and eng.cost.cpu_us_per_request > 0
     assert far.cost is None
 
+
+# --- [[systems]] entries placed on a named worker (`worker = "NAME"`) -------------------------
+
+
+def _placed_spec(tmp_path: Path, engine_path: Path, worker: str, duration: str = "500ms", cluster: str = "") -> Path:
+    serve = [str(engine_path), "serve", "--arch", "single-thread", "--host", "{host}", "--port", "{port}"]
+    systems = f'\n[[systems]]\nname = "eng"\ncommand = {json.dumps(serve)}\nworker = "{worker}"\nstop_grace = "1s"\n'
+    factors = 'architecture = ["system:eng"]\nworkload = ["/echo?size=32"]\nconcurrency = [2]'
+    experiment = f'name = "placed"\nrepetitions = 1\nwarmup = "200ms"\nduration = "{duration}"'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=experiment, load=LOAD, factors=factors, **({"cluster": cluster} if cluster else {})) + systems)
+    return spec
+
+
+def test_a_system_placed_on_a_worker_runs_and_is_measured_there(engine_path, cluster, tmp_path):
+    names = sorted(w.name for w in cluster.workers())
+    load_host, system_host = names
+    worker = next(w for w in cluster.workers() if w.name == system_host)
+    (worker_pid,) = cluster.client.run(os.getpid, workers=[worker.address]).values()
+    store = Store(tmp_path / "runs")
+    with ShardedLoad(cluster, 1, load_hosts=(load_host,)) as executor:
+        handle = run_spec(_placed_spec(tmp_path, engine_path, system_host), store, load_executor=executor)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    probe = json.loads((rep / "probe.json").read_text())
+    # Its process tree was read on the worker: the system is that worker process's child, not this one's.
+    (member,) = probe["start"]["members"]
+    assert member["ppid"] == worker_pid != os.getpid()
+    assert probe["worker"]["name"] == system_host and row.cost is not None and row.cost.cpu_us_per_request > 0
+    assert view.manifest.document["system_workers"][0]["eng"]["name"] == system_host
+    # Stopped there, with its output and how it stopped copied into the repetition.
+    stop = json.loads((rep / "system.stop.json").read_text())
+    assert stop["exit"] in ("exit code 0", "killed by signal 15 (SIGTERM)") and stop["problem"] is None
+    assert (rep / "system.log").exists()
+    assert not _alive(member["pid"])
+
+
+def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_path):
+    store = Store(tmp_path / "runs")
+    with pytest.raises(ClusterError) as caught:
+        with ShardedLoad(cluster, 1) as executor:
+            run_spec(_placed_spec(tmp_path, engine_path, "sut-9"), store, load_executor=executor)
+    message = str(caught.value)
+    known = sorted(w.name for w in cluster.workers())
+    assert message == (f"systems[0].worker: no worker named 'sut-9' in the cluster local:2 (its workers: {known}; "
+                       "name them with `dask worker --name NAME`)"), message
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+    with pytest.raises(SpecError, match=r"^systems\[0\]\.worker: expected a worker name only in a run on a cluster .*, got 'sut-9'$"):
+        run_spec(_placed_spec(tmp_path, engine_path, "sut-9"), store)
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
+
+CLIENT = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+from archlab.spec.systems import SystemSpec
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+spec = SystemSpec(name="eng", command=({engine!r}, "serve", "--arch", "single-thread", "--host", "{{host}}", "--port", "{{port}}"))
+system = host.start_system(spec, Path(sys.argv[3]), (0,))
+print(system.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path):
+    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its system.
+    address = cluster.client.scheduler.address
+    name = sorted(w.name for w in cluster.workers())[0]
+    client = subprocess.Popen([sys.executable, "-c", CLIENT.format(engine=str(engine_path)), address, name, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert _alive(pid)
+    finally:
+        client.kill()
+        client.wait()
+    # Bounded wait on the condition: the lease (2 s) plus its watchdog's period and the stop's grace.
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"system {pid} outlived its client on the worker"
+
+
+def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):
+    # `archlab run` with its system on one worker and its load on the other of a local cluster:
+    # Ctrl-C while the system is under load leaves nothing behind, on either worker or here.
+    spec = _placed_spec(tmp_path, engine_path, "1", duration="30s", cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        assert cli.poll() is None, cli.communicate()[1][-3000:]
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
+
+
+def _alive(pid: int) -> bool:
+    """A live, non-zombie process ``pid``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

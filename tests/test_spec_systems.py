@@ -185,3 +185,18 @@ def test_a_topology_backend_naming_the_database_is_refused_before_anything_start
     topology = DB_SYSTEM + '\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
     e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/users/42"]\nconcurrency = [2]')
     assert e.field == "systems[1].backends.system" and "get no database" in e.allowed and "{db_*}" in e.hint
+
+
+def test_a_worker_places_a_system_and_enters_the_hash_only_when_given(env):
+    placed = parse(env, SVC + 'worker = "sut"\n')
+    assert placed.systems[0].worker == "sut" and placed.to_dict()["systems"][0]["worker"] == "sut"
+    plain = parse(env)
+    assert plain.systems[0].worker is None and "worker" not in plain.to_dict()["systems"][0]
+    assert placed.spec_hash() != plain.spec_hash()
+    e = refusal(env, SVC + "worker = 3\n")
+    assert e.field == "systems[0].worker" and "Dask worker" in e.allowed and e.received == 3
+    e = refusal(env, DB_SYSTEM + 'worker = "sut"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed
+    topology = SVC + 'worker = "sut"\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
+    e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
+    assert e.field == "systems[1].backends.system" and "run on this host" in e.allowed

@@ -19,6 +19,7 @@ is the worker's own ``archlab-engine`` and ``{dir}`` that directory."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -31,9 +32,11 @@ from typing import Any, Sequence
 from archlab.cluster.connect import Cluster, ClusterError
 from archlab.cluster.sharded import ClusterFault
 from archlab.errors import ArchlabError, ProcessFailed
-from archlab.lab import probes
+from archlab.lab import foreign, probes
 from archlab.lab.engine import find_engine
+from archlab.lab.process_tree import TreeSample
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
+from archlab.spec.systems import SystemSpec
 
 #: Without a renewal for this long the worker stops what it started for the client.
 DEFAULT_LEASE_S = 10.0
@@ -45,6 +48,7 @@ class ProcessHost:
     def __init__(self, lease_s: float, grace_s: float = 3.0):
         self._group = ProcessGroup(grace_s)  # not entered: signal handlers belong to the main thread
         self._procs: dict[int, ManagedProcess] = {}
+        self._systems: dict[str, foreign.RunningSystem] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
         self._lease_s = lease_s
         self._renewed = time.monotonic()
@@ -105,10 +109,54 @@ class ProcessHost:
     def pids(self) -> list[int]:
         return sorted(self._procs)
 
+    # --- [[systems]] entries, started and stopped by the lab's own machinery (archlab.lab.foreign)
+
+    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None) -> dict:
+        """Set up, start and wait for ``spec`` as the client would locally; its files in a
+        directory of its own here (``{dir}`` is on this host)."""
+        with self._lock:
+            if self._closed.is_set():
+                raise ProcessFailed(f"system {spec.name}", "not started: the client's lease on this worker ended")
+            directory = self._dir / key
+            directory.mkdir(parents=True, exist_ok=True)
+            running = foreign.start(self._group, spec, directory, default_cpus, database=database)
+            self._systems[key] = running
+            return {"host": running.host, "port": running.port, "pid": running.process.pid, "values": running.values}
+
+    def sample_system(self, key: str) -> TreeSample:
+        return self._systems[key].sample()
+
+    def check_system(self, key: str, when: str) -> None:
+        self._systems[key].check_alive(when)
+
+    def poll_system(self, key: str) -> int | None:
+        return self._systems[key].process.poll()
+
+    def system_rss(self, key: str) -> list[tuple[float, int, int]]:
+        return list(self._systems[key].rss_samples)
+
+    def stop_system(self, key: str, teardown_cpus: tuple[int, ...]) -> dict:
+        """Stop it, run its tear-down commands, and hand back how the stop went, its memory over
+        time and its files (its output, the set-up and tear-down logs); a failing tear-down is
+        handed back too (``teardown_error``), after its files."""
+        with self._lock:
+            running = self._systems.pop(key)
+            outcome = foreign.stop(self._group, running)
+            teardown_error = None
+            try:
+                foreign.run_commands(self._group, running.spec, "teardown", running.values, self._dir / key, teardown_cpus)
+            except ProcessFailed as e:
+                teardown_error = e
+            files = {f.name: f.read_bytes() for f in (self._dir / key).iterdir() if f.is_file()}
+            shutil.rmtree(self._dir / key, ignore_errors=True)
+            return {"outcome": outcome, "rss": list(running.rss_samples), "files": files, "teardown_error": teardown_error}
+
     def close(self) -> None:
         """Stop everything this actor started and remove its directory."""
         with self._lock:
             self._closed.set()
+            for key in list(self._systems):  # each whole process tree, as a local stop does
+                foreign.stop(self._group, self._systems.pop(key))
             self._group.stop_all()
             self._procs.clear()
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -154,6 +202,51 @@ class RemoteProcess:
         return _call(self.worker_name, self._actor, "sample", self.pid, rusage_timeout_s)
 
 
+@dataclass
+class RemoteSystem:
+    """A ``[[systems]]`` entry running on a worker, seen from the client: what the lab reads of
+    a local :class:`~archlab.lab.foreign.RunningSystem` (``spec``, ``host``, ``port``,
+    ``values``, ``sample``, ``check_alive``, ``rss_samples``, ``failure``, ``process.poll``),
+    each answered by the worker (samples of its process tree from that host's ``/proc``)."""
+
+    spec: SystemSpec
+    key: str
+    host: str
+    port: int
+    pid: int
+    values: dict[str, str]
+    on: "RemoteHost"
+    _stopped_rss: list[tuple[float, int, int]] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def name(self) -> str:
+        return f"system {self.spec.name}"
+
+    @property
+    def process(self) -> "RemoteSystem":
+        return self  # the runner asks ``system.process.poll()``
+
+    def poll(self) -> int | None:
+        return self.on.call("poll_system", self.key)
+
+    def sample(self) -> TreeSample:
+        return self.on.call("sample_system", self.key)
+
+    def check_alive(self, when: str) -> None:
+        self.on.call("check_system", self.key, when)
+
+    @property
+    def rss_samples(self) -> list[tuple[float, int, int]]:
+        return self._stopped_rss if self._stopped_rss is not None else self.on.call("system_rss", self.key)
+
+    def failure(self, detail: str) -> ProcessFailed:
+        return ProcessFailed(f"{self.name} on {self.on.worker_name} ({self.on.host})", detail)
+
+
 def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
     """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
     failed or is gone) passes through; the cluster failing under it (the worker lost, its
@@ -183,6 +276,8 @@ class RemoteHost:
         self._future = future
         self._actor: Any = future.result(timeout=30)  # a proxy: each call returns a future
         self._stop = threading.Event()
+        self._keys = 0
+        self._directories: dict[str, Path] = {}
         self._lease_lost = False
         self._renewer = threading.Thread(target=self._renew, name=f"lease:{worker_name}", daemon=True)
         self._renewer.start()
@@ -220,6 +315,35 @@ class RemoteHost:
 
     def sample(self, proc: RemoteProcess, rusage_timeout_s: float = 2.0) -> probes.ProcSample:
         return proc.sample_remote(rusage_timeout_s)
+
+    def call(self, method: str, *args: Any) -> Any:
+        """The actor's ``method(*args)`` (see :func:`_call`)."""
+        return _call(self.worker_name, self._actor, method, *args)
+
+    def start_system(self, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...],
+                     database: dict[str, str] | None = None) -> RemoteSystem:
+        """Start ``spec`` on the worker with the lab's own readiness, pinning (its ``cpus``, else
+        ``default_cpus``, the worker's CPUs) and process-tree accounting; a spec listening on
+        loopback listens on the worker's address instead, so the load hosts reach it.
+        ``directory`` (here) receives its files when it is stopped."""
+        if spec.host in ("127.0.0.1", "localhost", "::1"):
+            spec = dataclasses.replace(spec, host=self.host)
+        self._keys += 1
+        key = f"{spec.name}-{self._keys}"
+        self._directories[key] = directory
+        started = self.call("start_system", key, spec, tuple(default_cpus), database)
+        return RemoteSystem(spec, key, started["host"], started["port"], started["pid"], started["values"], self)
+
+    def stop_system(self, system: RemoteSystem, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:
+        """Stop it there (then its tear-down commands), copy its files into its directory here;
+        how the stop went, and the tear-down's failure if it failed."""
+        done = self.call("stop_system", system.key, tuple(teardown_cpus))
+        directory = self._directories.pop(system.key)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, content in done["files"].items():
+            (directory / name).write_bytes(content)
+        system._stopped_rss = done["rss"]
+        return done["outcome"], done["teardown_error"]
 
     def describe(self) -> dict:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}

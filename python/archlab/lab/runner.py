@@ -122,6 +122,18 @@ class LoadExecutor(Protocol):
         each time a run starts or resumes with this executor."""
         ...
 
+    def check_workers(self, names: dict[str, str]) -> None:
+        """Refuse (naming the field, and the workers there are) any of ``names`` (field ->
+        worker name) that is not a worker of the cluster."""
+        ...
+
+    def system_host(self, name: str) -> Any:
+        """The worker ``name`` as a place to run ``[[systems]]`` entries (e.g.
+        ``archlab.cluster.remote.RemoteHost``): ``start_system(spec, directory, default_cpus,
+        database)`` returns a system with the ``sample``/``check_alive``/``rss_samples`` of a
+        local one, ``stop_system(system, teardown_cpus)`` stops it there."""
+        ...
+
     #: Where a server cell's server runs instead of here, when not None (e.g.
     #: ``archlab.cluster.remote.RemoteHost``, a named worker): ``start_server(argv, stderr_path)``
     #: returns a process with the ``poll``/``expect``/``failure``/``sample_remote`` of a local
@@ -145,13 +157,14 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     if handle.experiment.network is not None:  # which link each cell runs over
         handle.store.append_manifest_fact(handle.run_id, "network", network.describe(handle.experiment))
     _record_topology_facts(handle)
+    _record_system_workers(handle, load_executor)
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
                 database = _start_database(group, handle) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
-                systems = _system_pool(group, handle, database)
+                systems = _system_pool(group, handle, database, load_executor)
                 try:
                     # The base repetitions, then any the spec's adaptive rule adds (archlab.lab.adaptive).
                     for cell, rep in adaptive.schedule(handle, pending, progress.extend):
@@ -189,6 +202,16 @@ def _record_topology_facts(handle: RunHandle) -> None:
             handle.store.append_manifest_fact(handle.run_id, "cpu_quota", fact)
 
 
+def _record_system_workers(handle: RunHandle, load_executor: LoadExecutor | None) -> None:
+    """Where each ``[[systems]]`` entry placed on a worker runs (its worker's name, address and
+    host), recorded when the run starts or resumes; opening the workers here also proves them
+    reachable before the first cell."""
+    placed = {s.name: s.worker for s in handle.experiment.systems if s.worker is not None}
+    if placed and load_executor is not None:
+        fact = {name: load_executor.system_host(worker).describe() for name, worker in placed.items()}
+        handle.store.append_manifest_fact(handle.run_id, "system_workers", fact)
+
+
 def _needs_db(exp: Experiment, cell: Cell) -> bool:
     """``/db``, a service program of a sweep with a ``db`` step, or a system that names the
     database (``{db_url}``...)."""
@@ -205,14 +228,16 @@ def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
     return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10), cpus=db.cpus, settings=db.settings)
 
 
-def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None) -> "SystemPool | None":
+def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None,
+                 load_executor: LoadExecutor | None = None) -> "SystemPool | None":
     """The run's pool of reusable foreign systems (and the database they may name), or None
     when the spec declares no system."""
     if not handle.experiment.systems:
         return None
     from archlab.lab.system_cell import SystemPool  # it builds on this module
 
-    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus, database)
+    hosts = load_executor.system_host if load_executor is not None else None
+    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus, database, hosts)
 
 
 def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
