@@ -93,6 +93,45 @@ def test_system_cells_load_through_the_shards_and_merge_exactly(engine_path, clu
     assert far.cost is None
 
 
+
+LB2 = """
+[[systems]]
+name = "lb-2"
+backends = { architecture = "netty", copies = 2, options = { loops = 1 } }
+front = { proxy = "round-robin" }
+"""
+MC = """
+[[systems]]
+name = "mc-2"
+backends = { preset = "memcached", copies = 2 }
+front = { middleware = "seed", workers = 2 }
+preload = 10
+load = { protocol = "memcached", ratio = "0:1" }
+"""
+
+
+@pytest.mark.parametrize("systems, factors", [
+    (LB2, 'architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [4]'),
+    (MC, 'architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\nconcurrency = [4]'),
+], ids=["http-proxy", "memcached-middleware"])  # fmt: skip
+def test_a_topologys_front_is_loaded_by_the_shards(engine_path, cluster, tmp_path, systems, factors):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=factors) + systems)
+    store = Store(tmp_path / "runs")
+    handle = run_spec(spec, store, load_executor=ShardedLoad(cluster, 2))
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    shards = json.loads((rep / "shards.json").read_text())
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert [s["users"] for s in shards["shard"]] == [2, 2] and all(d["requests"] > 0 for d in docs)
+    assert row.measurement.requests == sum(d["requests"] for d in docs)
+    assert counts(rep / "hdr.log") == counts(rep / "shards" / "shard-0" / "hdr.log") + counts(rep / "shards" / "shard-1" / "hdr.log")
+    # Every process of the topology was probed over the shards' window.
+    probe = json.loads((rep / "probe.json").read_text())
+    assert probe["window_sources"] == ["before load start", "after load exit"] and "load" not in probe
+    assert row.cost is not None and row.cost.cpu_us_per_request > 0
+
 # --- [[systems]] entries placed on a named worker (`worker = "NAME"`) -------------------------
 
 

@@ -124,7 +124,7 @@ def measure(
     if spec.topology is not None:
         from archlab.lab import topology  # it builds on this module
 
-        return topology.measure(group, engine, exp, cell, rep, files, config)
+        return topology.measure(group, engine, exp, cell, rep, files, config, load_executor)
     sources = column_sources(cell.architecture, exp.systems)
     records = files.records if exp.load.records else None
     if spec.target is not None:

@@ -34,7 +34,7 @@ from archlab.errors import ProcessFailed
 from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
-from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.spec.topology import Topology, memcached_workload
@@ -420,11 +420,13 @@ def _remove_cgroup(quota: dict) -> None:
 
 
 def measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost, dict]:
     """One repetition of a cell whose architecture is a topology: start, load the front, probe
     every process, stop; the row's cost is the sum over the processes (per process in the
-    probe file)."""
+    probe file). The load of one front goes through ``load_executor`` when given (a cluster's
+    shards); that of several fronts is spread here, and the probe file says so."""
     spec = find_system(exp.systems, cell.architecture)
     topology = spec.topology
     assert topology is not None
@@ -443,7 +445,7 @@ def measure(
         probe, check_alive = (lambda: running.sample(config)), (lambda: running.check_alive("during the load run"))
         if len(targets) == 1:
             argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
-            window = drive_load(group, argv, probe, check_alive, exp, files, config)
+            window = run_load(group, argv, probe, check_alive, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         else:
             window = spread.drive_spread(group, engine, params, targets, probe, check_alive, exp, files, config)
     finally:
@@ -475,6 +477,8 @@ def measure(
         "stop": stops,
         "cost": vars(total),
     }
+    if load_executor is not None and len(running.targets) > 1:  # not the cluster's shards: say where it ran
+        probe_doc["load"] = f"on this host: the load of {len(running.targets)} fronts is spread here (archlab.lab.spread), not sharded"
     return summary, total, probe_doc
 
 
