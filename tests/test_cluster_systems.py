@@ -6,8 +6,9 @@ merged row counts exactly the sum of the shards' requests, its histogram their s
 system is still measured from `/proc` over the shards' window. A system placed on a named worker
 (`worker = "NAME"`) is started, made ready, measured from that worker's `/proc` and stopped
 there; an unknown worker name, or a worker without a cluster, is refused before any run exists;
-no process outlives a client killed outright (the worker's lease) or interrupted (the CLI's
-Ctrl-C). Each window is 0.5 s (30 s for the interrupted one, cut short)."""
+its worker lost mid-cell leaves the repetition to `--resume`, which completes it; no process
+outlives a client killed outright (the worker's lease) or interrupted (the CLI's Ctrl-C). A
+topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too. Each window is 0.5 s (30 s for the interrupted one, cut short)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,10 +26,10 @@ from pathlib import Path
 import pytest
 from conftest import cli_env, processes_with_token, spec_text, start_cli
 
-from archlab.cluster import ClusterError, ShardedLoad, open_cluster
+from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
 from archlab.errors import SpecError
 from archlab.lab.load_merge import read_interval_log
-from archlab.lab.session import run_spec
+from archlab.lab.session import resume_run, run_spec
 from archlab.store import Store
 
 WINDOW = 'name = "systems"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
@@ -184,6 +186,56 @@ def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_p
         run_spec(_placed_spec(tmp_path, engine_path, "sut-9"), store)
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
+
+def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event) -> None:
+    """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
+    runs the system's `archlab-engine serve` (its parent)."""
+    while not stop.is_set():
+        procs = processes_with_token(token)
+        if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
+            for pid, cmd in procs:
+                if re.search(r"archlab-engine\S* serve", cmd):
+                    try:
+                        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                        os.kill(parent, signal.SIGKILL)
+                    except (OSError, ValueError):
+                        continue
+                    killed.append(parent)
+                    return
+        stop.wait(0.01)
+
+
+def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        load_host, system_host = sorted(w.name for w in local.workers())
+        spec = _placed_spec(tmp_path, engine_path, system_host, duration="5s")
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"system host '{system_host}' lost mid-cell"):
+                with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+                    run_spec(spec, store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no placed system was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The nanny brings the worker back under its name; the resumed run completes the repetition there.
+        deadline = time.monotonic() + 60
+        while system_host not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        (row,) = store.load_run(resumed.run_id).rows
+        assert row.status == "ok", row.error
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
 
 CLIENT = """
 import sys, time

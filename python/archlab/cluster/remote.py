@@ -175,15 +175,21 @@ class RemoteProcess:
     host: str
     stderr_path: Path
     _actor: Any = field(repr=False)  # a Dask actor proxy of ProcessHost: each call returns a future
+    #: What the worker is to the run, for the message when it is lost ("server host", "system host").
+    role: str = "server host"
+
+    @property
+    def _who(self) -> str:
+        return f"{self.role} {self.worker_name!r}"
 
     def poll(self) -> int | None:
-        return _call(self.worker_name, self._actor, "poll", self.pid)
+        return _call(self._who, self._actor, "poll", self.pid)
 
     def expect(self, prefix: str, timeout_s: float) -> str:
-        return _call(self.worker_name, self._actor, "expect", self.pid, prefix, timeout_s)
+        return _call(self._who, self._actor, "expect", self.pid, prefix, timeout_s)
 
     def wait_exit(self, timeout_s: float) -> int | None:
-        return _call(self.worker_name, self._actor, "wait_exit", self.pid, timeout_s)
+        return _call(self._who, self._actor, "wait_exit", self.pid, timeout_s)
 
     def stderr_tail(self) -> str:
         try:
@@ -199,7 +205,7 @@ class RemoteProcess:
 
     def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
         """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
-        return _call(self.worker_name, self._actor, "sample", self.pid, rusage_timeout_s)
+        return _call(self._who, self._actor, "sample", self.pid, rusage_timeout_s)
 
 
 @dataclass
@@ -247,7 +253,7 @@ class RemoteSystem:
         return ProcessFailed(f"{self.name} on {self.on.worker_name} ({self.on.host})", detail)
 
 
-def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
+def _call(who: str, actor: Any, method: str, *args: Any) -> Any:
     """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
     failed or is gone) passes through; the cluster failing under it (the worker lost, its
     connection closed) is a :class:`~archlab.cluster.sharded.ClusterFault`, which leaves the
@@ -257,13 +263,13 @@ def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
     except (ArchlabError, ProcessLookupError):
         raise
     except Exception as e:
-        raise ClusterFault(f"server host {worker_name!r} lost mid-cell ({type(e).__name__}: {e})") from None
+        raise ClusterFault(f"{who} lost mid-cell ({type(e).__name__}: {e})") from None
 
 
 class RemoteHost:
     """The client's handle on the processes it runs on one named worker (see the module text)."""
 
-    def __init__(self, cluster: Cluster, worker_name: str, lease_s: float = DEFAULT_LEASE_S):
+    def __init__(self, cluster: Cluster, worker_name: str, lease_s: float = DEFAULT_LEASE_S, role: str = "server host"):
         workers = {w.name: w for w in cluster.workers()}
         if worker_name not in workers:
             raise ClusterError(f"host {worker_name!r}: no worker of that name in the cluster {cluster.address} "
@@ -271,6 +277,7 @@ class RemoteHost:
         info = workers[worker_name]
         self.worker, self.worker_name, self.host = info.address, worker_name, info.host
         self.lease_s = lease_s
+        self.role = role
         self._cluster = cluster
         future = cluster.client.submit(ProcessHost, lease_s, actor=True, workers=[info.address], allow_other_workers=False, pure=False)
         self._future = future
@@ -294,8 +301,12 @@ class RemoteHost:
               cpus: Sequence[int] | None = None) -> RemoteProcess:
         """Start ``argv`` on the worker (``{engine}``, ``{dir}`` replaced there); its stderr is
         copied to ``stderr_path`` here when it is stopped."""
-        started = _call(self.worker_name, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
-        return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor)
+        started = _call(self._who, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
+        return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor, self.role)
+
+    @property
+    def _who(self) -> str:
+        return f"{self.role} {self.worker_name!r}"
 
     def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
         """The lab's ``archlab-engine serve`` command of a cell, run on the worker: its engine,
@@ -318,7 +329,7 @@ class RemoteHost:
 
     def call(self, method: str, *args: Any) -> Any:
         """The actor's ``method(*args)`` (see :func:`_call`)."""
-        return _call(self.worker_name, self._actor, method, *args)
+        return _call(self._who, self._actor, method, *args)
 
     def start_system(self, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...],
                      database: dict[str, str] | None = None) -> RemoteSystem:
@@ -349,12 +360,12 @@ class RemoteHost:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
 
     def stop(self, proc: RemoteProcess) -> int | None:
-        code, stderr = _call(self.worker_name, self._actor, "stop", proc.pid)
+        code, stderr = _call(self._who, self._actor, "stop", proc.pid)
         proc.stderr_path.write_bytes(stderr)
         return code
 
     def pids(self) -> list[int]:
-        return _call(self.worker_name, self._actor, "pids")
+        return _call(self._who, self._actor, "pids")
 
     def close(self) -> None:
         """Stop every process started here (always: call it in a ``finally``)."""

@@ -75,7 +75,7 @@ class ShardedLoad:
         if name not in self._system_hosts:
             from archlab.cluster.remote import RemoteHost  # it builds on this module
 
-            self._system_hosts[name] = RemoteHost(self.cluster, name)
+            self._system_hosts[name] = RemoteHost(self.cluster, name, role="system host")
         return self._system_hosts[name]
 
     def close(self) -> None:
