@@ -252,6 +252,14 @@ class RemoteSystem:
     def failure(self, detail: str) -> ProcessFailed:
         return ProcessFailed(f"{self.name} on {self.on.worker_name} ({self.on.host})", detail)
 
+    def stop(self, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:
+        """:meth:`RemoteHost.stop_system` of this system."""
+        return self.on.stop_system(self, teardown_cpus)
+
+    def describe(self) -> dict:
+        """Where it runs, for the probe file."""
+        return self.on.describe()
+
 
 def _call(who: str, actor: Any, method: str, *args: Any) -> Any:
     """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process

@@ -59,7 +59,7 @@ class SystemPool:
             outcome = foreign.stop(self.group, system)
             teardown_error = None
         else:
-            outcome, teardown_error = self.hosts(spec.worker).stop_system(system, cpus)  # type: ignore[misc]
+            outcome, teardown_error = system.stop(cpus)
         (directory / stop_file).write_text(json.dumps({**outcome.to_dict(), "problem": outcome.problem(spec)}, indent=2) + "\n")
         if teardown_error is not None:
             raise teardown_error
@@ -171,7 +171,7 @@ def measure(
         "cost": vars(cost),
     }
     if spec.worker is not None:  # where it ran: the samples above are that host's /proc
-        probe_doc["worker"] = system.on.describe()
+        probe_doc["worker"] = system.describe()
     if database is not None and db_window is not None:
         probe_doc["processes"] = [
             {"process": "system", "what": f"system {spec.name}", "measured": "from /proc", "cost": vars(cost)},
