@@ -6,8 +6,8 @@ prints them prints what a local loop would. A computation that is a pure functio
 gives output identical to the local run. A worker lost while it computed an item (the task
 fails with ``KilledWorker``: a cluster opened by :func:`~archlab.cluster.connect.open_cluster`
 retries no task) is a :class:`~archlab.cluster.connect.ClusterError` naming the item, one line
-for the user; an error the computation raised on purpose (an ``ArchlabError``, e.g. a file that
-cannot be read) passes through unchanged, as it would locally."""
+for the user; an error of the computation itself (an ``ArchlabError`` such as a file that cannot
+be read, or any other) passes through unchanged, as it would locally."""
 
 from __future__ import annotations
 
@@ -30,15 +30,23 @@ def map_in_order(cluster: Cluster, function: Callable[[Item], Result], items: Se
         for item, future in zip(items, futures):
             try:
                 yield future.result()
-            except (ArchlabError, KeyboardInterrupt):
+            except ArchlabError:
                 raise
-            except Exception as e:  # Dask's own: KilledWorker, CommClosedError, CancelledError
+            except Exception as e:
+                if not _of_the_cluster(e):  # the computation's own error, raised as a local run raises it
+                    raise
                 raise ClusterError(
                     f"--cluster {cluster.address}: {name(item)}: {_lost(e)}; nothing was written, run it again"
                 ) from None
     finally:
         for future in futures:
             future.cancel()
+
+
+def _of_the_cluster(e: BaseException) -> bool:
+    """Dask's own failures (``KilledWorker``, ``CommClosedError``, a cancelled future), not the
+    computation's."""
+    return type(e).__module__.split(".")[0] in ("distributed", "dask", "asyncio", "concurrent")
 
 
 def _lost(e: BaseException) -> str:

@@ -197,7 +197,7 @@ def _run_of_store(args: argparse.Namespace) -> int:
     source = args.files[0]
     run_id, cells, rows = run_cells(source, store=args.store)
     chosen = args.cell or cells
-    tasks = [_CellTask(run_id, cell, cells, rows, args) for cell in chosen]
+    tasks = [_CellTask(run_id, cell, cells, [r for r in rows if r.cell_id == cell], args) for cell in chosen]
     results = {}
     with _mapper(args) as mapped:
         for i, (task, done) in enumerate(zip(tasks, mapped(_analyze_cell, tasks, lambda t: f"cell {t.cell} of run {run_id}")), 1):
