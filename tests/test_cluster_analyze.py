@@ -2,8 +2,10 @@
 over TCP on loopback, no mocks): the per-cell analyses of a stored run, and the reads of several
 latency files, fan out over the workers and print exactly what the local run prints (same JSON,
 same table: every statistic is a function of its data and the seed, wherever it is computed);
-a worker lost while it computes an item is one line naming the item, not a traceback; a
-malformed or unreachable `--cluster` is one line naming the flag. The run analysed is real: two
+a worker lost while it computes an item is one line naming the item, not a traceback (in the
+library and through the CLI, whose worker process the test kills mid-way), while the
+computation's own errors pass through as locally; a malformed or unreachable `--cluster` is one
+line naming the flag. The run analysed is real: two
 cells of 0.5 s each against an archlab server."""
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import signal
 import socket
 
 import pytest
-from conftest import run_cli, spec_text
+from conftest import processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterError, open_cluster
 from archlab.cluster.fanout import map_in_order
@@ -96,6 +98,32 @@ def test_a_worker_lost_mid_way_is_one_line_naming_the_item(engine_path):
 
 def _inverse(item: int) -> float:
     return 1 / item
+
+
+def test_the_cli_says_in_one_line_that_a_worker_was_lost(stored_run, token):
+    # The same cell eight times keeps both workers busy; once the first result is printed, one
+    # worker (a process the CLI's local cluster spawned) is killed while it computes another.
+    store, run_id = stored_run
+    cell = store.load_run(run_id).rows[0].cell_id
+    cli = start_cli("analyze", run_id, "--store", str(store.root), "--json", *[a for _ in range(8) for a in ("--cell", cell)],
+                    "--cluster", "local:2")
+    try:
+        first = cli.stderr.readline()
+        assert first.startswith(f"analyze: cell 1/8 {cell}: "), first + cli.stderr.read()
+        workers = [pid for pid, cmd in processes_with_token(token) if "spawn_main" in cmd]
+        assert len(workers) == 2, processes_with_token(token)
+        os.kill(workers[0], signal.SIGKILL)
+        out, rest = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 1, rest
+    lines = rest.strip().splitlines()
+    assert all(line.startswith("analyze: cell ") for line in lines[:-1]), rest
+    assert re.fullmatch(rf"archlab: error: --cluster local:2: cell {cell} of run {run_id}: the worker computing it was lost; "
+                        "nothing was written, run it again", lines[-1]), rest
+    assert out == ""  # nothing printed of a partial analysis
 
 
 def _free_port() -> int:
