@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, spec_text, start_cli
+from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
 from archlab.errors import SpecError
@@ -266,6 +266,17 @@ def test_a_topologys_memcached_backends_run_on_a_named_worker(engine_path, clust
     assert view.manifest.document["system_workers"][0]["mc-2.backends"]["name"] == backend_host
     stops = json.loads((rep / "topology.stop.json").read_text())
     assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"] and not any(s.get("problem") for s in stops)
+
+
+def test_the_cli_refuses_an_unknown_worker_in_one_line_before_any_run(engine_path, tmp_path):
+    spec = _placed_spec(tmp_path, engine_path, "sut-9", cluster='address = "local:2"\nshards = 1')
+    done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"archlab: error: systems\[0\]\.worker: no worker named 'sut-9' in the cluster local:2 "
+                                            r"\(its workers: \['0', '1'\]; name them with `dask worker --name NAME`\)", lines[0]), done.stderr
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
 
 CLIENT = """
 import sys, time
