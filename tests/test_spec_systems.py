@@ -185,3 +185,33 @@ def test_a_topology_backend_naming_the_database_is_refused_before_anything_start
     topology = DB_SYSTEM + '\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
     e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/users/42"]\nconcurrency = [2]')
     assert e.field == "systems[1].backends.system" and "get no database" in e.allowed and "{db_*}" in e.hint
+
+
+def test_a_worker_places_a_system_and_enters_the_hash_only_when_given(env):
+    placed = parse(env, SVC + 'worker = "sut"\n')
+    assert placed.systems[0].worker == "sut" and placed.to_dict()["systems"][0]["worker"] == "sut"
+    plain = parse(env)
+    assert plain.systems[0].worker is None and "worker" not in plain.to_dict()["systems"][0]
+    assert placed.spec_hash() != plain.spec_hash()
+    e = refusal(env, SVC + "worker = 3\n")
+    assert e.field == "systems[0].worker" and "Dask worker" in e.allowed and e.received == 3
+    e = refusal(env, DB_SYSTEM + 'worker = "sut"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed
+    topology = SVC + 'worker = "sut"\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
+    e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
+    assert e.field == "systems[1].backends.system" and "run on this host" in e.allowed
+
+
+def test_a_topologys_peer_backends_may_be_placed_on_a_worker(env):
+    factors = 'architecture = ["system:mc"]\nworkload = ["/memcached?ratio=0:1"]\nconcurrency = [2]'
+    mc = '[[systems]]\nname = "mc"\nbackends = {{ preset = "memcached", copies = 2{extra} }}\nfront = {{ middleware = "seed" }}\n' \
+         'load = {{ protocol = "memcached" }}\n'
+    placed = parse(env, mc.format(extra=', worker = "cache"'), factors)
+    plain = parse(env, mc.format(extra=""), factors)
+    assert placed.systems[0].topology.backends.worker == "cache" and plain.systems[0].topology.backends.worker is None
+    assert "worker" not in plain.to_dict()["systems"][0]["backends"] and placed.spec_hash() != plain.spec_hash()
+    e = refusal(env, mc.format(extra=', worker = "cache", cpu_quota = 0.5'), factors)
+    assert e.field == "systems[0].backends.cpu_quota" and "on a worker" in e.allowed
+    lb = '[[systems]]\nname = "lb"\nbackends = { architecture = "netty", copies = 2, worker = "w" }\nfront = { proxy = "round-robin" }\n'
+    e = refusal(env, lb, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
+    assert e.field == "systems[0].backends.worker" and "preset or system backends" in e.allowed

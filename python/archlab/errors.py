@@ -30,6 +30,10 @@ class InvalidValue(ArchlabError):
             msg += f" ({hint})"
         super().__init__(msg)
 
+    def __reduce__(self):
+        # Rebuilt from its fields when it crosses a process boundary (a cluster's worker raised it).
+        return (type(self), (self.parameter, self.allowed, self.received, self.hint))
+
     def named(self, parameter: str) -> Self:
         """The same refusal under the name the user wrote (a CLI flag or a file's field instead
         of a library's parameter name)."""

@@ -72,13 +72,14 @@ def _with_load_executor(args: argparse.Namespace, store: Store, body) -> int:
         if shards < 1:
             raise SpecError(choice.address_from, "a cluster with at least one load worker (a worker started with --resources load=1)",
                             str(choice.address))
-        executor = ShardedLoad(cluster, shards, load_hosts=choice.load_hosts, chosen=choice.to_dict())
-        if choice.server_host is None:
-            return body(executor)
-        from archlab.cluster.remote import RemoteHost
+        # Closing it stops what runs on the workers of [[systems]] entries, always.
+        with ShardedLoad(cluster, shards, load_hosts=choice.load_hosts, chosen=choice.to_dict()) as executor:
+            if choice.server_host is None:
+                return body(executor)
+            from archlab.cluster.remote import RemoteHost
 
-        with RemoteHost(cluster, choice.server_host) as executor.server_host:  # stops the servers there, always
-            return body(executor)
+            with RemoteHost(cluster, choice.server_host) as executor.server_host:  # stops the servers there, always
+                return body(executor)
 
 
 def tune(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ for: a local run never imports Dask."""
 from __future__ import annotations
 
 import inspect
+import logging
 import socket
 from dataclasses import dataclass
 
@@ -120,6 +121,9 @@ def open_cluster(address: ClusterAddress | str, timeout_s: float = 5.0) -> Clust
                 n_workers=address.workers, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
                 # Its HTTP endpoints on a free loopback port, never a fixed one (8787 may be taken).
                 dashboard_address="127.0.0.1:0", resources={LOAD_RESOURCE: 1},
+                # The lab says what went wrong in one line of its own (a lost worker is a
+                # ClusterError or a ClusterFault); the scheduler's log lines would bury it.
+                silence_logs=logging.CRITICAL,
             )  # fmt: skip
         try:
             client = Client(local, timeout=timeout_s)

@@ -19,6 +19,7 @@ is the worker's own ``archlab-engine`` and ``{dir}`` that directory."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -31,9 +32,11 @@ from typing import Any, Sequence
 from archlab.cluster.connect import Cluster, ClusterError
 from archlab.cluster.sharded import ClusterFault
 from archlab.errors import ArchlabError, ProcessFailed
-from archlab.lab import probes
+from archlab.lab import foreign, probes
 from archlab.lab.engine import find_engine
+from archlab.lab.process_tree import TreeSample
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
+from archlab.spec.systems import SystemSpec
 
 #: Without a renewal for this long the worker stops what it started for the client.
 DEFAULT_LEASE_S = 10.0
@@ -45,6 +48,7 @@ class ProcessHost:
     def __init__(self, lease_s: float, grace_s: float = 3.0):
         self._group = ProcessGroup(grace_s)  # not entered: signal handlers belong to the main thread
         self._procs: dict[int, ManagedProcess] = {}
+        self._systems: dict[str, foreign.RunningSystem] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
         self._lease_s = lease_s
         self._renewed = time.monotonic()
@@ -105,10 +109,54 @@ class ProcessHost:
     def pids(self) -> list[int]:
         return sorted(self._procs)
 
+    # --- [[systems]] entries, started and stopped by the lab's own machinery (archlab.lab.foreign)
+
+    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None) -> dict:
+        """Set up, start and wait for ``spec`` as the client would locally; its files in a
+        directory of its own here (``{dir}`` is on this host)."""
+        with self._lock:
+            if self._closed.is_set():
+                raise ProcessFailed(f"system {spec.name}", "not started: the client's lease on this worker ended")
+            directory = self._dir / key
+            directory.mkdir(parents=True, exist_ok=True)
+            running = foreign.start(self._group, spec, directory, default_cpus, database=database)
+            self._systems[key] = running
+            return {"host": running.host, "port": running.port, "pid": running.process.pid, "values": running.values}
+
+    def sample_system(self, key: str) -> TreeSample:
+        return self._systems[key].sample()
+
+    def check_system(self, key: str, when: str) -> None:
+        self._systems[key].check_alive(when)
+
+    def poll_system(self, key: str) -> int | None:
+        return self._systems[key].process.poll()
+
+    def system_rss(self, key: str) -> list[tuple[float, int, int]]:
+        return list(self._systems[key].rss_samples)
+
+    def stop_system(self, key: str, teardown_cpus: tuple[int, ...]) -> dict:
+        """Stop it, run its tear-down commands, and hand back how the stop went, its memory over
+        time and its files (its output, the set-up and tear-down logs); a failing tear-down is
+        handed back too (``teardown_error``), after its files."""
+        with self._lock:
+            running = self._systems.pop(key)
+            outcome = foreign.stop(self._group, running)
+            teardown_error = None
+            try:
+                foreign.run_commands(self._group, running.spec, "teardown", running.values, self._dir / key, teardown_cpus)
+            except ProcessFailed as e:
+                teardown_error = e
+            files = {f.name: f.read_bytes() for f in (self._dir / key).iterdir() if f.is_file()}
+            shutil.rmtree(self._dir / key, ignore_errors=True)
+            return {"outcome": outcome, "rss": list(running.rss_samples), "files": files, "teardown_error": teardown_error}
+
     def close(self) -> None:
         """Stop everything this actor started and remove its directory."""
         with self._lock:
             self._closed.set()
+            for key in list(self._systems):  # each whole process tree, as a local stop does
+                foreign.stop(self._group, self._systems.pop(key))
             self._group.stop_all()
             self._procs.clear()
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -127,15 +175,21 @@ class RemoteProcess:
     host: str
     stderr_path: Path
     _actor: Any = field(repr=False)  # a Dask actor proxy of ProcessHost: each call returns a future
+    #: What the worker is to the run, for the message when it is lost ("server host", "system host").
+    role: str = "server host"
+
+    @property
+    def _who(self) -> str:
+        return f"{self.role} {self.worker_name!r}"
 
     def poll(self) -> int | None:
-        return _call(self.worker_name, self._actor, "poll", self.pid)
+        return _call(self._who, self._actor, "poll", self.pid)
 
     def expect(self, prefix: str, timeout_s: float) -> str:
-        return _call(self.worker_name, self._actor, "expect", self.pid, prefix, timeout_s)
+        return _call(self._who, self._actor, "expect", self.pid, prefix, timeout_s)
 
     def wait_exit(self, timeout_s: float) -> int | None:
-        return _call(self.worker_name, self._actor, "wait_exit", self.pid, timeout_s)
+        return _call(self._who, self._actor, "wait_exit", self.pid, timeout_s)
 
     def stderr_tail(self) -> str:
         try:
@@ -151,10 +205,63 @@ class RemoteProcess:
 
     def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
         """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
-        return _call(self.worker_name, self._actor, "sample", self.pid, rusage_timeout_s)
+        return _call(self._who, self._actor, "sample", self.pid, rusage_timeout_s)
 
 
-def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
+@dataclass
+class RemoteSystem:
+    """A ``[[systems]]`` entry running on a worker, seen from the client: what the lab reads of
+    a local :class:`~archlab.lab.foreign.RunningSystem` (``spec``, ``host``, ``port``,
+    ``values``, ``sample``, ``check_alive``, ``rss_samples``, ``failure``, ``process.poll``),
+    each answered by the worker (samples of its process tree from that host's ``/proc``)."""
+
+    spec: SystemSpec
+    key: str
+    host: str
+    port: int
+    pid: int
+    values: dict[str, str]
+    on: "RemoteHost"
+    _stopped_rss: list[tuple[float, int, int]] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def name(self) -> str:
+        return f"system {self.spec.name}"
+
+    @property
+    def process(self) -> "RemoteSystem":
+        return self  # the runner asks ``system.process.poll()``
+
+    def poll(self) -> int | None:
+        return self.on.call("poll_system", self.key)
+
+    def sample(self) -> TreeSample:
+        return self.on.call("sample_system", self.key)
+
+    def check_alive(self, when: str) -> None:
+        self.on.call("check_system", self.key, when)
+
+    @property
+    def rss_samples(self) -> list[tuple[float, int, int]]:
+        return self._stopped_rss if self._stopped_rss is not None else self.on.call("system_rss", self.key)
+
+    def failure(self, detail: str) -> ProcessFailed:
+        return ProcessFailed(f"{self.name} on {self.on.worker_name} ({self.on.host})", detail)
+
+    def stop(self, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:
+        """:meth:`RemoteHost.stop_system` of this system."""
+        return self.on.stop_system(self, teardown_cpus)
+
+    def describe(self) -> dict:
+        """Where it runs, for the probe file."""
+        return self.on.describe()
+
+
+def _call(who: str, actor: Any, method: str, *args: Any) -> Any:
     """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
     failed or is gone) passes through; the cluster failing under it (the worker lost, its
     connection closed) is a :class:`~archlab.cluster.sharded.ClusterFault`, which leaves the
@@ -164,13 +271,13 @@ def _call(worker_name: str, actor: Any, method: str, *args: Any) -> Any:
     except (ArchlabError, ProcessLookupError):
         raise
     except Exception as e:
-        raise ClusterFault(f"server host {worker_name!r} lost mid-cell ({type(e).__name__}: {e})") from None
+        raise ClusterFault(f"{who} lost mid-cell ({type(e).__name__}: {e})") from None
 
 
 class RemoteHost:
     """The client's handle on the processes it runs on one named worker (see the module text)."""
 
-    def __init__(self, cluster: Cluster, worker_name: str, lease_s: float = DEFAULT_LEASE_S):
+    def __init__(self, cluster: Cluster, worker_name: str, lease_s: float = DEFAULT_LEASE_S, role: str = "server host"):
         workers = {w.name: w for w in cluster.workers()}
         if worker_name not in workers:
             raise ClusterError(f"host {worker_name!r}: no worker of that name in the cluster {cluster.address} "
@@ -178,11 +285,14 @@ class RemoteHost:
         info = workers[worker_name]
         self.worker, self.worker_name, self.host = info.address, worker_name, info.host
         self.lease_s = lease_s
+        self.role = role
         self._cluster = cluster
         future = cluster.client.submit(ProcessHost, lease_s, actor=True, workers=[info.address], allow_other_workers=False, pure=False)
         self._future = future
         self._actor: Any = future.result(timeout=30)  # a proxy: each call returns a future
         self._stop = threading.Event()
+        self._keys = 0
+        self._directories: dict[str, Path] = {}
         self._lease_lost = False
         self._renewer = threading.Thread(target=self._renew, name=f"lease:{worker_name}", daemon=True)
         self._renewer.start()
@@ -199,8 +309,12 @@ class RemoteHost:
               cpus: Sequence[int] | None = None) -> RemoteProcess:
         """Start ``argv`` on the worker (``{engine}``, ``{dir}`` replaced there); its stderr is
         copied to ``stderr_path`` here when it is stopped."""
-        started = _call(self.worker_name, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
-        return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor)
+        started = _call(self._who, self._actor, "start", name, list(argv), dict(files or {}), list(cpus) if cpus else None)
+        return RemoteProcess(name, started["pid"], self.worker, self.worker_name, self.host, stderr_path, self._actor, self.role)
+
+    @property
+    def _who(self) -> str:
+        return f"{self.role} {self.worker_name!r}"
 
     def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
         """The lab's ``archlab-engine serve`` command of a cell, run on the worker: its engine,
@@ -221,16 +335,45 @@ class RemoteHost:
     def sample(self, proc: RemoteProcess, rusage_timeout_s: float = 2.0) -> probes.ProcSample:
         return proc.sample_remote(rusage_timeout_s)
 
+    def call(self, method: str, *args: Any) -> Any:
+        """The actor's ``method(*args)`` (see :func:`_call`)."""
+        return _call(self._who, self._actor, method, *args)
+
+    def start_system(self, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...],
+                     database: dict[str, str] | None = None) -> RemoteSystem:
+        """Start ``spec`` on the worker with the lab's own readiness, pinning (its ``cpus``, else
+        ``default_cpus``, the worker's CPUs) and process-tree accounting; a spec listening on
+        loopback listens on the worker's address instead, so the load hosts reach it.
+        ``directory`` (here) receives its files when it is stopped."""
+        if spec.host in ("127.0.0.1", "localhost", "::1"):
+            spec = dataclasses.replace(spec, host=self.host)
+        self._keys += 1
+        key = f"{spec.name}-{self._keys}"
+        self._directories[key] = directory
+        started = self.call("start_system", key, spec, tuple(default_cpus), database)
+        return RemoteSystem(spec, key, started["host"], started["port"], started["pid"], started["values"], self)
+
+    def stop_system(self, system: RemoteSystem, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:
+        """Stop it there (then its tear-down commands), copy its files into its directory here;
+        how the stop went, and the tear-down's failure if it failed."""
+        done = self.call("stop_system", system.key, tuple(teardown_cpus))
+        directory = self._directories.pop(system.key)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, content in done["files"].items():
+            (directory / name).write_bytes(content)
+        system._stopped_rss = done["rss"]
+        return done["outcome"], done["teardown_error"]
+
     def describe(self) -> dict:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
 
     def stop(self, proc: RemoteProcess) -> int | None:
-        code, stderr = _call(self.worker_name, self._actor, "stop", proc.pid)
+        code, stderr = _call(self._who, self._actor, "stop", proc.pid)
         proc.stderr_path.write_bytes(stderr)
         return code
 
     def pids(self) -> list[int]:
-        return _call(self.worker_name, self._actor, "pids")
+        return _call(self._who, self._actor, "pids")
 
     def close(self) -> None:
         """Stop every process started here (always: call it in a ``finally``)."""

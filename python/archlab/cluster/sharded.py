@@ -20,6 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from distributed import Queue, Variable
 
@@ -54,9 +55,39 @@ class ShardedLoad:
     skews_s: list[float] = field(default_factory=list)
 
     _warm: set[str] = field(default_factory=set)
+    #: The workers running ``[[systems]]`` entries (``worker = "NAME"``), by name, opened at first use.
+    _system_hosts: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cluster.require_load_workers(self.shards, self.load_hosts)
+
+    def check_workers(self, names: dict[str, str]) -> None:
+        """Refuse any of ``names`` (field -> worker name) the cluster has no worker of."""
+        known = sorted(w.name for w in self.cluster.workers())
+        for field_, name in names.items():
+            if name not in known:
+                raise ClusterError(f"{field_}: no worker named {name!r} in the cluster {self.cluster.address} (its workers: "
+                                   f"{known or 'none'}; name them with `dask worker --name NAME`)")
+
+    def system_host(self, name: str) -> Any:
+        """The worker ``name`` as a place to run ``[[systems]]`` entries
+        (:class:`archlab.cluster.remote.RemoteHost`), opened at first use, closed by :meth:`close`."""
+        if name not in self._system_hosts:
+            from archlab.cluster.remote import RemoteHost  # it builds on this module
+
+            self._system_hosts[name] = RemoteHost(self.cluster, name, role="system host")
+        return self._system_hosts[name]
+
+    def close(self) -> None:
+        """Stop every process this run started on the workers of its systems."""
+        while self._system_hosts:
+            self._system_hosts.popitem()[1].close()
+
+    def __enter__(self) -> "ShardedLoad":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def describe(self) -> dict:
         """The cluster, its workers and their clock offsets now, the shards per cell, the load

@@ -5,24 +5,21 @@ on some worker and the results come back in the sweep's order, bit-identical to 
 
 from __future__ import annotations
 
+import functools
 from typing import Generator, Sequence
 
 from archlab.cluster.connect import Cluster
+from archlab.cluster.fanout import map_in_order
 from archlab.sim.results import SimulationResult
 from archlab.sim.simulation import Simulation
 
 
-def _run(simulation: Simulation, model: dict) -> SimulationResult:
-    return simulation.run(model)
+def _run(simulation: Simulation, numbered: tuple[int, dict]) -> SimulationResult:
+    return simulation.run(numbered[1])
 
 
 def simulate_cells(cluster: Cluster, simulation: Simulation, models: Sequence[dict]) -> Generator[SimulationResult, None, None]:
     """``simulation.run(model)`` of every model on the workers, yielded in order as each is ready
     (all are submitted at once, so the workers share the sweep)."""
-    futures = [cluster.client.submit(_run, simulation, model, pure=False) for model in models]
-    try:
-        for future in futures:
-            yield future.result()
-    finally:
-        for future in futures:
-            future.cancel()
+    numbered = list(enumerate(models, 1))
+    return map_in_order(cluster, functools.partial(_run, simulation), numbered, lambda n: f"simulation cell {n[0]}/{len(numbered)}")

@@ -11,9 +11,10 @@ server (:mod:`archlab.lab.system_cell`), with the same load driver (:func:`drive
 whose repetitions are a rule (``{min, max, extra_time}``) gets, after its pending pairs, the
 rounds :mod:`archlab.lab.adaptive` adds, run and recorded the same way.
 
-The load generator of a server cell runs here, as a child of this process (the default), or
-through a :class:`LoadExecutor` (e.g. ``archlab.cluster.ShardedLoad``: shards on a cluster's
-load hosts, merged into the same summary and interval log); :func:`_run_load` is that one seam.
+The load generator of a server cell, or of a ``system:NAME`` cell, runs here, as a child of
+this process (the default), or through a :class:`LoadExecutor` (e.g.
+``archlab.cluster.ShardedLoad``: shards on a cluster's load hosts, merged into the same summary
+and interval log); :func:`run_load` is that one seam.
 A :class:`~archlab.errors.ResumableFault` of an executor stops the run with the pair unrecorded."""
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class Window:
 
 
 class LoadExecutor(Protocol):
-    """Runs a cell's load command elsewhere than in this process (see :func:`_run_load`)."""
+    """Runs a cell's load command elsewhere than in this process (see :func:`run_load`)."""
 
     def run_load(self, argv: list[str], directory: Path, limit_s: float, label: str) -> None:
         """Run the load of ``argv`` within ``limit_s`` and leave in ``directory`` what a local
@@ -119,6 +120,18 @@ class LoadExecutor(Protocol):
     def describe(self) -> dict:
         """Where the load runs (hosts, clocks...), recorded under ``load_hosts`` in the manifest
         each time a run starts or resumes with this executor."""
+        ...
+
+    def check_workers(self, names: dict[str, str]) -> None:
+        """Refuse (naming the field, and the workers there are) any of ``names`` (field ->
+        worker name) that is not a worker of the cluster."""
+        ...
+
+    def system_host(self, name: str) -> Any:
+        """The worker ``name`` as a place to run ``[[systems]]`` entries (e.g.
+        ``archlab.cluster.remote.RemoteHost``): ``start_system(spec, directory, default_cpus,
+        database)`` returns a system with the ``sample``/``check_alive``/``rss_samples`` of a
+        local one, ``stop_system(system, teardown_cpus)`` stops it there."""
         ...
 
     #: Where a server cell's server runs instead of here, when not None (e.g.
@@ -144,13 +157,14 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
     if handle.experiment.network is not None:  # which link each cell runs over
         handle.store.append_manifest_fact(handle.run_id, "network", network.describe(handle.experiment))
     _record_topology_facts(handle)
+    _record_system_workers(handle, load_executor)
     try:
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
                 database = _start_database(group, handle) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
-                systems = _system_pool(group, handle, database)
+                systems = _system_pool(group, handle, database, load_executor)
                 try:
                     # The base repetitions, then any the spec's adaptive rule adds (archlab.lab.adaptive).
                     for cell, rep in adaptive.schedule(handle, pending, progress.extend):
@@ -188,6 +202,18 @@ def _record_topology_facts(handle: RunHandle) -> None:
             handle.store.append_manifest_fact(handle.run_id, "cpu_quota", fact)
 
 
+def _record_system_workers(handle: RunHandle, load_executor: LoadExecutor | None) -> None:
+    """Where each ``[[systems]]`` entry (or topology's backends, ``NAME.backends``) placed on a
+    worker runs (its worker's name, address and host), recorded when the run starts or resumes; opening the workers here also proves them
+    reachable before the first cell."""
+    placed = {s.name: s.worker for s in handle.experiment.systems if s.worker is not None}
+    placed.update({f"{s.name}.backends": s.topology.backends.worker for s in handle.experiment.systems
+                   if s.topology is not None and s.topology.backends.worker is not None})
+    if placed and load_executor is not None:
+        fact = {name: load_executor.system_host(worker).describe() for name, worker in placed.items()}
+        handle.store.append_manifest_fact(handle.run_id, "system_workers", fact)
+
+
 def _needs_db(exp: Experiment, cell: Cell) -> bool:
     """``/db``, a service program of a sweep with a ``db`` step, or a system that names the
     database (``{db_url}``...)."""
@@ -204,14 +230,16 @@ def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
     return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10), cpus=db.cpus, settings=db.settings)
 
 
-def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None) -> "SystemPool | None":
+def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None,
+                 load_executor: LoadExecutor | None = None) -> "SystemPool | None":
     """The run's pool of reusable foreign systems (and the database they may name), or None
     when the spec declares no system."""
     if not handle.experiment.systems:
         return None
     from archlab.lab.system_cell import SystemPool  # it builds on this module
 
-    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus, database)
+    hosts = load_executor.system_host if load_executor is not None else None
+    return SystemPool(group, handle.directory, handle.experiment.placement.server_cpus, database, hosts)
 
 
 def _abort(group: ProcessGroup, handle: RunHandle, status: str) -> None:
@@ -238,7 +266,8 @@ def _run_pair(
 
             assert systems is not None  # a spec with system levels declares systems
 
-            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems)
+            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems,
+                                                           load_executor)
         else:
             summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
     except ResumableFault as e:
@@ -314,7 +343,7 @@ def _measure(
     if measurement.requests == 0:
         raise CellFailed(f"no request completed in the measurement window (errors: {measurement.errors_by_class or measurement.errors})")
     start, end = window.start, window.end
-    assert end is not None  # _drive_load fills it in
+    assert end is not None  # run_load fills it in
     if meter is not None:  # (server, database) pairs
         (start, db_start), (end, db_end) = start, end
     cost = probes.cost_between(start, end, measurement.requests)
@@ -344,27 +373,29 @@ def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp:
         return _probe(server, config)
 
     probe: Callable[[], Any] = probe_server if database is None else database.probing(probe_server)
-    if load_executor is None:
-        return _drive_load(group, argv, server, probe, exp, files, config)
-    window = Window(start=probe(), start_source="before load start")
-    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
-    load_executor.run_load(argv, files.directory, limit_s, label)
-    if server.poll() is not None:
-        raise server.failure(f"{describe_exit(server.poll())} during the load run")
-    window.end = probe()
-    return window
-
-
-def _drive_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, probe: Callable[[], Any], exp: Experiment, files: RepFiles,
-                config: RunnerConfig) -> Window:  # fmt: skip
-    """Run the load generator to its end, probing the server at the window's edges."""
 
     def check_alive() -> None:
         # A dead server explains a failing generator better than the generator can.
         if server.poll() is not None:
             raise server.failure(f"{describe_exit(server.poll())} during the load run")
 
-    return drive_load(group, argv, probe, check_alive, exp, files, config)
+    return run_load(group, argv, probe, check_alive, exp, files, config, load_executor, label)
+
+
+def run_load(group: ProcessGroup, argv: list[str], probe: Callable[[], Any], check_alive: Callable[[], None], exp: Experiment,
+             files: RepFiles, config: RunnerConfig, load_executor: LoadExecutor | None, label: str) -> Window:  # fmt: skip
+    """The load of every kind of cell (a server's, a ``[[systems]]`` entry's, a remote
+    target's): :func:`drive_load` here, or ``load_executor``'s shards, with ``probe`` taken just
+    before they start and just after they end (their window lines are not seen here) and
+    ``check_alive`` after them."""
+    if load_executor is None:
+        return drive_load(group, argv, probe, check_alive, exp, files, config)
+    window = Window(start=probe(), start_source="before load start")
+    limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
+    load_executor.run_load(argv, files.directory, limit_s, label)
+    check_alive()
+    window.end = probe()
+    return window
 
 
 def drive_load(

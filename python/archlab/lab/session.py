@@ -10,8 +10,10 @@ from typing import TextIO
 
 from archlab.lab import network
 from archlab.lab.engine import DataPlaneRegistry, Engine
+from archlab.errors import SpecError
 from archlab.lab.runner import LoadExecutor, RunnerConfig, execute
 from archlab.spec import SpecEnvironment, load_spec, parse_spec
+from archlab.spec.model import Experiment
 from archlab.store import EngineFacts, RunHandle, Store
 
 
@@ -29,6 +31,7 @@ def run_spec(
     experiment, text = load_spec(spec_path, SpecEnvironment.local(DataPlaneRegistry()))
     engine = Engine.locate()
     network.prepare(engine, experiment, load_executor is not None)  # refused before the run exists
+    check_system_workers(experiment, load_executor)
     with store.create_run(experiment, text, EngineFacts(engine.version, engine.build_profile)) as handle:
         if on_created is not None:
             on_created(handle)
@@ -43,8 +46,24 @@ def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(),
     engine = Engine.locate()
     experiment = parse_spec(manifest.spec_text or "", f"{run_id}/spec.toml", SpecEnvironment.local(DataPlaneRegistry()))
     network.prepare(engine, experiment, load_executor is not None)
+    check_system_workers(experiment, load_executor)
     with store.open_run(run_id, experiment) as handle:
         if on_created is not None:
             on_created(handle)
         execute(handle, engine, config, stream, load_executor)
     return handle
+
+
+def check_system_workers(experiment: Experiment, load_executor: LoadExecutor | None) -> None:
+    """Refuse, before a run exists, a ``[[systems]]`` entry or a topology's backends placed on a
+    worker (``worker = "NAME"``) when the run has no cluster, or when its cluster has no worker
+    of that name."""
+    placed = {f"systems[{i}].worker": s.worker for i, s in enumerate(experiment.systems) if s.worker is not None}
+    placed.update({f"systems[{i}].backends.worker": s.topology.backends.worker for i, s in enumerate(experiment.systems)
+                   if s.topology is not None and s.topology.backends.worker is not None})
+    if not placed:
+        return
+    if load_executor is None:
+        field, name = next(iter(placed.items()))
+        raise SpecError(field, "a worker name only in a run on a cluster (--cluster, or a [cluster] section)", name)
+    load_executor.check_workers(placed)

@@ -4,7 +4,9 @@ process tree's CPU time and context switches from ``/proc``, resident memory sam
 cell); its socket system calls are unavailable, never zero, since only archlab's servers count
 their own. A remote target gets load only: the row has no server cost and the probe file says
 why. Reusable systems are started at their first cell and kept by :class:`SystemPool` until the
-run ends. The load generator is the same as for every other cell (:func:`runner.drive_load`)."""
+run ends. The load generator is the same as for every other cell (:func:`runner.run_load`): a
+local one, or a cluster's shards when the run has a load executor (the system is then probed
+just before the shards start and just after they end)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import dataclasses
 import json
 import socket
 from pathlib import Path
+from typing import Any, Callable
 
 from archlab.lab import foreign
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.process_tree import TreeSample, tree_cost
 from archlab.lab.processes import ProcessGroup
-from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
 from archlab.lab.services import DatabaseMeter, Postgres
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
@@ -26,17 +29,45 @@ from archlab.store.summary import LoadSummary, read_summary
 
 
 class SystemPool:
-    """The run's reusable systems, started at first use and stopped when the run ends."""
+    """The run's reusable systems, started at first use and stopped when the run ends; and where
+    every system starts and stops: here (:mod:`archlab.lab.foreign`), or on the worker its
+    ``worker`` names, through ``hosts(name)`` (the run's load executor's ``system_host``)."""
 
-    def __init__(self, group: ProcessGroup, run_directory: Path, default_cpus: tuple[int, ...], database: Postgres | None = None):
+    def __init__(self, group: ProcessGroup, run_directory: Path, default_cpus: tuple[int, ...], database: Postgres | None = None,
+                 hosts: Callable[[str], Any] | None = None):
         self.group = group
         self.directory = run_directory / "systems"
         self.default_cpus = default_cpus
         # The run's database, for the systems that name it ({db_url}, ...); None when none does.
         self.database = database
-        self._running: dict[str, foreign.RunningSystem] = {}
+        self.hosts = hosts
+        self._running: dict[str, Any] = {}
 
-    def get(self, spec: SystemSpec) -> foreign.RunningSystem:
+    def start(self, spec: SystemSpec, directory: Path) -> Any:
+        """``spec`` started and ready: a :class:`foreign.RunningSystem`, or the remote system of its worker."""
+        if spec.worker is None:
+            return foreign.start(self.group, spec, directory, self.default_cpus, database=self.database_values)
+        assert self.hosts is not None  # refused before the run exists (archlab.lab.session)
+        return self.hosts(spec.worker).start_system(spec, directory, self.default_cpus, self.database_values)
+
+    def stop(self, system: Any, directory: Path, stop_file: str) -> foreign.StopOutcome:
+        """Stop it, write how the stop went into ``directory / stop_file``, then run its
+        tear-down commands (on its worker for a placed system, its files copied into ``directory``)."""
+        spec = system.spec
+        cpus = spec.cpus or self.default_cpus
+        if spec.worker is None:
+            outcome = foreign.stop(self.group, system)
+            teardown_error = None
+        else:
+            outcome, teardown_error = system.stop(cpus)
+        (directory / stop_file).write_text(json.dumps({**outcome.to_dict(), "problem": outcome.problem(spec)}, indent=2) + "\n")
+        if teardown_error is not None:
+            raise teardown_error
+        if spec.worker is None:
+            foreign.run_commands(self.group, spec, "teardown", system.values, directory, cpus)
+        return outcome
+
+    def get(self, spec: SystemSpec) -> Any:
         running = self._running.get(spec.name)
         if running is not None and running.process.poll() is not None:  # died in an earlier cell
             self._stop(spec.name)
@@ -44,7 +75,7 @@ class SystemPool:
         if running is None:
             directory = self.directory / spec.name
             directory.mkdir(parents=True, exist_ok=True)
-            running = foreign.start(self.group, spec, directory, self.default_cpus, database=self.database_values)
+            running = self.start(spec, directory)
             self._running[spec.name] = running
         return running
 
@@ -53,11 +84,7 @@ class SystemPool:
         return self.database.placeholders() if self.database is not None else None
 
     def _stop(self, name: str) -> None:
-        running = self._running.pop(name)
-        outcome = foreign.stop(self.group, running)
-        stop_doc = {**outcome.to_dict(), "problem": outcome.problem(running.spec)}
-        (self.directory / name / "stop.json").write_text(json.dumps(stop_doc, indent=2) + "\n")
-        foreign.run_commands(self.group, running.spec, "teardown", running.values, self.directory / name, running.spec.cpus or self.default_cpus)
+        self.stop(self._running.pop(name), self.directory / name, "stop.json")
 
     def stop_all(self) -> None:
         for name in list(self._running):
@@ -90,37 +117,37 @@ def _load_argv(engine: Engine, address: str, cell: Cell, exp: Experiment, files:
 
 
 def measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost | None, dict]:
     spec = find_system(exp.systems, cell.architecture)
     if spec.topology is not None:
         from archlab.lab import topology  # it builds on this module
 
-        return topology.measure(group, engine, exp, cell, rep, files, config)
+        return topology.measure(group, engine, exp, cell, rep, files, config, load_executor)
     sources = column_sources(cell.architecture, exp.systems)
     records = files.records if exp.load.records else None
     if spec.target is not None:
         remote = dataclasses.replace(cell, workload=spec.target.base_path + cell.workload)
         address = _target(_connect_host(spec.target.host), spec.target.port)
         argv = _load_argv(engine, address, remote, exp, files, records, rep)
-        drive_load(group, argv, lambda: None, lambda: None, exp, files, config)
+        run_load(group, argv, lambda: None, lambda: None, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         summary = _summary(files)
         return summary, None, {"remote_target": spec.target.url, "column_sources": sources}
     if spec.uses_database and pool.database is not None and pool.database.process.poll() is not None:
         raise pool.database.process.failure("exited during the run")
-    system = pool.get(spec) if spec.reusable else foreign.start(group, spec, files.directory, exp.placement.server_cpus, database=pool.database_values)
+    system = pool.get(spec) if spec.reusable else pool.start(spec, files.directory)
     database = DatabaseMeter.of(pool.database) if spec.uses_database and pool.database is not None else None
     outcome = None
     try:
         address = _target(_connect_host(system.host), system.port)
         argv = _load_argv(engine, address, cell, exp, files, records, rep)
         probe = database.probing(system.sample) if database is not None else system.sample
-        window = drive_load(group, argv, probe, lambda: system.check_alive("during the load run"), exp, files, config)
+        window = run_load(group, argv, probe, lambda: system.check_alive("during the load run"), exp, files, config, load_executor,
+                          f"{cell.cell_id}-rep{rep}")
     finally:
         if not spec.reusable:
-            outcome = foreign.stop(group, system)
-            (files.directory / "system.stop.json").write_text(json.dumps(outcome.to_dict(), indent=2) + "\n")
-            foreign.run_commands(group, spec, "teardown", system.values, files.directory, spec.cpus or exp.placement.server_cpus)
+            outcome = pool.stop(system, files.directory, "system.stop.json")
     if outcome is not None and (problem := outcome.problem(spec)) is not None:
         raise system.failure(problem)
     summary = _summary(files)
@@ -143,6 +170,8 @@ def measure(
         "stop": outcome.to_dict() if outcome is not None else "reusable: stopped when the run ends",
         "cost": vars(cost),
     }
+    if spec.worker is not None:  # where it ran: the samples above are that host's /proc
+        probe_doc["worker"] = system.describe()
     if database is not None and db_window is not None:
         probe_doc["processes"] = [
             {"process": "system", "what": f"system {spec.name}", "measured": "from /proc", "cost": vars(cost)},

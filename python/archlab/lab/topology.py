@@ -11,6 +11,9 @@ middleware and the peers (presets, commands: :mod:`archlab.lab.foreign`) from ``
 process tree. A Ctrl-C or SIGTERM reaches the lab's :class:`ProcessGroup`, which stops every
 process of the topology (each is one of its children). Optional ``cpu_quota`` caps a process
 with cgroup v2 ``cpu.max``; where that is not writable the row says why and nothing is capped.
+Peer or command backends placed on a worker (``backends.worker``, a run on a cluster) are
+started, probed and stopped there by the same :mod:`archlab.lab.foreign` machinery, through
+the run's load executor (``system_host``); the front stays here.
 
 Where requests queue: in the front (its sockets, its hand-off, its backend pools) and in each
 backend as in a single server. Where the lab blocks: on each readiness line or check, and on the
@@ -27,14 +30,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Callable, Literal
 
 from archlab import contract
 from archlab.errors import ProcessFailed
 from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
-from archlab.lab.runner import CellFailed, RepFiles, RunnerConfig, drive_load
+from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.spec.topology import Topology, memcached_workload
@@ -59,8 +62,8 @@ class Member:
     port: int
     cpus: tuple[int, ...]
     probe_kind: Probe
-    process: ManagedProcess
-    system: foreign.RunningSystem | None = None  # a peer or command: its tree and stop rule
+    process: Any  # a ManagedProcess, or the remote system itself for one on a worker
+    system: Any = None  # a peer or command (foreign.RunningSystem, or a worker's): its tree and stop rule
     tree: process_tree.ProcessTree | None = None  # archlab's middleware, read from outside
     quota: dict = field(default_factory=dict)
     final_lines: list[str] = field(default_factory=list)  # the middleware's last `stats` line
@@ -82,9 +85,10 @@ class Member:
                 return probes.sample(self.process, config.rusage_timeout_s)
             except ProcessLookupError:
                 raise self.process.failure("exited during the load run") from None
-        tree = self.system.tree if self.system is not None else self.tree
-        assert tree is not None
-        return process_tree.sample(tree)
+        if self.system is not None:
+            return self.system.sample()  # read where it runs
+        assert self.tree is not None
+        return process_tree.sample(self.tree)
 
     def cost(self, start: object, end: object, requests: int) -> ServerCost:
         if self.probe_kind == "rusage":
@@ -103,7 +107,12 @@ class Member:
             "cpus": format_cpu_list(self.cpus) if self.cpus else None,
             "cpu_quota": self.quota or None,
             "measured": "by itself (rusage line)" if self.probe_kind == "rusage" else "from outside (/proc of its process tree)",
+            **({"worker": self.system.describe()} if self.on_worker else {}),
         }
+
+    @property
+    def on_worker(self) -> bool:
+        return self.system is not None and not isinstance(self.system, foreign.RunningSystem)
 
 
 @dataclass
@@ -132,18 +141,20 @@ class RunningTopology:
 
 def start(
     group: ProcessGroup, engine: Engine, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...], config: RunnerConfig,
-    systems: tuple[SystemSpec, ...] = (),
+    systems: tuple[SystemSpec, ...] = (), hosts: Callable[[str], Any] | None = None,
 ) -> RunningTopology:
     """Every process of ``spec``'s topology, backends first, each ready before the next starts;
     on any failure what was started is stopped again before the error is raised. ``systems``
-    are the spec's, where a ``backends.system`` entry is found."""
+    are the spec's, where a ``backends.system`` entry is found; backends placed on a worker
+    (``backends.worker``) start there through ``hosts(name)`` (the run's load executor's
+    ``system_host``)."""
     topology = spec.topology
     assert topology is not None
     directory.mkdir(parents=True, exist_ok=True)
     running = RunningTopology(spec, [])
     try:
         for i in range(topology.backends.copies):
-            running.members.append(_start_backend(group, engine, spec, topology, i, directory, default_cpus, systems))
+            running.members.append(_start_backend(group, engine, spec, topology, i, directory, default_cpus, systems, hosts))
         if topology.preload:
             for m in running.members:
                 preload_memcached(m.host, m.port, topology, spec.ready_timeout_s)
@@ -165,7 +176,13 @@ def stop(group: ProcessGroup, running: RunningTopology) -> list[dict]:
     with group.critical():
         for m in reversed(running.members):
             if m.system is not None:
-                outcome = foreign.stop(group, m.system)
+                teardown_error = None
+                if m.on_worker:
+                    outcome, teardown_error = m.system.stop(m.cpus)
+                else:
+                    outcome = foreign.stop(group, m.system)
+                if teardown_error is not None:
+                    outcomes.append({"process": m.name, "problem": str(teardown_error)})
                 outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
             else:
                 if m.probe_kind == "rusage" and m.process.poll() is None:
@@ -219,7 +236,7 @@ def _cpus_of(cpus: tuple[int, ...] | None, default_cpus: tuple[int, ...]) -> tup
 
 def _start_backend(
     group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, i: int, directory: Path, default_cpus: tuple[int, ...],
-    systems: tuple[SystemSpec, ...],
+    systems: tuple[SystemSpec, ...], hosts: Callable[[str], Any] | None = None,
 ) -> Member:
     b = topology.backends
     name = f"backend-{i}"
@@ -234,18 +251,29 @@ def _start_backend(
         return member
     if b.kind == "preset":
         copy = SystemSpec(name=f"{spec.name}.{name}", preset=b.name, cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s)
-        return _start_foreign(group, copy, name, f"preset {b.name}", directory, cpus, b.cpu_quota)
+        return _start_foreign(group, copy, name, f"preset {b.name}", directory, cpus, b.cpu_quota, host=_host(b.worker, hosts))
     # Another [[systems]] entry (validation made sure it has a command): each copy on its own port.
     named = find_system(systems, "system:" + b.name)
     cpus = b.cpus[i] or named.cpus or default_cpus
     copy = dataclasses.replace(named, name=f"{named.name}.{i}", cpus=cpus, reusable=False)
-    return _start_foreign(group, copy, name, f"system {named.name}", directory, cpus, b.cpu_quota)
+    return _start_foreign(group, copy, name, f"system {named.name}", directory, cpus, b.cpu_quota, host=_host(b.worker, hosts))
+
+
+def _host(worker: str | None, hosts: Callable[[str], Any] | None) -> Any:
+    """The worker a placed member starts on, None for this host."""
+    if worker is None:
+        return None
+    assert hosts is not None  # refused before the run exists (archlab.lab.session)
+    return hosts(worker)
 
 
 def _start_foreign(
     group: ProcessGroup, copy: SystemSpec, name: str, what: str, directory: Path, cpus: tuple[int, ...], quota: float | None,
-    command: foreign.CommandBuilder | None = None,
+    command: foreign.CommandBuilder | None = None, host: Any = None,
 ) -> Member:
+    if host is not None:  # on a worker, by the same machinery (archlab.cluster.remote); no cgroup cap there
+        remote = host.start_system(copy, directory / name, cpus)
+        return Member(name, what, remote.host, remote.port, cpus, "tree", remote, system=remote)
     running = foreign.start(group, copy, directory / name, cpus, command)
     member = Member(name, what, running.host, running.port, cpus, "tree", running.process, system=running)
     member.quota = apply_cpu_quota(running.process.pid, quota, f"{copy.name}")
@@ -420,15 +448,18 @@ def _remove_cgroup(quota: dict) -> None:
 
 
 def measure(
-    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig
+    group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig,
+    load_executor: LoadExecutor | None = None,
 ) -> tuple[LoadSummary, ServerCost, dict]:
     """One repetition of a cell whose architecture is a topology: start, load the front, probe
     every process, stop; the row's cost is the sum over the processes (per process in the
-    probe file)."""
+    probe file). The load of one front goes through ``load_executor`` when given (a cluster's
+    shards); that of several fronts is spread here, and the probe file says so."""
     spec = find_system(exp.systems, cell.architecture)
     topology = spec.topology
     assert topology is not None
-    running = start(group, engine, spec, files.directory / "topology", exp.placement.server_cpus, config, exp.systems)
+    hosts = load_executor.system_host if load_executor is not None else None
+    running = start(group, engine, spec, files.directory / "topology", exp.placement.server_cpus, config, exp.systems, hosts)
     stops: list[dict] = []
     try:
         targets = [m.address for m in running.targets]
@@ -443,7 +474,7 @@ def measure(
         probe, check_alive = (lambda: running.sample(config)), (lambda: running.check_alive("during the load run"))
         if len(targets) == 1:
             argv = engine.load_argv(files.load_params, files.summary, files.hdr_log)
-            window = drive_load(group, argv, probe, check_alive, exp, files, config)
+            window = run_load(group, argv, probe, check_alive, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         else:
             window = spread.drive_spread(group, engine, params, targets, probe, check_alive, exp, files, config)
     finally:
@@ -475,6 +506,8 @@ def measure(
         "stop": stops,
         "cost": vars(total),
     }
+    if load_executor is not None and len(running.targets) > 1:  # not the cluster's shards: say where it ran
+        probe_doc["load"] = f"on this host: the load of {len(running.targets)} fronts is spread here (archlab.lab.spread), not sharded"
     return summary, total, probe_doc
 
 

@@ -3,23 +3,30 @@ print a table or JSON, optionally write the HTML report. Glue only; the work is 
 A FILE may also be an archlab load summary (``archlab-engine load --json``), a run directory or
 a run id in ``--store``: then each cell (or those of ``--cell``) is analysed with its repetitions
 merged exactly, with progress on stderr, and ``--report`` gathers every cell in one page
-(:mod:`archlab.latency.report`).
+(:mod:`archlab.latency.report`). With ``--cluster`` the per-file reads, or the per-cell reads
+and analyses, run as tasks on a Dask cluster (:mod:`archlab.cluster.fanout`) and come back in
+order, so the output is the local run's; the files must be readable at the same paths on the
+workers (one host, or a shared file system).
 The lead wires it as ``add_arguments(subparser)`` and ``run(args) -> exit code``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from archlab.errors import SpecError
 from archlab.latency.analysis import analyze, format_duration
 from archlab.latency.errors import LatencyError, ParameterError
 from archlab.latency.quantiles import QuantileMethod
-from archlab.latency.readers import FAILED, FORMATS, PercentileReport, Reading, read_file, read_run_cell, run_cells
+from archlab.latency.readers import FAILED, FORMATS, PercentileReport, Reading, read_cell_rows, read_file, run_cells
 from archlab.latency.report import write_report
 from archlab.latency.summary import CI_METHODS, DEFAULT_PERCENTILES
 
@@ -77,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="HTML",
                         help="also write a self-contained HTML report with plots (a run: every chosen cell, "
                              "with a summary table and one collapsible section per cell)")
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="read the files (or analyse the run's cells) on a Dask cluster: tcp://HOST:PORT of a "
+                             "scheduler, or local:N (N local workers); output identical to a local run")
 
 
 def _comma_list(convert, what: str):
@@ -138,20 +148,61 @@ def _analyze(samples, args, resolution_default: str = "auto"):
                    jitter_max=args.jitter_max, seed=args.seed)
 
 
+@dataclass(frozen=True)
+class _CellTask:
+    """One cell of a run to read and analyse: the catalog's rows travel with it, so the task
+    (here, or on a cluster's worker) opens only the cell's HDR logs."""
+
+    run_id: str
+    cell: str
+    cells: list[str]
+    rows: list
+    args: argparse.Namespace
+
+
+@dataclass(frozen=True)
+class _CellDone:
+    repetitions: tuple[int, ...]
+    n: int
+    seconds: float
+    result: Any
+
+
+def _analyze_cell(task: _CellTask) -> _CellDone:
+    started = time.perf_counter()
+    args = task.args
+    part = read_cell_rows(task.run_id, task.cell, task.cells, task.rows, repetitions=args.repetitions,
+                          warmup_s=args.warmup, cooldown_s=args.cooldown)
+    result = _analyze(part.samples, args, "hdr")
+    return _CellDone(part.repetitions, part.samples.n, time.perf_counter() - started, result)
+
+
+@contextlib.contextmanager
+def _mapper(args: argparse.Namespace) -> Iterator[Callable]:
+    """``map(function, items, name)`` in order: a local loop, or the tasks spread over the
+    ``--cluster`` (opened here, closed when the caller is done)."""
+    if args.cluster is None:
+        yield lambda function, items, name: map(function, items)
+        return
+    from archlab.cluster import ClusterAddress, open_cluster  # lazy: Dask only when asked for
+    from archlab.cluster.fanout import map_in_order
+
+    with open_cluster(ClusterAddress.parse(args.cluster)) as cluster:
+        yield lambda function, items, name: map_in_order(cluster, function, items, name)
+
+
 def _run_of_store(args: argparse.Namespace) -> int:
     if len(args.files) != 1:
         raise LatencyError("analyze: a run directory or run id must be the only FILE")
     source = args.files[0]
-    run_id, cells, _ = run_cells(source, store=args.store)
+    run_id, cells, rows = run_cells(source, store=args.store)
     chosen = args.cell or cells
+    tasks = [_CellTask(run_id, cell, cells, [r for r in rows if r.cell_id == cell], args) for cell in chosen]
     results = {}
-    for i, cell in enumerate(chosen, 1):
-        started = time.perf_counter()
-        part = read_run_cell(source, cell, store=args.store, repetitions=args.repetitions,
-                             warmup_s=args.warmup, cooldown_s=args.cooldown)
-        results[cell] = (part, _analyze(part.samples, args, "hdr"))
-        print(f"analyze: cell {i}/{len(chosen)} {cell}: n={part.samples.n:,} "
-              f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    with _mapper(args) as mapped:
+        for i, (task, done) in enumerate(zip(tasks, mapped(_analyze_cell, tasks, lambda t: f"cell {t.cell} of run {run_id}")), 1):
+            results[task.cell] = (done, done.result)
+            print(f"analyze: cell {i}/{len(chosen)} {task.cell}: n={done.n:,} ({done.seconds:.1f} s)", file=sys.stderr)
     if args.json:
         print(json.dumps({"run_id": run_id, "cells": {
             cell: {"repetitions": list(part.repetitions), **result.to_dict()} for cell, (part, result) in results.items()}},
@@ -197,11 +248,8 @@ def _check_output(path: str, flag: str) -> None:
 
 
 def _run_of_files(args: argparse.Namespace) -> int:
-    readings: list[Reading] = []
-    for path in args.files:
-        readings.append(read_file(path, args.format, column=args.column, unit=args.unit, measure=args.measure,
-                                  warmup_s=args.warmup, cooldown_s=args.cooldown, failed=args.failed,
-                                  labels=args.label, jtl_columns=args.jtl_columns))
+    with _mapper(args) as mapped:
+        readings: list[Reading] = list(mapped(functools.partial(_read, args), args.files, lambda path: f"file {path}"))
     printed_only = [(path, r.report) for path, r in zip(args.files, readings) if r.samples is None]
     if printed_only:
         if len(args.files) > 1:
@@ -222,6 +270,11 @@ def _run_of_files(args: argparse.Namespace) -> int:
     if args.report:
         result.to_html(args.report)
     return 0
+
+
+def _read(args: argparse.Namespace, path: str) -> Reading:
+    return read_file(path, args.format, column=args.column, unit=args.unit, measure=args.measure, warmup_s=args.warmup,
+                     cooldown_s=args.cooldown, failed=args.failed, labels=args.label, jtl_columns=args.jtl_columns)
 
 
 def _print_percentiles(path: str, report: PercentileReport, args: argparse.Namespace) -> int:

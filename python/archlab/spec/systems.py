@@ -1,7 +1,8 @@
 """Systems under test that the lab does not build: the spec's ``[[systems]]`` entries, validated
 into frozen :class:`SystemSpec` values. A system is either a command the lab starts (a template
 with the placeholders ``{port}``, ``{cpus}``, ``{dir}`` and ``{host}``, filled per cell or once
-per run when ``reusable``), a remote ``target`` URL the lab only sends load to, or a topology of
+per run when ``reusable``; on a named Dask worker with ``worker = "NAME"``, in a run on a
+cluster), a remote ``target`` URL the lab only sends load to, or a topology of
 several processes (``backends`` and a ``front``, :mod:`archlab.spec.topology`). Each is a
 level of the ``architecture`` factor, written ``system:NAME``. Everything that can be refused is
 refused here, before any process starts: unknown placeholders, CPUs this machine does not have,
@@ -51,6 +52,7 @@ SYSTEM_KEYS = (
     "preset",
     "target",
     "host",
+    "worker",
     "port",
     "cpus",
     "env",
@@ -112,6 +114,8 @@ class SystemSpec:
     teardown: tuple[tuple[str, ...], ...] = ()
     reusable: bool = False
     topology: Topology | None = None  # several processes (then command, preset and target are None)
+    #: The Dask worker (``dask worker --name NAME``) that runs it; None: this host.
+    worker: str | None = None
 
     @property
     def level(self) -> str:
@@ -157,6 +161,8 @@ class SystemSpec:
             teardown=[list(c) for c in self.teardown],
             reusable=self.reusable,
         )
+        if self.worker is not None:  # only when given: a spec without it keeps its hash
+            d["worker"] = self.worker
         return d
 
 
@@ -219,6 +225,13 @@ def _check_backend_systems(systems: Sequence[SystemSpec]) -> None:
             )
         if named.port is not None and s.topology.backends.copies > 1:
             raise SpecError(f"systems[{i}].backends.copies", f"1, since {name} is fixed on port {named.port}", s.topology.backends.copies)
+        if named.worker is not None:
+            raise SpecError(
+                f"systems[{i}].backends.system",
+                "a system without worker: a topology's processes run on this host",
+                name,
+                hint=f"{name} is placed on worker {named.worker!r}; measure it on its own (architecture = [\"system:{name}\"])",
+            )
         if named.uses_database:
             raise SpecError(
                 f"systems[{i}].backends.system",
@@ -314,7 +327,10 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], arch
     reusable = t.get("reusable", False)
     if not isinstance(reusable, bool):
         raise SpecError(f"{field}.reusable", "true or false", reusable)
-    return SystemSpec(
+    worker = t.get("worker")
+    if worker is not None and (not isinstance(worker, str) or not worker.strip()):
+        raise SpecError(f"{field}.worker", "the name of a Dask worker of the run's cluster (`dask worker --name NAME`)", worker)
+    spec = SystemSpec(
         name=name,
         command=command,
         preset=preset,  # type: ignore[arg-type]
@@ -330,7 +346,12 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], arch
         setup=_commands(t.get("setup", []), f"{field}.setup"),
         teardown=_commands(t.get("teardown", []), f"{field}.teardown"),
         reusable=reusable,
+        worker=worker,
     )
+    if worker is not None and spec.uses_database:
+        raise SpecError(f"{field}.worker", "no worker for a system that names the lab database ({db_*}): the database runs on this host",
+                        worker)
+    return spec
 
 
 _COMMAND_SYNTAX = "a command: a string split like a shell would (no shell runs it) or a list of arguments"

@@ -39,7 +39,7 @@ MIDDLEWARE_ARCHS = ("seed", "ring", "actor", "event-loop")
 #: archlab's proxy runs in this architecture unless the front names one: on a loaded machine
 #: the one-thread loop costs least per request (docs/proxy.md, "Against HAProxy and nginx").
 DEFAULT_PROXY_ARCHITECTURE = "single-thread"
-BACKEND_KEYS = ("architecture", "preset", "system", "copies", "cpus", "cpu_quota", "options")
+BACKEND_KEYS = ("architecture", "preset", "system", "copies", "cpus", "cpu_quota", "options", "worker")
 FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "copies", "cpus", "cpu_quota", "options")
 # Load parameters a topology's load table and workload may not set: the lab and the spec do.
 _LAB_SET_LOAD = ("target", "path", "connections", "duration", "warmup", "cpus")
@@ -60,6 +60,8 @@ class Backends:
     cpus: tuple[tuple[int, ...] | None, ...]
     cpu_quota: float | None = None
     options: tuple[tuple[str, object], ...] = ()  # serve options of an archlab architecture
+    #: The Dask worker (``dask worker --name NAME``) that runs every copy; None: this host.
+    worker: str | None = None
 
     @property
     def protocol(self) -> str:
@@ -72,6 +74,7 @@ class Backends:
             "cpus": [format_cpu_list(c) if c else None for c in self.cpus],
             "cpu_quota": self.cpu_quota,
             "options": dict(self.options),
+            **({"worker": self.worker} if self.worker is not None else {}),  # only when given: the hash stays
         }
 
 
@@ -269,6 +272,15 @@ def _backends(value: object, field_: str, cpus_here: frozenset[int], architectur
     if kind != "architecture" and "options" in t:
         raise SpecError(f"{field_}.options", "no options unless the backends are an archlab architecture (a preset is configured by the lab)", given)
     options = _checked_options(given, f"{field_}.options", "server", str(name)) if kind == "architecture" else {}
+    worker = t.get("worker")
+    if worker is not None:
+        if not isinstance(worker, str) or not worker.strip():
+            raise SpecError(f"{field_}.worker", "the name of a Dask worker of the run's cluster (`dask worker --name NAME`)", worker)
+        if kind == "architecture":
+            raise SpecError(f"{field_}.worker", "a worker only for preset or system backends (archlab's own servers of a topology "
+                            "run on this host)", worker)
+        if "cpu_quota" in t:
+            raise SpecError(f"{field_}.cpu_quota", "no cpu_quota for backends on a worker (the cap is a cgroup of this host)", t["cpu_quota"])
     return Backends(
         kind=kind,  # type: ignore[arg-type]
         name=str(name),
@@ -276,6 +288,7 @@ def _backends(value: object, field_: str, cpus_here: frozenset[int], architectur
         cpus=cpus,
         cpu_quota=_quota(t.get("cpu_quota"), f"{field_}.cpu_quota"),
         options=tuple(sorted(options.items())),
+        worker=worker,
     )
 
 

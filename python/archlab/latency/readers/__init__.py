@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archlab.latency.errors import LatencyError, ParameterError, check_choice
-from archlab.latency.readers.archlab import RunCell, is_load_summary, read_load_summary, read_run_cell, run_cells
+from archlab.latency.readers.archlab import RunCell, is_load_summary, read_cell_rows, read_load_summary, read_run_cell, run_cells
 from archlab.latency.readers.columnar import Trim, convert_to_parquet, read_column
 from archlab.latency.readers.hdr import histogram_to_samples, read_hdr_log
 from archlab.latency.readers.jtl import (FAILED, JMETER5_DEFAULT_COLUMNS, JMETER213_DEFAULT_COLUMNS, JtlRows, nonempty, read_jtl,
@@ -33,7 +33,7 @@ FORMATS = ("auto", "jtl", "hdr-log", "load-summary", "percentiles", "memtier", "
 __all__ = ["FAILED", "FORMATS", "JMETER213_DEFAULT_COLUMNS", "JMETER5_DEFAULT_COLUMNS", "JtlRows", "PercentileReport",
            "Reading", "RunCell", "Trim", "convert_to_parquet", "detect_format", "histogram_to_samples",
            "parse_percentile_text", "read", "read_column", "read_file", "read_hdr_log", "read_jtl", "read_jtl_rows",
-           "read_load_summary", "read_memtier_json", "read_percentile_text", "read_run_cell", "run_cells"]
+           "read_cell_rows", "read_load_summary", "read_memtier_json", "read_percentile_text", "read_run_cell", "run_cells"]
 
 
 def detect_format(path: str | Path) -> str:

@@ -8,7 +8,9 @@
   samples are exact bucket counts of that log; their count is checked against ``requests``.
 * :func:`read_run_cell`: one cell of a stored run (a run directory, or a run id in a store),
   every repetition's log merged exactly (count vectors add; the buckets of equal-configuration
-  HDR histograms coincide, so nothing is approximated).
+  HDR histograms coincide, so nothing is approximated); :func:`read_cell_rows` does the same
+  from catalog rows read once, opening only the logs (the per-cell work of a run's analysis,
+  which ``archlab analyze --cluster`` spreads over workers).
 """
 
 from __future__ import annotations
@@ -103,6 +105,15 @@ def read_run_cell(run: str | Path, cell_id: str, *, store: str | Path | None = N
     """The samples of ``cell_id`` in ``run`` (a run directory, or a run id in the store at
     ``store``), every successful repetition (or those listed) merged exactly."""
     run_id, cells, rows = run_cells(run, store=store)
+    return read_cell_rows(run_id, cell_id, cells, rows, repetitions=repetitions, warmup_s=warmup_s, cooldown_s=cooldown_s,
+                          bucket_value=bucket_value)
+
+
+def read_cell_rows(run_id: str, cell_id: str, cells: list[str], rows: list[ResultRow], *, repetitions: list[int] | None = None,
+                   warmup_s: float = 0.0, cooldown_s: float = 0.0, bucket_value: str = "median") -> RunCell:
+    """:func:`read_run_cell` from the run's catalog rows already read (:func:`run_cells`): only
+    the HDR logs are opened, so cells can be read in parallel, even on other hosts, without the
+    catalog."""
     if cell_id not in cells:
         raise LatencyError(f"run {run_id}: no cell {cell_id!r}; cells: {', '.join(cells)}")
     chosen = [r for r in rows if r.cell_id == cell_id and r.ok and r.hdr_log_path is not None

@@ -1,0 +1,348 @@
+"""Cells of `[[systems]]` entries on a real Dask `LocalCluster` of this machine (two worker
+processes over TCP on loopback, no mocks). Their load goes through the same shard executor as a
+server cell's: a system started from a plain command (`archlab-engine serve`) and a remote
+target (a server this test started) are each loaded by two shards on the two workers, and the
+merged row counts exactly the sum of the shards' requests, its histogram their sum; the started
+system is still measured from `/proc` over the shards' window. A system placed on a named worker
+(`worker = "NAME"`) is started, made ready, measured from that worker's `/proc` and stopped
+there; an unknown worker name, or a worker without a cluster, is refused before any run exists;
+its worker lost mid-cell leaves the repetition to `--resume`, which completes it; no process
+outlives a client killed outright (the worker's lease) or interrupted (the CLI's Ctrl-C). A
+topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too. Each window is 0.5 s (30 s for the interrupted one, cut short)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
+
+from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
+from archlab.errors import SpecError
+from archlab.lab.load_merge import read_interval_log
+from archlab.lab.session import resume_run, run_spec
+from archlab.store import Store
+
+WINDOW = 'name = "systems"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"'
+LOAD = 'model = "closed"\nthink_time = "exp:2ms"\ntimeout = "2s"'
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with open_cluster("local:2") as c:
+        c.client.wait_for_workers(2, timeout=60)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def target_server(engine_path):
+    """An archlab server this test starts itself: a remote target the lab only loads."""
+    proc = subprocess.Popen([str(engine_path), "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # its readiness line, or EOF if it died
+        assert line.startswith("listening "), line
+        yield line.split(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def counts(path: Path) -> Counter:
+    total: Counter = Counter()
+    for _, _, h in read_interval_log(path.read_text()).intervals:
+        total.update({i.value_iterated_to: i.count_at_value_iterated_to for i in h.get_recorded_iterator()})
+    return total
+
+
+def test_system_cells_load_through_the_shards_and_merge_exactly(engine_path, cluster, target_server, tmp_path):
+    serve = [str(engine_path), "serve", "--arch", "single-thread", "--host", "{host}", "--port", "{port}"]
+    systems = (f'\n[[systems]]\nname = "eng"\ncommand = {json.dumps(serve)}\nstop_grace = "1s"\n'
+               f'\n[[systems]]\nname = "far"\ntarget = "http://{target_server}"\n')
+    factors = 'architecture = ["system:eng", "system:far"]\nworkload = ["/echo?size=32"]\nconcurrency = [4]'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=factors) + systems)
+    store = Store(tmp_path / "runs")
+    handle = run_spec(spec, store, load_executor=ShardedLoad(cluster, 2))
+    view = store.load_run(handle.run_id)
+    assert view.manifest.status == "complete" and len(view.rows) == 2
+    for row in view.rows:
+        assert row.status == "ok", row.error
+        rep = row.summary_path.parent
+        shards = json.loads((rep / "shards.json").read_text())
+        assert [s["users"] for s in shards["shard"]] == [2, 2] and len({s["worker"] for s in shards["shard"]}) == 2
+        docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+        assert all(d["requests"] > 0 for d in docs)
+        # The merged row is the sum of its shards, and its histogram their histograms' sum, exactly.
+        assert row.measurement.requests == sum(d["requests"] for d in docs) == sum(s["requests"] for s in shards["shard"])
+        merged = counts(rep / "hdr.log")
+        assert merged == counts(rep / "shards" / "shard-0" / "hdr.log") + counts(rep / "shards" / "shard-1" / "hdr.log")
+    eng = next(r for r in view.rows if r.cell_id.startswith("system-eng"))
+    far = next(r for r in view.rows if r.cell_id.startswith("system-far"))
+    # The started system is measured from /proc over the shards' window; the remote target has no cost.
+    probe = json.loads((eng.summary_path.parent / "probe.json").read_text())
+    # (Memory and threads, not CPU time, which /proc counts in 10 ms ticks: a short window may show none.)
+    assert probe["start"]["source"] == "before load start" and eng.cost is not None
+    assert eng.cost.peak_rss_kib is not None and eng.cost.peak_rss_kib > 0 and eng.cost.server_threads >= 1
+    assert far.cost is None
+
+
+
+LB2 = """
+[[systems]]
+name = "lb-2"
+backends = { architecture = "netty", copies = 2, options = { loops = 1 } }
+front = { proxy = "round-robin" }
+"""
+MC = """
+[[systems]]
+name = "mc-2"
+backends = { preset = "memcached", copies = 2 }
+front = { middleware = "seed", workers = 2 }
+preload = 10
+load = { protocol = "memcached", ratio = "0:1" }
+"""
+
+
+@pytest.mark.parametrize("systems, factors", [
+    (LB2, 'architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [4]'),
+    (MC, 'architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\nconcurrency = [4]'),
+], ids=["http-proxy", "memcached-middleware"])  # fmt: skip
+def test_a_topologys_front_is_loaded_by_the_shards(engine_path, cluster, tmp_path, systems, factors):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=factors) + systems)
+    store = Store(tmp_path / "runs")
+    handle = run_spec(spec, store, load_executor=ShardedLoad(cluster, 2))
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    shards = json.loads((rep / "shards.json").read_text())
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert [s["users"] for s in shards["shard"]] == [2, 2] and all(d["requests"] > 0 for d in docs)
+    assert row.measurement.requests == sum(d["requests"] for d in docs)
+    assert counts(rep / "hdr.log") == counts(rep / "shards" / "shard-0" / "hdr.log") + counts(rep / "shards" / "shard-1" / "hdr.log")
+    # Every process of the topology was probed over the shards' window.
+    probe = json.loads((rep / "probe.json").read_text())
+    assert probe["window_sources"] == ["before load start", "after load exit"] and "load" not in probe
+    assert row.cost is not None and row.cost.peak_rss_kib is not None and row.cost.peak_rss_kib > 0
+
+# --- [[systems]] entries placed on a named worker (`worker = "NAME"`) -------------------------
+
+
+def _placed_spec(tmp_path: Path, engine_path: Path, worker: str, duration: str = "500ms", cluster: str = "") -> Path:
+    serve = [str(engine_path), "serve", "--arch", "single-thread", "--host", "{host}", "--port", "{port}"]
+    systems = f'\n[[systems]]\nname = "eng"\ncommand = {json.dumps(serve)}\nworker = "{worker}"\nstop_grace = "1s"\n'
+    factors = 'architecture = ["system:eng"]\nworkload = ["/echo?size=32"]\nconcurrency = [2]'
+    experiment = f'name = "placed"\nrepetitions = 1\nwarmup = "200ms"\nduration = "{duration}"'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=experiment, load=LOAD, factors=factors, **({"cluster": cluster} if cluster else {})) + systems)
+    return spec
+
+
+def test_a_system_placed_on_a_worker_runs_and_is_measured_there(engine_path, cluster, tmp_path):
+    names = sorted(w.name for w in cluster.workers())
+    load_host, system_host = names
+    worker = next(w for w in cluster.workers() if w.name == system_host)
+    (worker_pid,) = cluster.client.run(os.getpid, workers=[worker.address]).values()
+    store = Store(tmp_path / "runs")
+    with ShardedLoad(cluster, 1, load_hosts=(load_host,)) as executor:
+        handle = run_spec(_placed_spec(tmp_path, engine_path, system_host), store, load_executor=executor)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    probe = json.loads((rep / "probe.json").read_text())
+    # Its process tree was read on the worker: the system is that worker process's child, not this one's.
+    (member,) = probe["start"]["members"]
+    assert member["ppid"] == worker_pid != os.getpid()
+    assert probe["worker"]["name"] == system_host and row.cost is not None and row.cost.peak_rss_kib is not None and row.cost.peak_rss_kib > 0
+    assert view.manifest.document["system_workers"][0]["eng"]["name"] == system_host
+    # Stopped there, with its output and how it stopped copied into the repetition.
+    stop = json.loads((rep / "system.stop.json").read_text())
+    assert stop["exit"] in ("exit code 0", "killed by signal 15 (SIGTERM)") and stop["problem"] is None
+    assert (rep / "system.log").exists()
+    assert not _alive(member["pid"])
+
+
+def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_path):
+    store = Store(tmp_path / "runs")
+    with pytest.raises(ClusterError) as caught:
+        with ShardedLoad(cluster, 1) as executor:
+            run_spec(_placed_spec(tmp_path, engine_path, "sut-9"), store, load_executor=executor)
+    message = str(caught.value)
+    known = sorted(w.name for w in cluster.workers())
+    assert message == (f"systems[0].worker: no worker named 'sut-9' in the cluster local:2 (its workers: {known}; "
+                       "name them with `dask worker --name NAME`)"), message
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+    with pytest.raises(SpecError, match=r"^systems\[0\]\.worker: expected a worker name only in a run on a cluster .*, got 'sut-9'$"):
+        run_spec(_placed_spec(tmp_path, engine_path, "sut-9"), store)
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
+
+def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event) -> None:
+    """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
+    runs the system's `archlab-engine serve` (its parent)."""
+    while not stop.is_set():
+        procs = processes_with_token(token)
+        if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
+            for pid, cmd in procs:
+                if re.search(r"archlab-engine\S* serve", cmd):
+                    try:
+                        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                        os.kill(parent, signal.SIGKILL)
+                    except (OSError, ValueError):
+                        continue
+                    killed.append(parent)
+                    return
+        stop.wait(0.01)
+
+
+def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        load_host, system_host = sorted(w.name for w in local.workers())
+        spec = _placed_spec(tmp_path, engine_path, system_host, duration="5s")
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"system host '{system_host}' lost mid-cell"):
+                with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+                    run_spec(spec, store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no placed system was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The nanny brings the worker back under its name; the resumed run completes the repetition there.
+        deadline = time.monotonic() + 60
+        while system_host not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        (row,) = store.load_run(resumed.run_id).rows
+        assert row.status == "ok", row.error
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
+def test_a_topologys_memcached_backends_run_on_a_named_worker(engine_path, cluster, tmp_path):
+    load_host, backend_host = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == backend_host)
+    placed = MC.replace("copies = 2 }", f'copies = 2, worker = "{backend_host}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\n'
+                              'concurrency = [2]') + placed)
+    store = Store(tmp_path / "runs")
+    with ShardedLoad(cluster, 1, load_hosts=(load_host,)) as executor:
+        handle = run_spec(spec, store, load_executor=executor)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    # Both memcached copies ran on the worker (the preloaded keys were read back through the
+    # middleware here), each measured from that host's /proc; the middleware ran here.
+    # (Its memory and threads, not its CPU time: two users' gets over 0.5 s may take less than
+    # the 10 ms tick /proc counts CPU time in.)
+    for name in ("backend-0", "backend-1"):
+        cost = processes[name]["cost"]
+        assert processes[name]["worker"]["address"] == worker.address and cost["peak_rss_kib"] > 0 and cost["server_threads"] >= 1
+        assert (rep / "topology" / name / "system.log").exists()  # its output, copied back
+    assert "worker" not in processes["front"]
+    assert view.manifest.document["system_workers"][0]["mc-2.backends"]["name"] == backend_host
+    stops = json.loads((rep / "topology.stop.json").read_text())
+    assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"] and not any(s.get("problem") for s in stops)
+
+
+def test_the_cli_refuses_an_unknown_worker_in_one_line_before_any_run(engine_path, tmp_path):
+    spec = _placed_spec(tmp_path, engine_path, "sut-9", cluster='address = "local:2"\nshards = 1')
+    done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"archlab: error: systems\[0\]\.worker: no worker named 'sut-9' in the cluster local:2 "
+                                            r"\(its workers: \['0', '1'\]; name them with `dask worker --name NAME`\)", lines[0]), done.stderr
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
+
+CLIENT = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+from archlab.spec.systems import SystemSpec
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+spec = SystemSpec(name="eng", command=({engine!r}, "serve", "--arch", "single-thread", "--host", "{{host}}", "--port", "{{port}}"))
+system = host.start_system(spec, Path(sys.argv[3]), (0,))
+print(system.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path):
+    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its system.
+    address = cluster.client.scheduler.address
+    name = sorted(w.name for w in cluster.workers())[0]
+    client = subprocess.Popen([sys.executable, "-c", CLIENT.format(engine=str(engine_path)), address, name, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert _alive(pid)
+    finally:
+        client.kill()
+        client.wait()
+    # Bounded wait on the condition: the lease (2 s) plus its watchdog's period and the stop's grace.
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"system {pid} outlived its client on the worker"
+
+
+def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):
+    # `archlab run` with its system on one worker and its load on the other of a local cluster:
+    # Ctrl-C while the system is under load leaves nothing behind, on either worker or here.
+    spec = _placed_spec(tmp_path, engine_path, "1", duration="30s", cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        assert cli.poll() is None, cli.communicate()[1][-3000:]
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
+
+
+def _alive(pid: int) -> bool:
+    """A live, non-zombie process ``pid``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
