@@ -14,7 +14,7 @@ that of the difference of two intervals sqrt(2) times that, 2.9%. The controller
 5% (1.7 standard errors, a false win in ~5% of probes) keeps it from drifting on noise, and a
 size whose true throughput is more than 5% below the best loses the comparison with the best
 most of the time, so the band the test accepts is the band the threshold implies. Its change
-band (25%) is 8.6 standard errors of that difference: noise alone does not restart the climb."""
+band (40%) is 13.8 standard errors of that difference: noise alone does not restart the climb."""
 
 import math
 
@@ -60,7 +60,7 @@ def test_converges_and_follows_a_change_of_the_program_mix():
 def test_a_jump_of_the_optimum_from_4_to_31_is_followed_within_six_intervals():
     """The bound, from the algorithm on this plant: the change is seen at the next measurement of
     the adopted size (<= 2 intervals: a probe, then that measurement, whose throughput falls by
-    over 80%, beyond the 25% change band); the restart probes at the adopted size + max_step
+    over 80%, beyond the 40% change band); the restart probes at the adopted size + max_step
     (32), which from band 1 (3..=7) lands at 35..=39, in band 2 (27..=38) or one past it with a
     throughput far above the small size's, so it wins (1 interval); the chained probe beyond is
     lost (1 interval); 2 more for a probe lost to noise. The previous climber (two wins per

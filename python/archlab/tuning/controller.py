@@ -12,10 +12,10 @@ at :attr:`HillClimber.size` for one control interval, measures the completions p
 calls :meth:`HillClimber.observe`, which returns the size for the next interval. One interval
 measures the adopted size, the next probes ``size + direction * step``. A probe that beats the
 adopted size by more than ``threshold`` (relative; set it above the interval's sampling noise) is
-adopted, doubles the step (up to ``max_step``) and is followed at once by the next probe in the
-same direction, compared with the probe's own fresh measurement, so a climb costs one interval
-per step; a probe that does not win reverses the direction, and a failure on both sides halves
-the step, down to ``min_step``. A change of the plant (the program mix) is caught by the regime
+adopted and is followed at once by the next probe in the same direction, compared with the
+probe's own fresh measurement, so a climb costs one interval per step; two wins in a row double
+the step (up to ``max_step``); a probe that does not win reverses the direction, and a failure on
+both sides halves the step, down to ``min_step``. A change of the plant (the program mix) is caught by the regime
 detector: each measurement of the adopted size is compared with the previous one, and a shift
 beyond ``change_band`` (relative to the larger of the two) restarts the climb with the step at
 ``max_step``, towards the side of the range with more room -- the change-point restart of the
@@ -42,7 +42,7 @@ class HillClimber:
     max_step: int = 32
     threshold: float = 0.05
     min_step: int = 1
-    change_band: float = 0.25
+    change_band: float = 0.4
 
     def __post_init__(self) -> None:
         for name in ("minimum", "maximum", "step", "min_step", "max_step"):
@@ -64,6 +64,7 @@ class HillClimber:
         self._direction = 1
         self._probe: int | None = None  # the size under test in this interval, if probing
         self._current_rate: float | None = None  # the adopted size's last measured throughput
+        self._wins = 0
         self._failed_sides = 0
         self.changes_detected = 0  # changes of the plant detected (each restarted the climb)
 
@@ -100,7 +101,10 @@ class HillClimber:
             self.current = probe
             self._current_rate = x
             self._failed_sides = 0
-            self._step = min(self._step * 2, self.max_step)
+            self._wins += 1
+            if self._wins >= 2:
+                self._step = min(self._step * 2, self.max_step)
+                self._wins = 0
             # Chain: the probe was just measured, so the next probe compares with it.
             target = self._target()
             self._probe = target if target != self.current else None
@@ -112,6 +116,7 @@ class HillClimber:
         """The plant changed: probe widely again, towards the side of the range with more room."""
         self.changes_detected += 1
         self._step = self.max_step
+        self._wins = 0
         self._failed_sides = 0
         self._direction = 1 if self.maximum - self.current >= self.current - self.minimum else -1
 
@@ -126,6 +131,7 @@ class HillClimber:
         return max(self.minimum, min(self.maximum, self.current + self._direction * self._step))
 
     def _lost(self) -> None:
+        self._wins = 0
         self._direction = -self._direction
         self._failed_sides += 1
         if self._failed_sides >= 2:
