@@ -151,3 +151,16 @@ def load_programs(path: str) -> str:
 
 def parse_programs(source: str, text: str) -> str:
     """Check a program file's ``text`` (``source`` names it in errors); returns the programs as JSON."""
+
+class PoolClimber:
+    """The server's pool-size hill climber (``crates/server/src/pool_control.rs``), decisions only:
+    the same algorithm as :class:`archlab.tuning.HillClimber`."""
+    def __init__(self, initial: int, minimum: int, maximum: int, step: int, min_step: int, max_step: int,
+                 threshold: float, change_band: float) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def current(self) -> int: ...
+    @property
+    def changes_detected(self) -> int: ...
+    def observe(self, throughput: float) -> int: ...

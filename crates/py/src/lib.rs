@@ -7,6 +7,7 @@ mod contract;
 mod jtl;
 mod link;
 mod metrics;
+mod pool_control;
 mod programs;
 mod sim;
 
@@ -58,5 +59,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     contract::register(m)?;
     metrics::register(m)?;
     link::register(m)?;
+    pool_control::register(m)?;
     Ok(())
 }
