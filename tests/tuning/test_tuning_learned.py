@@ -8,6 +8,8 @@ so the best size is exactly m*: the curvature 0.1 per squared octave is 1000 noi
 repetition's argmin can differ from m*. A size one octave away costs 10% latency: the regret a
 model pays for a wrong class."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -86,6 +88,17 @@ def test_the_other_seed_models_beat_the_default(model):
     report = cross_validate(ds, model, "classification", default_size=DEFAULT, n_splits=3)
     assert report.median_regret < report.median_default_regret
     assert report.accuracy >= 0.5  # well above the 1/5 of guessing one class
+
+
+def test_a_wild_regression_output_maps_to_the_nearest_end_without_overflow():
+    # A model extrapolating far outside its training range predicts thousands of octaves; the
+    # size must be the largest seen (the smallest for far below), with no overflow warning.
+    ds, _ = synthetic()
+    tuner = LearnedTuner("decision-tree", "regression").fit(ds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sizes = tuner._sizes(np.array([5000.0, -5000.0, np.log2(SIZES[1])]))
+    assert sizes.tolist() == [SIZES[-1], SIZES[0], SIZES[1]]
 
 
 def test_bad_names_are_refused():

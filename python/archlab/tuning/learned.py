@@ -159,7 +159,10 @@ class LearnedTuner:
     def _raw(self, out: np.ndarray) -> np.ndarray:
         if self.task is Task.CLASSIFICATION:
             return self.sizes_[np.asarray(out, dtype=int)]
-        return np.exp2(np.asarray(out, dtype=float))
+        # The models regress log2 of the size; an extrapolating model (an SVM far from its
+        # support) can predict thousands of octaves, which exp2 would overflow to inf, and inf
+        # is equally far from every size. Clipped, it stays finite and maps to the nearest end.
+        return np.exp2(np.clip(np.asarray(out, dtype=float), -60.0, 60.0))
 
     def _sizes(self, out: np.ndarray) -> np.ndarray:
         """An estimator's output as sizes seen in training (regression: nearest in octaves)."""
