@@ -278,6 +278,144 @@ def test_the_cli_refuses_an_unknown_worker_in_one_line_before_any_run(engine_pat
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
 
+# --- a topology's own servers and its front on a named worker ----------------------------------
+
+
+def _children_of(parent: int, seen: dict[int, str], stop: threading.Event) -> None:
+    """Record (pid -> command line) every child of ``parent`` (a worker process) while the cell
+    runs: what that worker started is its child, what this process started is not. (The
+    command line is read again on every pass: a child seen between fork and exec still shows
+    its parent's.)"""
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                        cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                        if cmdline or int(entry.name) not in seen:  # a zombie's is empty
+                            seen[int(entry.name)] = cmdline
+                except (OSError, ValueError, IndexError):
+                    continue
+        stop.wait(0.02)
+
+
+def _run_watching(cluster, worker_name: str, spec: Path, store: Store, shards: int = 2) -> tuple[object, dict[int, str]]:
+    """Run ``spec`` with ``shards`` shards, recording the children of worker ``worker_name``."""
+    worker = next(w for w in cluster.workers() if w.name == worker_name)
+    (worker_pid,) = cluster.client.run(os.getpid, workers=[worker.address]).values()
+    seen: dict[int, str] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_children_of, args=(worker_pid, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        with ShardedLoad(cluster, shards) as executor:
+            handle = run_spec(spec, store, load_executor=executor)
+    finally:
+        stop.set()
+        watcher.join(5)
+    return handle, seen
+
+
+def test_archlabs_own_backends_and_proxy_front_run_on_a_named_worker(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    systems = LB2.replace("options = { loops = 1 } }", f'options = {{ loops = 1 }}, worker = "{placed}" }}') \
+                 .replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\n'
+                              'concurrency = [4]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    # Every process of the topology was that worker's child, none this process's.
+    assert sum("archlab-engine serve" in c for c in children.values()) == 2, children
+    assert sum("archlab-engine proxy" in c for c in children.values()) == 1, children
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    assert set(processes) == {"backend-0", "backend-1", "front"}
+    for p in processes.values():
+        # Probed on the worker through its own rusage line: the worker's answer, with socket calls counted.
+        assert p["worker"]["address"] == worker.address and p["pid"] in children and p["measured"] == "by itself (rusage line)"
+        assert p["address"].rsplit(":", 1)[0] == worker.host and p["cost"]["read_syscalls_per_request"] is not None
+    # The shards loaded the front where it listens; the proxy relayed (at least) every measured
+    # request to the backends it was given, which listen on the worker's address.
+    assert json.loads((rep / "load.params.json").read_text())["target"] == processes["front"]["address"]
+    relayed = processes["front"]["final_counters"]
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert row.measurement.requests == sum(d["requests"] for d in docs) > 0
+    assert counts(rep / "hdr.log") == counts(rep / "shards" / "shard-0" / "hdr.log") + counts(rep / "shards" / "shard-1" / "hdr.log")
+    assert relayed is not None and sum(b["requests"] for b in relayed["proxy"]["backends"]) >= row.measurement.requests, relayed
+    assert {b["addr"] for b in relayed["proxy"]["backends"]} == {processes["backend-0"]["address"], processes["backend-1"]["address"]}
+    assert (rep / "topology" / "front.stderr").exists() and (rep / "topology" / "backend-0.stderr").exists()  # copied back
+    fact = view.manifest.document["system_workers"][0]
+    assert fact["lb-2.backends"]["name"] == fact["lb-2.front"]["name"] == placed
+    stops = json.loads((rep / "topology.stop.json").read_text())
+    assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
+    assert all(not _alive(p["pid"]) for p in processes.values())
+
+
+def test_a_middleware_front_on_a_worker_relays_to_backends_here(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    systems = MC.replace("workers = 2 }", f'workers = 2, worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\n'
+                              'concurrency = [2]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    front = processes["front"]
+    # The middleware was the worker's child, its process tree read from that host's /proc; the
+    # memcached copies ran here (no worker), and every get the shards sent came back through it.
+    assert front["pid"] in children and "archlab-engine middleware" in children[front["pid"]]
+    assert front["worker"]["address"] == worker.address and front["cost"]["peak_rss_kib"] > 0
+    assert all("worker" not in processes[b] and processes[b]["pid"] not in children for b in ("backend-0", "backend-1"))
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert row.measurement.requests == sum(d["requests"] for d in docs) > 0
+    # Its stdout came back with its files: the `stats` line it printed when stopped.
+    assert (rep / "topology" / "front" / "system.log").exists()
+    stops = json.loads((rep / "topology.stop.json").read_text())
+    assert not any(s.get("problem") for s in stops), stops
+
+
+def test_a_preset_front_on_a_worker_balances_backends_there(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    systems = MC.replace("copies = 2 }", f'copies = 2, worker = "{placed}" }}') \
+                .replace('front = { middleware = "seed", workers = 2 }', f'front = {{ preset = "nutcracker", worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\n'
+                              'concurrency = [2]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    assert {n: "nutcracker" in children.get(p["pid"], "") or "memcached" in children.get(p["pid"], "") for n, p in processes.items()} \
+        == {"front": True, "backend-0": True, "backend-1": True}, (processes, children)
+    assert all(p["worker"]["name"] == placed for p in processes.values())
+    assert (rep / "topology" / "front" / "system.log").exists()
+
+
+def test_an_unknown_front_worker_is_refused_before_any_run(engine_path, cluster, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\n'
+                              'concurrency = [2]') + LB2.replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", worker = "nope" }'))
+    store = Store(tmp_path / "runs")
+    known = sorted(w.name for w in cluster.workers())
+    with pytest.raises(ClusterError) as caught:
+        with ShardedLoad(cluster, 1) as executor:
+            run_spec(spec, store, load_executor=executor)
+    assert str(caught.value) == (f"systems[0].front.worker: no worker named 'nope' in the cluster local:2 (its workers: {known}; "
+                                 "name them with `dask worker --name NAME`)")
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
+
 CLIENT = """
 import sys, time
 from pathlib import Path

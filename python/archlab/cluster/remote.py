@@ -95,6 +95,9 @@ class ProcessHost:
     def sample(self, pid: int, rusage_timeout_s: float) -> probes.ProcSample:
         return probes.sample(self._procs[pid], rusage_timeout_s)
 
+    def final_counters(self, pid: int, timeout_s: float) -> dict | None:
+        return probes.final_counters(self._procs[pid], timeout_s)
+
     def stop(self, pid: int) -> tuple[int | None, bytes]:
         """Stop the process; its exit status and its whole stderr."""
         with self._lock:
@@ -111,15 +114,17 @@ class ProcessHost:
 
     # --- [[systems]] entries, started and stopped by the lab's own machinery (archlab.lab.foreign)
 
-    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None) -> dict:
+    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None,
+                     command: foreign.CommandBuilder | None = None) -> dict:
         """Set up, start and wait for ``spec`` as the client would locally; its files in a
-        directory of its own here (``{dir}`` is on this host)."""
+        directory of its own here (``{dir}`` is on this host); ``command`` (a picklable
+        builder, run here) makes the command line of a system that has none of its own."""
         with self._lock:
             if self._closed.is_set():
                 raise ProcessFailed(f"system {spec.name}", "not started: the client's lease on this worker ended")
             directory = self._dir / key
             directory.mkdir(parents=True, exist_ok=True)
-            running = foreign.start(self._group, spec, directory, default_cpus, database=database)
+            running = foreign.start(self._group, spec, directory, default_cpus, command, database=database)
             self._systems[key] = running
             return {"host": running.host, "port": running.port, "pid": running.process.pid, "values": running.values}
 
@@ -206,6 +211,10 @@ class RemoteProcess:
     def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
         """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
         return _call(self._who, self._actor, "sample", self.pid, rusage_timeout_s)
+
+    def final_counters(self, timeout_s: float) -> dict | None:
+        """:func:`archlab.lab.probes.final_counters` of the process, asked on its worker."""
+        return _call(self._who, self._actor, "final_counters", self.pid, timeout_s)
 
 
 @dataclass
@@ -316,10 +325,10 @@ class RemoteHost:
     def _who(self) -> str:
         return f"{self.role} {self.worker_name!r}"
 
-    def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
-        """The lab's ``archlab-engine serve`` command of a cell, run on the worker: its engine,
-        its ``--options`` file shipped there, listening on the worker's address instead of
-        this host's loopback (so the load hosts reach it)."""
+    def start_server(self, argv: Sequence[str], stderr_path: Path, name: str = "server") -> RemoteProcess:
+        """The lab's ``archlab-engine serve`` (or ``proxy``) command, run on the worker: its
+        engine, its ``--options`` file shipped there, listening on the worker's address instead
+        of this host's loopback (so the load hosts, and a front elsewhere, reach it)."""
         argv = list(argv)
         argv[0] = "{engine}"
         files = {}
@@ -330,7 +339,7 @@ class RemoteHost:
             argv[i] = "{dir}/" + path.name
         if "--host" in argv:
             argv[argv.index("--host") + 1] = self.host
-        return self.start("server", argv, stderr_path, files)
+        return self.start(name, argv, stderr_path, files)
 
     def sample(self, proc: RemoteProcess, rusage_timeout_s: float = 2.0) -> probes.ProcSample:
         return proc.sample_remote(rusage_timeout_s)
@@ -340,17 +349,18 @@ class RemoteHost:
         return _call(self._who, self._actor, method, *args)
 
     def start_system(self, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...],
-                     database: dict[str, str] | None = None) -> RemoteSystem:
+                     database: dict[str, str] | None = None, command: foreign.CommandBuilder | None = None) -> RemoteSystem:
         """Start ``spec`` on the worker with the lab's own readiness, pinning (its ``cpus``, else
         ``default_cpus``, the worker's CPUs) and process-tree accounting; a spec listening on
         loopback listens on the worker's address instead, so the load hosts reach it.
-        ``directory`` (here) receives its files when it is stopped."""
+        ``directory`` (here) receives its files when it is stopped; ``command`` (picklable, run
+        there) builds the command line of a spec without one (a topology's front)."""
         if spec.host in ("127.0.0.1", "localhost", "::1"):
             spec = dataclasses.replace(spec, host=self.host)
         self._keys += 1
         key = f"{spec.name}-{self._keys}"
         self._directories[key] = directory
-        started = self.call("start_system", key, spec, tuple(default_cpus), database)
+        started = self.call("start_system", key, spec, tuple(default_cpus), database, command)
         return RemoteSystem(spec, key, started["host"], started["port"], started["pid"], started["values"], self)
 
     def stop_system(self, system: RemoteSystem, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:

@@ -203,12 +203,11 @@ def _record_topology_facts(handle: RunHandle) -> None:
 
 
 def _record_system_workers(handle: RunHandle, load_executor: LoadExecutor | None) -> None:
-    """Where each ``[[systems]]`` entry (or topology's backends, ``NAME.backends``) placed on a
-    worker runs (its worker's name, address and host), recorded when the run starts or resumes; opening the workers here also proves them
-    reachable before the first cell."""
-    placed = {s.name: s.worker for s in handle.experiment.systems if s.worker is not None}
-    placed.update({f"{s.name}.backends": s.topology.backends.worker for s in handle.experiment.systems
-                   if s.topology is not None and s.topology.backends.worker is not None})
+    """Where each part of the spec placed on a worker runs (a ``[[systems]]`` entry, a
+    topology's backends ``NAME.backends`` or front ``NAME.front``: its worker's name, address
+    and host), recorded when the run starts or resumes; opening the workers here also proves
+    them reachable before the first cell."""
+    placed = {label: worker for _, label, worker in handle.experiment.placed_workers()}
     if placed and load_executor is not None:
         fact = {name: load_executor.system_host(worker).describe() for name, worker in placed.items()}
         handle.store.append_manifest_fact(handle.run_id, "system_workers", fact)

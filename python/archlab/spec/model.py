@@ -362,6 +362,21 @@ class Experiment:
     def db_settings(self) -> DbSettings:
         return self.db if self.db is not None else DbSettings.defaults()
 
+    def placed_workers(self) -> tuple[tuple[str, str, str], ...]:
+        """Every part of the spec placed on a named Dask worker, as (spec field, name in the
+        manifest's ``system_workers``, worker name): ``[[systems]]`` entries, a topology's
+        backends (``NAME.backends``) and fronts (``NAME.front``)."""
+        placed = []
+        for i, s in enumerate(self.systems):
+            if s.worker is not None:
+                placed.append((f"systems[{i}].worker", s.name, s.worker))
+            t = s.topology
+            if t is not None and t.backends.worker is not None:
+                placed.append((f"systems[{i}].backends.worker", f"{s.name}.backends", t.backends.worker))
+            if t is not None and t.front is not None and t.front.worker is not None:
+                placed.append((f"systems[{i}].front.worker", f"{s.name}.front", t.front.worker))
+        return tuple(placed)
+
     def factor(self, name: str) -> Factor | None:
         return next((f for f in self.factors if f.name == name), None)
 
