@@ -12,6 +12,7 @@ topology with one front (an HTTP proxy, a memcached middleware) is loaded by the
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
+from conftest import cli_env, missing_dependency, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
 from archlab.errors import SpecError
@@ -416,6 +417,88 @@ def test_an_unknown_front_worker_is_refused_before_any_run(engine_path, cluster,
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
 
+# --- the lab's PostgreSQL on a named worker (`[db] worker = "NAME"`) ---------------------------
+
+
+def _postgres_bindir() -> Path:
+    from archlab.lab.services import postgres
+
+    try:
+        return postgres.find_bindir()
+    except postgres.PostgresUnavailable as e:
+        missing_dependency("PostgreSQL", str(e), "the Debian package `postgresql`")
+
+
+def _pg_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
+
+
+DB_FACTORS = 'architecture = ["single-thread"]\nworkload = ["/db?id=42"]\nconcurrency = [2]'
+
+
+def test_the_lab_database_runs_on_a_named_worker(engine_path, cluster, tmp_path):
+    _postgres_bindir()
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    before = _pg_dirs()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=DB_FACTORS) + f'[db]\nrows = 100\nworker = "{placed}"\n')
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    # The postmaster was that worker's child; the server here queried it at the worker's
+    # address (every /db?id=42 answered 200, or the row would count errors).
+    assert any(re.search(r"/postgres -D \S*archlab-pg-", c) for c in children.values()), children
+    assert row.measurement.requests > 0 and row.measurement.errors == 0
+    processes = {p["process"]: p for p in json.loads((row.summary_path.parent / "probe.json").read_text())["processes"]}
+    db = processes["postgres"]
+    # Its cost was read from that worker's /proc: the backend serving the pool ran all window.
+    assert db["worker"]["address"] == worker.address and db["cost"]["peak_rss_kib"] > 0 and db["cost"]["server_threads"] >= 1
+    assert "worker" not in processes["server"]
+    assert view.manifest.document["system_workers"][0]["db"]["name"] == placed
+    assert "ready to accept connections" in (handle.directory / "postgres.stderr").read_text()  # its log, copied back
+    assert _pg_dirs() <= before  # its data directory removed on the worker
+    # Without a cluster the placement is refused before any run exists.
+    with pytest.raises(SpecError, match=rf"^db\.worker: expected a worker name only in a run on a cluster .*, got '{placed}'$"):
+        run_spec(spec, Store(tmp_path / "none"))
+    assert not list((tmp_path / "none").glob("*/manifest.json"))
+
+
+def test_an_interrupted_cli_leaves_no_database_on_its_worker(engine_path, tmp_path, token):
+    # `archlab run` with the lab's database on worker "1" and the load on "0": Ctrl-C while the
+    # /db cell is under load stops PostgreSQL there and removes its data directory.
+    _postgres_bindir()
+    before = _pg_dirs()
+    experiment = 'name = "db"\nrepetitions = 1\nwarmup = "200ms"\nduration = "30s"'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=experiment, load=LOAD, factors=DB_FACTORS, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
+                    + '[db]\nrows = 100\nworker = "1"\n')
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"/postgres -D", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the /db cell was never seen under load with its database: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
+    assert _pg_dirs() <= before
+
+
 CLIENT = """
 import sys, time
 from pathlib import Path
@@ -450,6 +533,42 @@ def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_p
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid), f"system {pid} outlived its client on the worker"
+
+
+CLIENT_DB = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+db = host.start_database(Path(sys.argv[3]), rows=10, max_connections=20, cpus=None, settings=())
+print(db.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_database_outlives_a_client_killed_outright(cluster, tmp_path):
+    # As for a system: the lease ends, the worker stops PostgreSQL (pg_ctl) and removes its directory.
+    _postgres_bindir()
+    before = _pg_dirs()
+    address = cluster.client.scheduler.address
+    name = sorted(w.name for w in cluster.workers())[1]
+    client = subprocess.Popen([sys.executable, "-c", CLIENT_DB, address, name, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert _alive(pid) and len(_pg_dirs() - before) == 1
+    finally:
+        client.kill()
+        client.wait()
+    deadline = time.monotonic() + 30  # the lease (2 s), its watchdog's period, pg_ctl's fast stop
+    while (_alive(pid) or _pg_dirs() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"postgres {pid} outlived its client on the worker"
+    assert _pg_dirs() <= before
 
 
 def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):

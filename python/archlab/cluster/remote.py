@@ -1,5 +1,5 @@
 """Processes of a system under test on a named worker of the cluster (a server, a proxy, a
-middleware, memcached...), started, made ready, probed and stopped there by the lab's own local
+middleware, memcached, the lab's PostgreSQL...), started, made ready, probed and stopped there by the lab's own local
 machinery. A :class:`RemoteHost` is the client's handle on one worker; on that worker a Dask
 actor (:class:`ProcessHost`) owns a lab :class:`~archlab.lab.processes.ProcessGroup` and does
 what the runner does locally: start a command in its own session with
@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from archlab.cluster.connect import Cluster, ClusterError
 from archlab.cluster.sharded import ClusterFault
@@ -49,6 +49,8 @@ class ProcessHost:
         self._group = ProcessGroup(grace_s)  # not entered: signal handlers belong to the main thread
         self._procs: dict[int, ManagedProcess] = {}
         self._systems: dict[str, foreign.RunningSystem] = {}
+        self._database: Any = None  # the lab's PostgreSQL (archlab.lab.services.postgres), when placed here
+        self._database_sampler: Any = None
         self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
         self._lease_s = lease_s
         self._renewed = time.monotonic()
@@ -156,10 +158,46 @@ class ProcessHost:
             shutil.rmtree(self._dir / key, ignore_errors=True)
             return {"outcome": outcome, "rss": list(running.rss_samples), "files": files, "teardown_error": teardown_error}
 
+    # --- the lab's PostgreSQL ([db] worker = NAME), made, started and stopped by the lab's own code
+
+    def start_database(self, host: str, rows: int, max_connections: int, cpus: tuple[int, ...] | None,
+                       settings: tuple[tuple[str, str], ...]) -> dict:
+        """``initdb``, start and fill the lab database here, listening on ``host`` (this
+        worker's address); what the client needs to hand it to servers and systems."""
+        from archlab.lab.services import postgres
+
+        with self._lock:
+            if self._closed.is_set():
+                raise ProcessFailed("postgres", "not started: the client's lease on this worker ended")
+            db = postgres.start(self._group, self._dir, rows=rows, max_connections=max_connections, cpus=cpus, settings=settings, host=host)
+            self._database, self._database_sampler = db, db.tree_sampler()
+            return {"url": db.url, "placeholders": db.placeholders(), "version": db.version, "pid": db.process.pid}
+
+    def sample_database(self) -> TreeSample:
+        return self._database_sampler()
+
+    def poll_database(self) -> int | None:
+        return self._database.process.poll()
+
+    def stop_database(self) -> bytes:
+        """``pg_ctl stop``, then its directory removed; its server log handed back."""
+        with self._lock:
+            db, self._database = self._database, None
+            if db is None:
+                return b""
+            db.stop(self._group)
+            try:
+                return db.process.stderr_path.read_bytes()
+            except OSError:
+                return b""
+
     def close(self) -> None:
         """Stop everything this actor started and remove its directory."""
         with self._lock:
             self._closed.set()
+            if self._database is not None:  # cleanly (pg_ctl stop), and its data directory removed
+                self._database.stop(self._group)
+                self._database = None
             for key in list(self._systems):  # each whole process tree, as a local stop does
                 foreign.stop(self._group, self._systems.pop(key))
             self._group.stop_all()
@@ -270,6 +308,44 @@ class RemoteSystem:
         return self.on.describe()
 
 
+@dataclass
+class RemoteDatabase:
+    """The lab's PostgreSQL on a worker, seen from the client: what the runner reads of a local
+    :class:`~archlab.lab.services.Postgres` (``url``, ``placeholders``, ``version``,
+    ``process.poll``/``failure``, ``tree_sampler``, ``stop``), each answered by the worker
+    (its process tree read from that host's ``/proc``)."""
+
+    url: str
+    version: str
+    pid: int
+    _placeholders: dict[str, str]
+    on: "RemoteHost"
+    log_dir: Path
+
+    @property
+    def process(self) -> "RemoteDatabase":
+        return self  # the runner asks ``database.process.poll()``
+
+    def poll(self) -> int | None:
+        return self.on.call("poll_database")
+
+    def failure(self, detail: str) -> ProcessFailed:
+        return ProcessFailed(f"postgres on {self.on.worker_name} ({self.on.host})", detail)
+
+    def placeholders(self) -> dict[str, str]:
+        return dict(self._placeholders)
+
+    def tree_sampler(self) -> Callable[[], TreeSample]:
+        return lambda: self.on.call("sample_database")
+
+    def describe(self) -> dict:
+        return self.on.describe()
+
+    def stop(self, group: ProcessGroup) -> None:
+        """Stopped there (``pg_ctl stop``, its directory removed); its log copied here."""
+        (self.log_dir / "postgres.stderr").write_bytes(self.on.call("stop_database"))
+
+
 def _call(who: str, actor: Any, method: str, *args: Any) -> Any:
     """The result of the actor's ``method(*args)``. What the worker raised on purpose (a process
     failed or is gone) passes through; the cluster failing under it (the worker lost, its
@@ -374,6 +450,14 @@ class RemoteHost:
         system._stopped_rss = done["rss"]
         return done["outcome"], done["teardown_error"]
 
+    def start_database(self, log_dir: Path, rows: int, max_connections: int, cpus: tuple[int, ...] | None,
+                       settings: tuple[tuple[str, str], ...]) -> RemoteDatabase:
+        """The lab's PostgreSQL made and started on the worker (the lab's own ``initdb``/start
+        code), listening on the worker's address; ``log_dir`` (here) receives its log when it
+        is stopped."""
+        started = self.call("start_database", self.host, rows, max_connections, cpus, tuple(settings))
+        return RemoteDatabase(started["url"], started["version"], started["pid"], started["placeholders"], self, log_dir)
+
     def describe(self) -> dict:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
 
@@ -402,4 +486,4 @@ class RemoteHost:
         self.close()
 
 
-__all__ = ["DEFAULT_LEASE_S", "ProcessHost", "RemoteHost", "RemoteProcess", "describe_exit"]
+__all__ = ["DEFAULT_LEASE_S", "ProcessHost", "RemoteDatabase", "RemoteHost", "RemoteProcess", "describe_exit"]
