@@ -190,14 +190,14 @@ def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_p
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
 
-def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event) -> None:
+def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event, target: str = r"archlab-engine\S* serve") -> None:
     """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
-    runs the system's `archlab-engine serve` (its parent)."""
+    runs the system's process (``target``, by default `archlab-engine serve`: its parent)."""
     while not stop.is_set():
         procs = processes_with_token(token)
         if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
             for pid, cmd in procs:
-                if re.search(r"archlab-engine\S* serve", cmd):
+                if re.search(target, cmd):
                     try:
                         parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
                         os.kill(parent, signal.SIGKILL)
@@ -239,6 +239,44 @@ def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes
         (row,) = store.load_run(resumed.run_id).rows
         assert row.status == "ok", row.error
     assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
+
+def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        load_host, placed = sorted(w.name for w in local.workers())
+        systems = LB2.replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
+        spec = tmp_path / "spec.toml"
+        spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"5s"'), load=LOAD,
+                                  factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop, r"archlab-engine\S* proxy"), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"system host '{placed}' lost mid-cell"):
+                with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+                    run_spec(spec, store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no placed front was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The backends here were stopped although the front's worker was gone.
+        assert [p for p, cmd in processes_with_token(token) if re.search(r"archlab-engine\S* serve", cmd)] == []
+        deadline = time.monotonic() + 60
+        while placed not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        (row,) = store.load_run(resumed.run_id).rows
+        assert row.status == "ok", row.error
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
 
 def test_a_topologys_memcached_backends_run_on_a_named_worker(engine_path, cluster, tmp_path):
     load_host, backend_host = sorted(w.name for w in cluster.workers())
@@ -514,11 +552,28 @@ time.sleep(600)
 """
 
 
-def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path):
-    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its system.
+CLIENT_OWN = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+proc = host.start_server([{engine!r}, "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"],
+                         Path(sys.argv[3]) / "backend-0.stderr", "backend-0")
+proc.expect("listening ", 30)
+print(proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("script", [CLIENT, CLIENT_OWN], ids=["system", "own-server"])
+def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path, script):
+    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its
+    # system, or archlab's own process (a topology's placed backend).
     address = cluster.client.scheduler.address
     name = sorted(w.name for w in cluster.workers())[0]
-    client = subprocess.Popen([sys.executable, "-c", CLIENT.format(engine=str(engine_path)), address, name, str(tmp_path)],
+    client = subprocess.Popen([sys.executable, "-c", script.format(engine=str(engine_path)), address, name, str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
     try:
         line = client.stdout.readline()
@@ -569,6 +624,37 @@ def test_no_database_outlives_a_client_killed_outright(cluster, tmp_path):
         time.sleep(0.1)
     assert not _alive(pid), f"postgres {pid} outlived its client on the worker"
     assert _pg_dirs() <= before
+
+
+def test_an_interrupted_cli_leaves_no_placed_topology_process_on_any_worker(engine_path, tmp_path, token):
+    # archlab's backends and proxy on worker "1", the load on "0": Ctrl-C under load leaves
+    # nothing behind, on either worker or here.
+    systems = LB2.replace("options = { loops = 1 } }", 'options = { loops = 1 }, worker = "1" }') \
+                 .replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", worker = "1" }')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"30s"'), load=LOAD, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]',
+                              factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* proxy", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the placed topology was never seen under load: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
 
 
 def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):

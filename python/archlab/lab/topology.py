@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from archlab import contract
-from archlab.errors import ProcessFailed
+from archlab.errors import ProcessFailed, ResumableFault
 from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
@@ -174,33 +174,46 @@ def start(
 
 def stop(group: ProcessGroup, running: RunningTopology) -> list[dict]:
     """Every process stopped, the front first (the backends still answer what it relays), and
-    every cgroup the lab made removed; returns how each stop went."""
-    outcomes = []
+    every cgroup the lab made removed; returns how each stop went. A worker lost under a placed
+    member (a :class:`~archlab.errors.ResumableFault`) does not keep the others from being
+    stopped: its fault is raised once every member was."""
+    outcomes: list[dict] = []
+    lost: ResumableFault | None = None
     with group.critical():
         for m in reversed(running.members):
-            if m.system is not None:
-                teardown_error = None
-                if m.on is not None:
-                    outcome, teardown_error = m.system.stop(m.cpus)
-                else:
-                    outcome = foreign.stop(group, m.system)
-                if teardown_error is not None:
-                    outcomes.append({"process": m.name, "problem": str(teardown_error)})
-                outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
-                if m.log is not None and m.log.is_file():
-                    m.final_lines = m.log.read_text(errors="replace").splitlines()
-            elif m.on is not None:  # archlab's own process on a worker: asked and stopped there
-                if m.probe_kind == "rusage" and m.process.poll() is None:
-                    m.final_counters = m.process.final_counters(FINAL_COUNTERS_TIMEOUT_S)
-                outcomes.append({"process": m.name, "exit": describe_exit(m.on.stop(m.process))})
-            else:
-                if m.probe_kind == "rusage" and m.process.poll() is None:
-                    m.final_counters = probes.final_counters(m.process, FINAL_COUNTERS_TIMEOUT_S)
-                code = group.stop(m.process)
-                m.final_lines = _remaining_lines(m.process)
-                outcomes.append({"process": m.name, "exit": describe_exit(code)})
+            try:
+                _stop_member(group, m, outcomes)
+            except ResumableFault as e:  # the worker's processes died with it, or its lease ends them
+                lost = lost or e
+                outcomes.append({"process": m.name, "problem": str(e)})
             _remove_cgroup(m.quota)
+    if lost is not None:
+        raise lost
     return outcomes
+
+
+def _stop_member(group: ProcessGroup, m: Member, outcomes: list[dict]) -> None:
+    if m.system is not None:
+        teardown_error = None
+        if m.on is not None:
+            outcome, teardown_error = m.system.stop(m.cpus)
+        else:
+            outcome = foreign.stop(group, m.system)
+        if teardown_error is not None:
+            outcomes.append({"process": m.name, "problem": str(teardown_error)})
+        outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
+        if m.log is not None and m.log.is_file():
+            m.final_lines = m.log.read_text(errors="replace").splitlines()
+    elif m.on is not None:  # archlab's own process on a worker: asked and stopped there
+        if m.probe_kind == "rusage" and m.process.poll() is None:
+            m.final_counters = m.process.final_counters(FINAL_COUNTERS_TIMEOUT_S)
+        outcomes.append({"process": m.name, "exit": describe_exit(m.on.stop(m.process))})
+    else:
+        if m.probe_kind == "rusage" and m.process.poll() is None:
+            m.final_counters = probes.final_counters(m.process, FINAL_COUNTERS_TIMEOUT_S)
+        code = group.stop(m.process)
+        m.final_lines = _remaining_lines(m.process)
+        outcomes.append({"process": m.name, "exit": describe_exit(code)})
 
 
 def _stats_line(lines: list[str]) -> dict | None:
