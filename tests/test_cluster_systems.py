@@ -504,6 +504,29 @@ def test_the_lab_database_runs_on_a_named_worker(engine_path, cluster, tmp_path)
     assert not list((tmp_path / "none").glob("*/manifest.json"))
 
 
+def test_a_placed_system_queries_the_database_placed_on_its_worker(engine_path, cluster, tmp_path):
+    # `{db_url}` of a system on a worker names the placed database's address there.
+    _postgres_bindir()
+    _, placed = sorted(w.name for w in cluster.workers())
+    serve = [str(engine_path), "serve", "--arch", "single-thread", "--host", "{host}", "--port", "{port}", "--db", "{db_url}"]
+    systems = f'\n[[systems]]\nname = "eng"\ncommand = {json.dumps(serve)}\nworker = "{placed}"\nstop_grace = "1s"\n'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:eng"]\nworkload = ["/db?id=42"]\nconcurrency = [2]')
+                    + systems + f'[db]\nrows = 100\nworker = "{placed}"\n')
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    assert row.measurement.requests > 0 and row.measurement.errors == 0  # every /db?id=42 answered from the table
+    assert any("archlab-engine serve" in c and "--db postgresql://" in c for c in children.values()), children
+    assert any(re.search(r"/postgres -D \S*archlab-pg-", c) for c in children.values()), children
+    processes = {p["process"]: p for p in json.loads((row.summary_path.parent / "probe.json").read_text())["processes"]}
+    assert processes["postgres"]["worker"]["name"] == placed
+    fact = view.manifest.document["system_workers"][0]
+    assert fact["eng"]["name"] == fact["db"]["name"] == placed
+
+
 def test_an_interrupted_cli_leaves_no_database_on_its_worker(engine_path, tmp_path, token):
     # `archlab run` with the lab's database on worker "1" and the load on "0": Ctrl-C while the
     # /db cell is under load stops PostgreSQL there and removes its data directory.

@@ -196,7 +196,10 @@ def test_a_worker_places_a_system_and_enters_the_hash_only_when_given(env):
     e = refusal(env, SVC + "worker = 3\n")
     assert e.field == "systems[0].worker" and "Dask worker" in e.allowed and e.received == 3
     e = refusal(env, DB_SYSTEM + 'worker = "sut"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
-    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed
+    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed and "[db] worker" in e.hint
+    # With the database placed too, its placeholders name that worker's address: accepted.
+    both = parse(env, DB_SYSTEM + 'worker = "sut"\n[db]\nworker = "db"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert both.systems[0].worker == "sut" and both.db_settings.worker == "db"
     topology = SVC + 'worker = "sut"\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
     e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
     assert e.field == "systems[1].backends.system" and "run on this host" in e.allowed

@@ -53,7 +53,7 @@ from archlab.spec.cluster import check_server_host, parse_cluster
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
 from archlab.spec.repetitions import parse_repetitions
-from archlab.spec.systems import SystemSpec, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
+from archlab.spec.systems import SystemSpec, check_placed_database_users, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.tune import expand as expand_tune
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
@@ -101,6 +101,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     check_used(systems, levels)
     _check_spread(factors, systems, load.model)
     db = _db(raw, factors, systems, env.cpus)
+    check_placed_database_users(systems, db.worker if db is not None else None)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
     link = _network(raw, factors)
