@@ -8,7 +8,13 @@ system is still measured from `/proc` over the shards' window. A system placed o
 there; an unknown worker name, or a worker without a cluster, is refused before any run exists;
 its worker lost mid-cell leaves the repetition to `--resume`, which completes it; no process
 outlives a client killed outright (the worker's lease) or interrupted (the CLI's Ctrl-C). A
-topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too. Each window is 0.5 s (30 s for the interrupted one, cut short)."""
+topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too.
+A topology's own servers, its proxy, middleware or preset front, and the lab's PostgreSQL
+(`[db] worker`) placed on a named worker are that worker process's children, measured there
+(each `probe.json` row names the worker), and stopped there: by the client's `finally` on
+Ctrl-C, by the lease when the client is SIGKILLed; an unknown worker name is refused before
+anything starts; a placed front's worker lost mid-cell leaves the repetition to `--resume`.
+Each window is 0.5 s (5 s for a lost worker, 30 s for the interrupted ones, cut short)."""
 
 from __future__ import annotations
 
@@ -525,6 +531,19 @@ def test_a_placed_system_queries_the_database_placed_on_its_worker(engine_path, 
     assert processes["postgres"]["worker"]["name"] == placed
     fact = view.manifest.document["system_workers"][0]
     assert fact["eng"]["name"] == fact["db"]["name"] == placed
+
+
+def test_the_cli_refuses_an_unknown_database_worker_in_one_line_before_anything_starts(engine_path, tmp_path):
+    before = _pg_dirs()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=DB_FACTORS, cluster='address = "local:2"\nshards = 1')
+                    + '[db]\nrows = 100\nworker = "db-9"\n')
+    done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"archlab: error: db\.worker: no worker named 'db-9' in the cluster local:2 "
+                                            r"\(its workers: \['0', '1'\]; name them with `dask worker --name NAME`\)", lines[0]), done.stderr
+    assert not list((tmp_path / "runs").glob("*/manifest.json")) and _pg_dirs() <= before  # no run, no database made
 
 
 def test_an_interrupted_cli_leaves_no_database_on_its_worker(engine_path, tmp_path, token):
