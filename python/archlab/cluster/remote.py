@@ -1,12 +1,12 @@
 """Processes of a system under test on a named worker of the cluster (a server, a proxy, a
-middleware, memcached, the lab's PostgreSQL...), started, made ready, probed and stopped there by the lab's own local
-machinery. A :class:`RemoteHost` is the client's handle on one worker; on that worker a Dask
-actor (:class:`ProcessHost`) owns a lab :class:`~archlab.lab.processes.ProcessGroup` and does
-what the runner does locally: start a command in its own session with
-``PR_SET_PDEATHSIG`` (so it dies with the worker), read its stdout lines (readiness such as
-``listening HOST:PORT``), take :mod:`archlab.lab.probes` samples of it (CPU, context switches,
-system calls, memory: the same accounting as a local server's), and stop it with SIGTERM then
-SIGKILL to its whole process group, handing back its stderr.
+middleware, memcached, the lab's PostgreSQL...), started, made ready, probed and stopped there
+by the lab's own local machinery. A :class:`RemoteHost` is the client's handle on one worker; on
+that worker a Dask actor (:class:`ProcessHost`) owns a lab
+:class:`~archlab.lab.processes.ProcessGroup` and does what the runner does locally: start a
+command in its own session with ``PR_SET_PDEATHSIG`` (so it dies with the worker), read its
+stdout lines (readiness such as ``listening HOST:PORT``), take :mod:`archlab.lab.probes` samples
+of it (CPU, context switches, system calls, memory: the same accounting as a local server's),
+and stop it with SIGTERM then SIGKILL to its whole process group, handing back its stderr.
 
 Nothing on the worker may outlive the client: the client renews a lease on a thread of its own
 (every third of ``lease_s``; the renewal is an ``async`` actor method, so it is served on the
