@@ -8,10 +8,17 @@ system is still measured from `/proc` over the shards' window. A system placed o
 there; an unknown worker name, or a worker without a cluster, is refused before any run exists;
 its worker lost mid-cell leaves the repetition to `--resume`, which completes it; no process
 outlives a client killed outright (the worker's lease) or interrupted (the CLI's Ctrl-C). A
-topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too. Each window is 0.5 s (30 s for the interrupted one, cut short)."""
+topology with one front (an HTTP proxy, a memcached middleware) is loaded by the shards too.
+A topology's own servers, its proxy, middleware or preset front, and the lab's PostgreSQL
+(`[db] worker`) placed on a named worker are that worker process's children, measured there
+(each `probe.json` row names the worker), and stopped there: by the client's `finally` on
+Ctrl-C, by the lease when the client is SIGKILLed; an unknown worker name is refused before
+anything starts; a placed front's worker lost mid-cell leaves the repetition to `--resume`.
+Each window is 0.5 s (5 s for a lost worker, 30 s for the interrupted ones, cut short)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -24,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
+from conftest import cli_env, missing_dependency, processes_with_token, run_cli, spec_text, start_cli
 
 from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
 from archlab.errors import SpecError
@@ -189,14 +196,14 @@ def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_p
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
 
-def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event) -> None:
+def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Event, target: str = r"archlab-engine\S* serve") -> None:
     """Once a shard's `archlab-engine load` of this test runs, SIGKILL the worker process that
-    runs the system's `archlab-engine serve` (its parent)."""
+    runs the system's process (``target``, by default `archlab-engine serve`: its parent)."""
     while not stop.is_set():
         procs = processes_with_token(token)
         if any(re.search(r"archlab-engine\S* load", cmd) for _, cmd in procs):
             for pid, cmd in procs:
-                if re.search(r"archlab-engine\S* serve", cmd):
+                if re.search(target, cmd):
                     try:
                         parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
                         os.kill(parent, signal.SIGKILL)
@@ -239,6 +246,44 @@ def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes
         assert row.status == "ok", row.error
     assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
 
+
+def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    store = Store(tmp_path / "runs")
+    created: list = []
+    with open_cluster("local:2") as local:
+        local.client.wait_for_workers(2, timeout=60)
+        load_host, placed = sorted(w.name for w in local.workers())
+        systems = LB2.replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
+        spec = tmp_path / "spec.toml"
+        spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"5s"'), load=LOAD,
+                                  factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+        killed: list[int] = []
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop, r"archlab-engine\S* proxy"), daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFault, match=rf"system host '{placed}' lost mid-cell"):
+                with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+                    run_spec(spec, store, on_created=created.append, load_executor=executor)
+        finally:
+            stop.set()
+            killer.join(5)
+        assert killed, "no placed front was seen under load"
+        run_id = created[0].run_id
+        view = store.load_run(run_id)
+        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
+        # The backends here were stopped although the front's worker was gone.
+        assert [p for p, cmd in processes_with_token(token) if re.search(r"archlab-engine\S* serve", cmd)] == []
+        deadline = time.monotonic() + 60
+        while placed not in {w.name for w in local.workers()} and time.monotonic() < deadline:
+            local.client.wait_for_workers(2, timeout=10)
+        with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
+            resumed = resume_run(run_id, store, load_executor=executor)
+        (row,) = store.load_run(resumed.run_id).rows
+        assert row.status == "ok", row.error
+    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+
+
 def test_a_topologys_memcached_backends_run_on_a_named_worker(engine_path, cluster, tmp_path):
     load_host, backend_host = sorted(w.name for w in cluster.workers())
     worker = next(w for w in cluster.workers() if w.name == backend_host)
@@ -278,6 +323,262 @@ def test_the_cli_refuses_an_unknown_worker_in_one_line_before_any_run(engine_pat
     assert not list((tmp_path / "runs").glob("*/manifest.json"))
 
 
+# --- a topology's own servers and its front on a named worker ----------------------------------
+
+
+def _children_of(parent: int, seen: dict[int, str], stop: threading.Event) -> None:
+    """Record (pid -> command line) every child of ``parent`` (a worker process) while the cell
+    runs: what that worker started is its child, what this process started is not. (The
+    command line is read again on every pass: a child seen between fork and exec still shows
+    its parent's.)"""
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                        cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                        if cmdline or int(entry.name) not in seen:  # a zombie's is empty
+                            seen[int(entry.name)] = cmdline
+                except (OSError, ValueError, IndexError):
+                    continue
+        stop.wait(0.02)
+
+
+def _run_watching(cluster, worker_name: str, spec: Path, store: Store, shards: int = 2) -> tuple[object, dict[int, str]]:
+    """Run ``spec`` with ``shards`` shards, recording the children of worker ``worker_name``."""
+    worker = next(w for w in cluster.workers() if w.name == worker_name)
+    (worker_pid,) = cluster.client.run(os.getpid, workers=[worker.address]).values()
+    seen: dict[int, str] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_children_of, args=(worker_pid, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        with ShardedLoad(cluster, shards) as executor:
+            handle = run_spec(spec, store, load_executor=executor)
+    finally:
+        stop.set()
+        watcher.join(5)
+    return handle, seen
+
+
+def test_archlabs_own_backends_and_proxy_front_run_on_a_named_worker(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    systems = LB2.replace("options = { loops = 1 } }", f'options = {{ loops = 1 }}, worker = "{placed}" }}') \
+                 .replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\n'
+                              'concurrency = [4]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    # Every process of the topology was that worker's child, none this process's.
+    assert sum("archlab-engine serve" in c for c in children.values()) == 2, children
+    assert sum("archlab-engine proxy" in c for c in children.values()) == 1, children
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    assert set(processes) == {"backend-0", "backend-1", "front"}
+    for p in processes.values():
+        # Probed on the worker through its own rusage line: the worker's answer, with socket calls counted.
+        assert p["worker"]["address"] == worker.address and p["pid"] in children and p["measured"] == "by itself (rusage line)"
+        assert p["address"].rsplit(":", 1)[0] == worker.host and p["cost"]["read_syscalls_per_request"] is not None
+    # The shards loaded the front where it listens; the proxy relayed (at least) every measured
+    # request to the backends it was given, which listen on the worker's address.
+    assert json.loads((rep / "load.params.json").read_text())["target"] == processes["front"]["address"]
+    relayed = processes["front"]["final_counters"]
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert row.measurement.requests == sum(d["requests"] for d in docs) > 0
+    assert counts(rep / "hdr.log") == counts(rep / "shards" / "shard-0" / "hdr.log") + counts(rep / "shards" / "shard-1" / "hdr.log")
+    assert relayed is not None and sum(b["requests"] for b in relayed["proxy"]["backends"]) >= row.measurement.requests, relayed
+    assert {b["addr"] for b in relayed["proxy"]["backends"]} == {processes["backend-0"]["address"], processes["backend-1"]["address"]}
+    assert (rep / "topology" / "front.stderr").exists() and (rep / "topology" / "backend-0.stderr").exists()  # copied back
+    fact = view.manifest.document["system_workers"][0]
+    assert fact["lb-2.backends"]["name"] == fact["lb-2.front"]["name"] == placed
+    stops = json.loads((rep / "topology.stop.json").read_text())
+    assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
+    assert all(not _alive(p["pid"]) for p in processes.values())
+
+
+def test_a_middleware_front_on_a_worker_relays_to_backends_here(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    systems = MC.replace("workers = 2 }", f'workers = 2, worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\n'
+                              'concurrency = [2]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    front = processes["front"]
+    # The middleware was the worker's child, its process tree read from that host's /proc; the
+    # memcached copies ran here (no worker), and every get the shards sent came back through it.
+    assert front["pid"] in children and "archlab-engine middleware" in children[front["pid"]]
+    assert front["worker"]["address"] == worker.address and front["cost"]["peak_rss_kib"] > 0
+    assert all("worker" not in processes[b] and processes[b]["pid"] not in children for b in ("backend-0", "backend-1"))
+    docs = [json.loads((rep / "shards" / f"shard-{k}" / "summary.json").read_text()) for k in range(2)]
+    assert row.measurement.requests == sum(d["requests"] for d in docs) > 0
+    # Its stdout came back with its files: the `stats` line it printed when stopped.
+    assert (rep / "topology" / "front" / "system.log").exists()
+    stops = json.loads((rep / "topology.stop.json").read_text())
+    assert not any(s.get("problem") for s in stops), stops
+
+
+def test_a_preset_front_on_a_worker_balances_backends_there(engine_path, cluster, tmp_path):
+    _, placed = sorted(w.name for w in cluster.workers())
+    systems = MC.replace("copies = 2 }", f'copies = 2, worker = "{placed}" }}') \
+                .replace('front = { middleware = "seed", workers = 2 }', f'front = {{ preset = "nutcracker", worker = "{placed}" }}')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:mc-2"]\nworkload = ["/memcached?ratio=0:1"]\n'
+                              'concurrency = [2]') + systems)
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    (row,) = store.load_run(handle.run_id).rows
+    assert row.status == "ok", row.error
+    rep = row.summary_path.parent
+    processes = {p["process"]: p for p in json.loads((rep / "probe.json").read_text())["processes"]}
+    assert {n: "nutcracker" in children.get(p["pid"], "") or "memcached" in children.get(p["pid"], "") for n, p in processes.items()} \
+        == {"front": True, "backend-0": True, "backend-1": True}, (processes, children)
+    assert all(p["worker"]["name"] == placed for p in processes.values())
+    assert (rep / "topology" / "front" / "system.log").exists()
+
+
+def test_an_unknown_front_worker_is_refused_before_any_run(engine_path, cluster, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\n'
+                              'concurrency = [2]') + LB2.replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", worker = "nope" }'))
+    store = Store(tmp_path / "runs")
+    known = sorted(w.name for w in cluster.workers())
+    with pytest.raises(ClusterError) as caught:
+        with ShardedLoad(cluster, 1) as executor:
+            run_spec(spec, store, load_executor=executor)
+    assert str(caught.value) == (f"systems[0].front.worker: no worker named 'nope' in the cluster local:2 (its workers: {known}; "
+                                 "name them with `dask worker --name NAME`)")
+    assert not list((tmp_path / "runs").glob("*/manifest.json"))
+
+
+# --- the lab's PostgreSQL on a named worker (`[db] worker = "NAME"`) ---------------------------
+
+
+def _postgres_bindir() -> Path:
+    from archlab.lab.services import postgres
+
+    try:
+        return postgres.find_bindir()
+    except postgres.PostgresUnavailable as e:
+        missing_dependency("PostgreSQL", str(e), "the Debian package `postgresql`")
+
+
+def _pg_dirs() -> set[str]:
+    return set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "archlab-pg-*")))
+
+
+DB_FACTORS = 'architecture = ["single-thread"]\nworkload = ["/db?id=42"]\nconcurrency = [2]'
+
+
+def test_the_lab_database_runs_on_a_named_worker(engine_path, cluster, tmp_path):
+    _postgres_bindir()
+    _, placed = sorted(w.name for w in cluster.workers())
+    worker = next(w for w in cluster.workers() if w.name == placed)
+    before = _pg_dirs()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=DB_FACTORS) + f'[db]\nrows = 100\nworker = "{placed}"\n')
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    # The postmaster was that worker's child; the server here queried it at the worker's
+    # address (every /db?id=42 answered 200, or the row would count errors).
+    assert any(re.search(r"/postgres -D \S*archlab-pg-", c) for c in children.values()), children
+    assert row.measurement.requests > 0 and row.measurement.errors == 0
+    processes = {p["process"]: p for p in json.loads((row.summary_path.parent / "probe.json").read_text())["processes"]}
+    db = processes["postgres"]
+    # Its cost was read from that worker's /proc: the backend serving the pool ran all window.
+    assert db["worker"]["address"] == worker.address and db["cost"]["peak_rss_kib"] > 0 and db["cost"]["server_threads"] >= 1
+    assert "worker" not in processes["server"]
+    assert view.manifest.document["system_workers"][0]["db"]["name"] == placed
+    assert "ready to accept connections" in (handle.directory / "postgres.stderr").read_text()  # its log, copied back
+    assert _pg_dirs() <= before  # its data directory removed on the worker
+    # Without a cluster the placement is refused before any run exists.
+    with pytest.raises(SpecError, match=rf"^db\.worker: expected a worker name only in a run on a cluster .*, got '{placed}'$"):
+        run_spec(spec, Store(tmp_path / "none"))
+    assert not list((tmp_path / "none").glob("*/manifest.json"))
+
+
+def test_a_placed_system_queries_the_database_placed_on_its_worker(engine_path, cluster, tmp_path):
+    # `{db_url}` of a system on a worker names the placed database's address there.
+    _postgres_bindir()
+    _, placed = sorted(w.name for w in cluster.workers())
+    serve = [str(engine_path), "serve", "--arch", "single-thread", "--host", "{host}", "--port", "{port}", "--db", "{db_url}"]
+    systems = f'\n[[systems]]\nname = "eng"\ncommand = {json.dumps(serve)}\nworker = "{placed}"\nstop_grace = "1s"\n'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors='architecture = ["system:eng"]\nworkload = ["/db?id=42"]\nconcurrency = [2]')
+                    + systems + f'[db]\nrows = 100\nworker = "{placed}"\n')
+    store = Store(tmp_path / "runs")
+    handle, children = _run_watching(cluster, placed, spec, store)
+    view = store.load_run(handle.run_id)
+    (row,) = view.rows
+    assert row.status == "ok", row.error
+    assert row.measurement.requests > 0 and row.measurement.errors == 0  # every /db?id=42 answered from the table
+    assert any("archlab-engine serve" in c and "--db postgresql://" in c for c in children.values()), children
+    assert any(re.search(r"/postgres -D \S*archlab-pg-", c) for c in children.values()), children
+    processes = {p["process"]: p for p in json.loads((row.summary_path.parent / "probe.json").read_text())["processes"]}
+    assert processes["postgres"]["worker"]["name"] == placed
+    fact = view.manifest.document["system_workers"][0]
+    assert fact["eng"]["name"] == fact["db"]["name"] == placed
+
+
+def test_the_cli_refuses_an_unknown_database_worker_in_one_line_before_anything_starts(engine_path, tmp_path):
+    before = _pg_dirs()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW, load=LOAD, factors=DB_FACTORS, cluster='address = "local:2"\nshards = 1')
+                    + '[db]\nrows = 100\nworker = "db-9"\n')
+    done = run_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"archlab: error: db\.worker: no worker named 'db-9' in the cluster local:2 "
+                                            r"\(its workers: \['0', '1'\]; name them with `dask worker --name NAME`\)", lines[0]), done.stderr
+    assert not list((tmp_path / "runs").glob("*/manifest.json")) and _pg_dirs() <= before  # no run, no database made
+
+
+def test_an_interrupted_cli_leaves_no_database_on_its_worker(engine_path, tmp_path, token):
+    # `archlab run` with the lab's database on worker "1" and the load on "0": Ctrl-C while the
+    # /db cell is under load stops PostgreSQL there and removes its data directory.
+    _postgres_bindir()
+    before = _pg_dirs()
+    experiment = 'name = "db"\nrepetitions = 1\nwarmup = "200ms"\nduration = "30s"'
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=experiment, load=LOAD, factors=DB_FACTORS, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
+                    + '[db]\nrows = 100\nworker = "1"\n')
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"/postgres -D", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the /db cell was never seen under load with its database: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
+    assert _pg_dirs() <= before
+
+
 CLIENT = """
 import sys, time
 from pathlib import Path
@@ -293,11 +594,28 @@ time.sleep(600)
 """
 
 
-def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path):
-    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its system.
+CLIENT_OWN = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+proc = host.start_server([{engine!r}, "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"],
+                         Path(sys.argv[3]) / "backend-0.stderr", "backend-0")
+proc.expect("listening ", 30)
+print(proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("script", [CLIENT, CLIENT_OWN], ids=["system", "own-server"])
+def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_path, script):
+    # A client killed with SIGKILL runs no finally block: the lease on the worker stops its
+    # system, or archlab's own process (a topology's placed backend).
     address = cluster.client.scheduler.address
     name = sorted(w.name for w in cluster.workers())[0]
-    client = subprocess.Popen([sys.executable, "-c", CLIENT.format(engine=str(engine_path)), address, name, str(tmp_path)],
+    client = subprocess.Popen([sys.executable, "-c", script.format(engine=str(engine_path)), address, name, str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
     try:
         line = client.stdout.readline()
@@ -312,6 +630,73 @@ def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_p
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid), f"system {pid} outlived its client on the worker"
+
+
+CLIENT_DB = """
+import sys, time
+from pathlib import Path
+from archlab.cluster import open_cluster
+from archlab.cluster.remote import RemoteHost
+cluster = open_cluster(sys.argv[1])
+host = RemoteHost(cluster, sys.argv[2], lease_s=2.0)
+db = host.start_database(Path(sys.argv[3]), rows=10, max_connections=20, cpus=None, settings=())
+print(db.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_database_outlives_a_client_killed_outright(cluster, tmp_path):
+    # As for a system: the lease ends, the worker stops PostgreSQL (pg_ctl) and removes its directory.
+    _postgres_bindir()
+    before = _pg_dirs()
+    address = cluster.client.scheduler.address
+    name = sorted(w.name for w in cluster.workers())[1]
+    client = subprocess.Popen([sys.executable, "-c", CLIENT_DB, address, name, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert _alive(pid) and len(_pg_dirs() - before) == 1
+    finally:
+        client.kill()
+        client.wait()
+    deadline = time.monotonic() + 30  # the lease (2 s), its watchdog's period, pg_ctl's fast stop
+    while (_alive(pid) or _pg_dirs() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"postgres {pid} outlived its client on the worker"
+    assert _pg_dirs() <= before
+
+
+def test_an_interrupted_cli_leaves_no_placed_topology_process_on_any_worker(engine_path, tmp_path, token):
+    # archlab's backends and proxy on worker "1", the load on "0": Ctrl-C under load leaves
+    # nothing behind, on either worker or here.
+    systems = LB2.replace("options = { loops = 1 } }", 'options = { loops = 1 }, worker = "1" }') \
+                 .replace('front = { proxy = "round-robin" }', 'front = { proxy = "round-robin", worker = "1" }')
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"30s"'), load=LOAD, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]',
+                              factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+    cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cli.poll() is None:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* proxy", c) for c in cmds):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the placed topology was never seen under load: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 130, err[-3000:]
+    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
+    while processes_with_token(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_token(token) == []
 
 
 def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):

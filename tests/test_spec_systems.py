@@ -196,7 +196,10 @@ def test_a_worker_places_a_system_and_enters_the_hash_only_when_given(env):
     e = refusal(env, SVC + "worker = 3\n")
     assert e.field == "systems[0].worker" and "Dask worker" in e.allowed and e.received == 3
     e = refusal(env, DB_SYSTEM + 'worker = "sut"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
-    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed
+    assert e.field == "systems[0].worker" and "names the lab database" in e.allowed and "[db] worker" in e.hint
+    # With the database placed too, its placeholders name that worker's address: accepted.
+    both = parse(env, DB_SYSTEM + 'worker = "sut"\n[db]\nworker = "db"\n', 'architecture = ["system:svc"]\nworkload = ["/users/42"]\nconcurrency = [2]')
+    assert both.systems[0].worker == "sut" and both.db_settings.worker == "db"
     topology = SVC + 'worker = "sut"\n[[systems]]\nname = "lb"\nbackends = { system = "svc", copies = 2 }\nfront = { proxy = "round-robin" }\n'
     e = refusal(env, topology, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
     assert e.field == "systems[1].backends.system" and "run on this host" in e.allowed
@@ -212,6 +215,19 @@ def test_a_topologys_peer_backends_may_be_placed_on_a_worker(env):
     assert "worker" not in plain.to_dict()["systems"][0]["backends"] and placed.spec_hash() != plain.spec_hash()
     e = refusal(env, mc.format(extra=', worker = "cache", cpu_quota = 0.5'), factors)
     assert e.field == "systems[0].backends.cpu_quota" and "on a worker" in e.allowed
-    lb = '[[systems]]\nname = "lb"\nbackends = { architecture = "netty", copies = 2, worker = "w" }\nfront = { proxy = "round-robin" }\n'
-    e = refusal(env, lb, 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]')
-    assert e.field == "systems[0].backends.worker" and "preset or system backends" in e.allowed
+
+
+def test_archlabs_own_backends_and_a_front_may_be_placed_on_a_worker(env):
+    factors = 'architecture = ["system:lb"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]'
+    lb = '[[systems]]\nname = "lb"\nbackends = {{ architecture = "netty", copies = 2{b} }}\nfront = {{ proxy = "round-robin"{f} }}\n'
+    placed = parse(env, lb.format(b=', worker = "w"', f=', worker = "v"'), factors)
+    plain = parse(env, lb.format(b="", f=""), factors)
+    t = placed.systems[0].topology
+    assert (t.backends.worker, t.front.worker) == ("w", "v") and plain.systems[0].topology.front.worker is None
+    assert placed.to_dict()["systems"][0]["front"]["worker"] == "v" and "worker" not in plain.to_dict()["systems"][0]["front"]
+    assert placed.spec_hash() != plain.spec_hash()
+    assert [(f, w) for f, _, w in placed.placed_workers()] == [("systems[0].backends.worker", "w"), ("systems[0].front.worker", "v")]
+    e = refusal(env, lb.format(b="", f=', worker = "v", cpu_quota = 0.5'), factors)
+    assert e.field == "systems[0].front.cpu_quota" and "fronts on a worker" in e.allowed
+    e = refusal(env, lb.format(b="", f=", worker = 3"), factors)
+    assert e.field == "systems[0].front.worker" and e.received == 3

@@ -262,7 +262,9 @@ def test_db_settings_reach_serve_for_db_cells_only(db_env):
         pytest.param('wait = "soon"', DB_FACTORS, "db.wait: expected a duration such as", id="wait-syntax"),
         pytest.param("rows = 0", DB_FACTORS, "db.rows: expected an integer in 1..=10,000,000 (rows of table emp), got 0", id="rows-0"),
         pytest.param("rows = 20", DB_FACTORS, "factors.workload: expected /db?id=N with N <= db.rows (20), got '/db?id=42'", id="id-beyond-rows"),
-        pytest.param("poool = 2", DB_FACTORS, "db.poool: expected a key one of pool, wait, rows, cpus, settings, got 'poool'", id="typo"),
+        pytest.param("poool = 2", DB_FACTORS, "db.poool: expected a key one of pool, wait, rows, cpus, settings, worker, got 'poool'", id="typo"),
+        pytest.param("worker = 3", DB_FACTORS, "db.worker: expected the name of a Dask worker of the run's cluster (`dask worker --name NAME`) "
+                     "to run the lab database on, got 3", id="worker-not-a-name"),
         pytest.param("pool = 2", 'architecture = ["blocking"]\nworkload = ["/echo?size=8"]\nconcurrency = [2]',
                      "db: expected no [db] section, since no workload queries the database (/db?id=N) and no system names it ({db_url}...), "
                      "got 'pool = 2' (the workloads are /echo?size=8; [db] configures the lab database)", id="no-db-cell"),
@@ -285,6 +287,14 @@ def test_db_refusals(db_env, db, factors, message):
     with pytest.raises(SpecError) as e:
         parse_db(db_env, db, factors)
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_db_worker_places_the_database_and_enters_the_hash_only_when_given(db_env):
+    placed, plain = parse_db(db_env, 'rows = 100\nworker = "db-host"'), parse_db(db_env, "rows = 100")
+    assert placed.db_settings.worker == "db-host" and plain.db_settings.worker is None
+    assert placed.to_dict()["db"]["worker"] == "db-host" and "worker" not in plain.to_dict()["db"]
+    assert placed.spec_hash() != plain.spec_hash()
+    assert placed.placed_workers() == (("db.worker", "db", "db-host"),) and plain.placed_workers() == ()
 
 
 def test_the_load_generators_backend_is_a_load_key_checked_by_the_data_plane(env):

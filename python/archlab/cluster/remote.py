@@ -1,12 +1,12 @@
 """Processes of a system under test on a named worker of the cluster (a server, a proxy, a
-middleware, memcached...), started, made ready, probed and stopped there by the lab's own local
-machinery. A :class:`RemoteHost` is the client's handle on one worker; on that worker a Dask
-actor (:class:`ProcessHost`) owns a lab :class:`~archlab.lab.processes.ProcessGroup` and does
-what the runner does locally: start a command in its own session with
-``PR_SET_PDEATHSIG`` (so it dies with the worker), read its stdout lines (readiness such as
-``listening HOST:PORT``), take :mod:`archlab.lab.probes` samples of it (CPU, context switches,
-system calls, memory: the same accounting as a local server's), and stop it with SIGTERM then
-SIGKILL to its whole process group, handing back its stderr.
+middleware, memcached, the lab's PostgreSQL...), started, made ready, probed and stopped there
+by the lab's own local machinery. A :class:`RemoteHost` is the client's handle on one worker; on
+that worker a Dask actor (:class:`ProcessHost`) owns a lab
+:class:`~archlab.lab.processes.ProcessGroup` and does what the runner does locally: start a
+command in its own session with ``PR_SET_PDEATHSIG`` (so it dies with the worker), read its
+stdout lines (readiness such as ``listening HOST:PORT``), take :mod:`archlab.lab.probes` samples
+of it (CPU, context switches, system calls, memory: the same accounting as a local server's),
+and stop it with SIGTERM then SIGKILL to its whole process group, handing back its stderr.
 
 Nothing on the worker may outlive the client: the client renews a lease on a thread of its own
 (every third of ``lease_s``; the renewal is an ``async`` actor method, so it is served on the
@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from archlab.cluster.connect import Cluster, ClusterError
 from archlab.cluster.sharded import ClusterFault
@@ -49,6 +49,8 @@ class ProcessHost:
         self._group = ProcessGroup(grace_s)  # not entered: signal handlers belong to the main thread
         self._procs: dict[int, ManagedProcess] = {}
         self._systems: dict[str, foreign.RunningSystem] = {}
+        self._database: Any = None  # the lab's PostgreSQL (archlab.lab.services.postgres), when placed here
+        self._database_sampler: Any = None
         self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
         self._lease_s = lease_s
         self._renewed = time.monotonic()
@@ -95,6 +97,9 @@ class ProcessHost:
     def sample(self, pid: int, rusage_timeout_s: float) -> probes.ProcSample:
         return probes.sample(self._procs[pid], rusage_timeout_s)
 
+    def final_counters(self, pid: int, timeout_s: float) -> dict | None:
+        return probes.final_counters(self._procs[pid], timeout_s)
+
     def stop(self, pid: int) -> tuple[int | None, bytes]:
         """Stop the process; its exit status and its whole stderr."""
         with self._lock:
@@ -111,15 +116,17 @@ class ProcessHost:
 
     # --- [[systems]] entries, started and stopped by the lab's own machinery (archlab.lab.foreign)
 
-    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None) -> dict:
+    def start_system(self, key: str, spec: SystemSpec, default_cpus: tuple[int, ...], database: dict[str, str] | None,
+                     command: foreign.CommandBuilder | None = None) -> dict:
         """Set up, start and wait for ``spec`` as the client would locally; its files in a
-        directory of its own here (``{dir}`` is on this host)."""
+        directory of its own here (``{dir}`` is on this host); ``command`` (a picklable
+        builder, run here) makes the command line of a system that has none of its own."""
         with self._lock:
             if self._closed.is_set():
                 raise ProcessFailed(f"system {spec.name}", "not started: the client's lease on this worker ended")
             directory = self._dir / key
             directory.mkdir(parents=True, exist_ok=True)
-            running = foreign.start(self._group, spec, directory, default_cpus, database=database)
+            running = foreign.start(self._group, spec, directory, default_cpus, command, database=database)
             self._systems[key] = running
             return {"host": running.host, "port": running.port, "pid": running.process.pid, "values": running.values}
 
@@ -151,10 +158,46 @@ class ProcessHost:
             shutil.rmtree(self._dir / key, ignore_errors=True)
             return {"outcome": outcome, "rss": list(running.rss_samples), "files": files, "teardown_error": teardown_error}
 
+    # --- the lab's PostgreSQL ([db] worker = NAME), made, started and stopped by the lab's own code
+
+    def start_database(self, host: str, rows: int, max_connections: int, cpus: tuple[int, ...] | None,
+                       settings: tuple[tuple[str, str], ...]) -> dict:
+        """``initdb``, start and fill the lab database here, listening on ``host`` (this
+        worker's address); what the client needs to hand it to servers and systems."""
+        from archlab.lab.services import postgres
+
+        with self._lock:
+            if self._closed.is_set():
+                raise ProcessFailed("postgres", "not started: the client's lease on this worker ended")
+            db = postgres.start(self._group, self._dir, rows=rows, max_connections=max_connections, cpus=cpus, settings=settings, host=host)
+            self._database, self._database_sampler = db, db.tree_sampler()
+            return {"url": db.url, "placeholders": db.placeholders(), "version": db.version, "pid": db.process.pid}
+
+    def sample_database(self) -> TreeSample:
+        return self._database_sampler()
+
+    def poll_database(self) -> int | None:
+        return self._database.process.poll()
+
+    def stop_database(self) -> bytes:
+        """``pg_ctl stop``, then its directory removed; its server log handed back."""
+        with self._lock:
+            db, self._database = self._database, None
+            if db is None:
+                return b""
+            db.stop(self._group)
+            try:
+                return db.process.stderr_path.read_bytes()
+            except OSError:
+                return b""
+
     def close(self) -> None:
         """Stop everything this actor started and remove its directory."""
         with self._lock:
             self._closed.set()
+            if self._database is not None:  # cleanly (pg_ctl stop), and its data directory removed
+                self._database.stop(self._group)
+                self._database = None
             for key in list(self._systems):  # each whole process tree, as a local stop does
                 foreign.stop(self._group, self._systems.pop(key))
             self._group.stop_all()
@@ -206,6 +249,10 @@ class RemoteProcess:
     def sample_remote(self, rusage_timeout_s: float) -> probes.ProcSample:
         """:func:`archlab.lab.probes.sample` of the process, taken on its worker."""
         return _call(self._who, self._actor, "sample", self.pid, rusage_timeout_s)
+
+    def final_counters(self, timeout_s: float) -> dict | None:
+        """:func:`archlab.lab.probes.final_counters` of the process, asked on its worker."""
+        return _call(self._who, self._actor, "final_counters", self.pid, timeout_s)
 
 
 @dataclass
@@ -259,6 +306,44 @@ class RemoteSystem:
     def describe(self) -> dict:
         """Where it runs, for the probe file."""
         return self.on.describe()
+
+
+@dataclass
+class RemoteDatabase:
+    """The lab's PostgreSQL on a worker, seen from the client: what the runner reads of a local
+    :class:`~archlab.lab.services.Postgres` (``url``, ``placeholders``, ``version``,
+    ``process.poll``/``failure``, ``tree_sampler``, ``stop``), each answered by the worker
+    (its process tree read from that host's ``/proc``)."""
+
+    url: str
+    version: str
+    pid: int
+    _placeholders: dict[str, str]
+    on: "RemoteHost"
+    log_dir: Path
+
+    @property
+    def process(self) -> "RemoteDatabase":
+        return self  # the runner asks ``database.process.poll()``
+
+    def poll(self) -> int | None:
+        return self.on.call("poll_database")
+
+    def failure(self, detail: str) -> ProcessFailed:
+        return ProcessFailed(f"postgres on {self.on.worker_name} ({self.on.host})", detail)
+
+    def placeholders(self) -> dict[str, str]:
+        return dict(self._placeholders)
+
+    def tree_sampler(self) -> Callable[[], TreeSample]:
+        return lambda: self.on.call("sample_database")
+
+    def describe(self) -> dict:
+        return self.on.describe()
+
+    def stop(self, group: ProcessGroup) -> None:
+        """Stopped there (``pg_ctl stop``, its directory removed); its log copied here."""
+        (self.log_dir / "postgres.stderr").write_bytes(self.on.call("stop_database"))
 
 
 def _call(who: str, actor: Any, method: str, *args: Any) -> Any:
@@ -316,10 +401,10 @@ class RemoteHost:
     def _who(self) -> str:
         return f"{self.role} {self.worker_name!r}"
 
-    def start_server(self, argv: Sequence[str], stderr_path: Path) -> RemoteProcess:
-        """The lab's ``archlab-engine serve`` command of a cell, run on the worker: its engine,
-        its ``--options`` file shipped there, listening on the worker's address instead of
-        this host's loopback (so the load hosts reach it)."""
+    def start_server(self, argv: Sequence[str], stderr_path: Path, name: str = "server") -> RemoteProcess:
+        """The lab's ``archlab-engine serve`` (or ``proxy``) command, run on the worker: its
+        engine, its ``--options`` file shipped there, listening on the worker's address instead
+        of this host's loopback (so the load hosts, and a front elsewhere, reach it)."""
         argv = list(argv)
         argv[0] = "{engine}"
         files = {}
@@ -330,7 +415,7 @@ class RemoteHost:
             argv[i] = "{dir}/" + path.name
         if "--host" in argv:
             argv[argv.index("--host") + 1] = self.host
-        return self.start("server", argv, stderr_path, files)
+        return self.start(name, argv, stderr_path, files)
 
     def sample(self, proc: RemoteProcess, rusage_timeout_s: float = 2.0) -> probes.ProcSample:
         return proc.sample_remote(rusage_timeout_s)
@@ -340,17 +425,18 @@ class RemoteHost:
         return _call(self._who, self._actor, method, *args)
 
     def start_system(self, spec: SystemSpec, directory: Path, default_cpus: tuple[int, ...],
-                     database: dict[str, str] | None = None) -> RemoteSystem:
+                     database: dict[str, str] | None = None, command: foreign.CommandBuilder | None = None) -> RemoteSystem:
         """Start ``spec`` on the worker with the lab's own readiness, pinning (its ``cpus``, else
         ``default_cpus``, the worker's CPUs) and process-tree accounting; a spec listening on
         loopback listens on the worker's address instead, so the load hosts reach it.
-        ``directory`` (here) receives its files when it is stopped."""
+        ``directory`` (here) receives its files when it is stopped; ``command`` (picklable, run
+        there) builds the command line of a spec without one (a topology's front)."""
         if spec.host in ("127.0.0.1", "localhost", "::1"):
             spec = dataclasses.replace(spec, host=self.host)
         self._keys += 1
         key = f"{spec.name}-{self._keys}"
         self._directories[key] = directory
-        started = self.call("start_system", key, spec, tuple(default_cpus), database)
+        started = self.call("start_system", key, spec, tuple(default_cpus), database, command)
         return RemoteSystem(spec, key, started["host"], started["port"], started["pid"], started["values"], self)
 
     def stop_system(self, system: RemoteSystem, teardown_cpus: tuple[int, ...]) -> tuple[foreign.StopOutcome, ProcessFailed | None]:
@@ -363,6 +449,14 @@ class RemoteHost:
             (directory / name).write_bytes(content)
         system._stopped_rss = done["rss"]
         return done["outcome"], done["teardown_error"]
+
+    def start_database(self, log_dir: Path, rows: int, max_connections: int, cpus: tuple[int, ...] | None,
+                       settings: tuple[tuple[str, str], ...]) -> RemoteDatabase:
+        """The lab's PostgreSQL made and started on the worker (the lab's own ``initdb``/start
+        code), listening on the worker's address; ``log_dir`` (here) receives its log when it
+        is stopped."""
+        started = self.call("start_database", self.host, rows, max_connections, cpus, tuple(settings))
+        return RemoteDatabase(started["url"], started["version"], started["pid"], started["placeholders"], self, log_dir)
 
     def describe(self) -> dict:
         return {"name": self.worker_name, "address": self.worker, "host": self.host, "lease_s": self.lease_s}
@@ -392,4 +486,4 @@ class RemoteHost:
         self.close()
 
 
-__all__ = ["DEFAULT_LEASE_S", "ProcessHost", "RemoteHost", "RemoteProcess", "describe_exit"]
+__all__ = ["DEFAULT_LEASE_S", "ProcessHost", "RemoteDatabase", "RemoteHost", "RemoteProcess", "describe_exit"]

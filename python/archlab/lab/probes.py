@@ -129,6 +129,21 @@ def request_rusage(server: ManagedProcess, timeout_s: float) -> Rusage | None:
     return None
 
 
+def final_counters(server: ManagedProcess, timeout_s: float) -> dict | None:
+    """The whole-run counters of archlab's ``serve`` or ``proxy`` (its ``rusage`` line as
+    printed, with the proxy's per-backend requests), asked for just before it is stopped."""
+    _drain(server)
+    try:
+        os.kill(server.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while (line := server.read_line(deadline - time.monotonic())) is not None:
+            if line.startswith("rusage "):
+                return dict(json.loads(line.split(" ", 1)[1]))
+    except (ProcessLookupError, TimeoutError, ValueError):
+        pass
+    return None
+
+
 def cost_between(start: ProcSample, end: ProcSample, requests: int) -> ServerCost:
     """The server's spending between two samples, per request of the measurement window."""
     if start.rusage is not None and end.rusage is not None:

@@ -162,7 +162,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
         with ProcessGroup(config.stop_grace_s) as group:
             try:
                 # The database of /db lives for the whole run (see archlab.lab.services).
-                database = _start_database(group, handle) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
+                database = _start_database(group, handle, load_executor) if any(_needs_db(handle.experiment, c) for c, _ in pending) else None
                 # Systems declared reusable live for the run too (see archlab.lab.system_cell).
                 systems = _system_pool(group, handle, database, load_executor)
                 try:
@@ -203,12 +203,11 @@ def _record_topology_facts(handle: RunHandle) -> None:
 
 
 def _record_system_workers(handle: RunHandle, load_executor: LoadExecutor | None) -> None:
-    """Where each ``[[systems]]`` entry (or topology's backends, ``NAME.backends``) placed on a
-    worker runs (its worker's name, address and host), recorded when the run starts or resumes; opening the workers here also proves them
-    reachable before the first cell."""
-    placed = {s.name: s.worker for s in handle.experiment.systems if s.worker is not None}
-    placed.update({f"{s.name}.backends": s.topology.backends.worker for s in handle.experiment.systems
-                   if s.topology is not None and s.topology.backends.worker is not None})
+    """Where each part of the spec placed on a worker runs (a ``[[systems]]`` entry, a
+    topology's backends ``NAME.backends`` or front ``NAME.front``: its worker's name, address
+    and host), recorded when the run starts or resumes; opening the workers here also proves
+    them reachable before the first cell."""
+    placed = {label: worker for _, label, worker in handle.experiment.placed_workers()}
     if placed and load_executor is not None:
         fact = {name: load_executor.system_host(worker).describe() for name, worker in placed.items()}
         handle.store.append_manifest_fact(handle.run_id, "system_workers", fact)
@@ -223,11 +222,17 @@ def _needs_db(exp: Experiment, cell: Cell) -> bool:
     return needs_postgres(cell.workload) or (tune is not None and tune.program_of(cell.workload) in tune.db_programs)
 
 
-def _start_database(group: ProcessGroup, handle: RunHandle) -> Postgres:
+def _start_database(group: ProcessGroup, handle: RunHandle, load_executor: LoadExecutor | None = None) -> Postgres:
     """The run's PostgreSQL, with the table size, CPU set and settings of the spec's ``[db]``
-    and room for its pool (one server at a time, plus the lab's own psql sessions)."""
+    and room for its pool (one server at a time, plus the lab's own psql sessions); on the
+    worker ``[db] worker`` names (the same code, run there), else here."""
     db = handle.experiment.db_settings
-    return postgres.start(group, handle.directory, rows=db.rows, max_connections=max(100, db.pool + 10), cpus=db.cpus, settings=db.settings)
+    connections = max(100, db.pool + 10)
+    if db.worker is not None:
+        assert load_executor is not None  # refused before the run exists (archlab.lab.session)
+        host = load_executor.system_host(db.worker)
+        return host.start_database(handle.directory, rows=db.rows, max_connections=connections, cpus=db.cpus, settings=db.settings)
+    return postgres.start(group, handle.directory, rows=db.rows, max_connections=connections, cpus=db.cpus, settings=db.settings)
 
 
 def _system_pool(group: ProcessGroup, handle: RunHandle, database: Postgres | None,

@@ -55,12 +55,10 @@ def resume_run(run_id: str, store: Store, config: RunnerConfig = RunnerConfig(),
 
 
 def check_system_workers(experiment: Experiment, load_executor: LoadExecutor | None) -> None:
-    """Refuse, before a run exists, a ``[[systems]]`` entry or a topology's backends placed on a
-    worker (``worker = "NAME"``) when the run has no cluster, or when its cluster has no worker
-    of that name."""
-    placed = {f"systems[{i}].worker": s.worker for i, s in enumerate(experiment.systems) if s.worker is not None}
-    placed.update({f"systems[{i}].backends.worker": s.topology.backends.worker for i, s in enumerate(experiment.systems)
-                   if s.topology is not None and s.topology.backends.worker is not None})
+    """Refuse, before a run exists, a part of the spec placed on a worker (``worker = "NAME"``:
+    a ``[[systems]]`` entry, a topology's backends or front) when the run has no cluster, or
+    when its cluster has no worker of that name."""
+    placed = {field: worker for field, _, worker in experiment.placed_workers()}
     if not placed:
         return
     if load_executor is None:

@@ -11,9 +11,13 @@ middleware and the peers (presets, commands: :mod:`archlab.lab.foreign`) from ``
 process tree. A Ctrl-C or SIGTERM reaches the lab's :class:`ProcessGroup`, which stops every
 process of the topology (each is one of its children). Optional ``cpu_quota`` caps a process
 with cgroup v2 ``cpu.max``; where that is not writable the row says why and nothing is capped.
-Peer or command backends placed on a worker (``backends.worker``, a run on a cluster) are
-started, probed and stopped there by the same :mod:`archlab.lab.foreign` machinery, through
-the run's load executor (``system_host``); the front stays here.
+Backends and fronts placed on a worker (``backends.worker``, ``front.worker``, a run on a
+cluster) are started, probed and stopped there through the run's load executor
+(``system_host``, :mod:`archlab.cluster.remote`): archlab's ``serve`` and ``proxy`` by the
+worker's ``archlab-engine`` listening on the worker's address and probed there through their
+``rusage`` line, the middleware and the peers by the same :mod:`archlab.lab.foreign` machinery
+with their process tree read from that host's ``/proc``. A front is given its backends'
+addresses as they listen (a placed backend's worker address, a local one's loopback).
 
 Where requests queue: in the front (its sockets, its hand-off, its backend pools) and in each
 backend as in a single server. Where the lab blocks: on each readiness line or check, and on the
@@ -24,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import socket
 import time
 import uuid
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from archlab import contract
-from archlab.errors import ProcessFailed
+from archlab.errors import ProcessFailed, ResumableFault
 from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
@@ -68,6 +71,8 @@ class Member:
     quota: dict = field(default_factory=dict)
     final_lines: list[str] = field(default_factory=list)  # the middleware's last `stats` line
     final_counters: dict | None = None  # archlab's serve/proxy: its rusage line at the stop
+    on: Any = None  # the worker it runs on (archlab.cluster.remote.RemoteHost); None: this host
+    log: Path | None = None  # a placed middleware's output, copied here when it stops (its `stats` line)
 
     @property
     def address(self) -> str:
@@ -82,6 +87,8 @@ class Member:
     def sample(self, config: RunnerConfig) -> object:
         if self.probe_kind == "rusage":
             try:
+                if self.on is not None:  # probed where it runs
+                    return self.process.sample_remote(config.rusage_timeout_s)
                 return probes.sample(self.process, config.rusage_timeout_s)
             except ProcessLookupError:
                 raise self.process.failure("exited during the load run") from None
@@ -107,12 +114,8 @@ class Member:
             "cpus": format_cpu_list(self.cpus) if self.cpus else None,
             "cpu_quota": self.quota or None,
             "measured": "by itself (rusage line)" if self.probe_kind == "rusage" else "from outside (/proc of its process tree)",
-            **({"worker": self.system.describe()} if self.on_worker else {}),
+            **({"worker": self.on.describe()} if self.on is not None else {}),
         }
-
-    @property
-    def on_worker(self) -> bool:
-        return self.system is not None and not isinstance(self.system, foreign.RunningSystem)
 
 
 @dataclass
@@ -145,9 +148,9 @@ def start(
 ) -> RunningTopology:
     """Every process of ``spec``'s topology, backends first, each ready before the next starts;
     on any failure what was started is stopped again before the error is raised. ``systems``
-    are the spec's, where a ``backends.system`` entry is found; backends placed on a worker
-    (``backends.worker``) start there through ``hosts(name)`` (the run's load executor's
-    ``system_host``)."""
+    are the spec's, where a ``backends.system`` entry is found; backends and fronts placed on a
+    worker (``backends.worker``, ``front.worker``) start there through ``hosts(name)`` (the
+    run's load executor's ``system_host``)."""
     topology = spec.topology
     assert topology is not None
     directory.mkdir(parents=True, exist_ok=True)
@@ -161,7 +164,7 @@ def start(
         if topology.front is not None:
             backends = [m.address for m in running.members]
             for name in topology.front.names:
-                running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus, name))
+                running.members.append(_start_front(group, engine, spec, topology, backends, directory, default_cpus, name, hosts))
     except BaseException:
         # What was started is stopped before the error goes on, and the run keeps how.
         (directory / "failed-start.stop.json").write_text(json.dumps(stop(group, running), indent=2) + "\n")
@@ -171,42 +174,46 @@ def start(
 
 def stop(group: ProcessGroup, running: RunningTopology) -> list[dict]:
     """Every process stopped, the front first (the backends still answer what it relays), and
-    every cgroup the lab made removed; returns how each stop went."""
-    outcomes = []
+    every cgroup the lab made removed; returns how each stop went. A worker lost under a placed
+    member (a :class:`~archlab.errors.ResumableFault`) does not keep the others from being
+    stopped: its fault is raised once every member was."""
+    outcomes: list[dict] = []
+    lost: ResumableFault | None = None
     with group.critical():
         for m in reversed(running.members):
-            if m.system is not None:
-                teardown_error = None
-                if m.on_worker:
-                    outcome, teardown_error = m.system.stop(m.cpus)
-                else:
-                    outcome = foreign.stop(group, m.system)
-                if teardown_error is not None:
-                    outcomes.append({"process": m.name, "problem": str(teardown_error)})
-                outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
-            else:
-                if m.probe_kind == "rusage" and m.process.poll() is None:
-                    m.final_counters = _final_counters(m.process, FINAL_COUNTERS_TIMEOUT_S)
-                code = group.stop(m.process)
-                m.final_lines = _remaining_lines(m.process)
-                outcomes.append({"process": m.name, "exit": describe_exit(code)})
+            try:
+                _stop_member(group, m, outcomes)
+            except ResumableFault as e:  # the worker's processes died with it, or its lease ends them
+                lost = lost or e
+                outcomes.append({"process": m.name, "problem": str(e)})
             _remove_cgroup(m.quota)
+    if lost is not None:
+        raise lost
     return outcomes
 
 
-def _final_counters(proc: ManagedProcess, timeout_s: float) -> dict | None:
-    """The whole-run counters of archlab's ``serve`` or ``proxy`` (its ``rusage`` line, with
-    the proxy's per-backend requests), asked for just before it is stopped."""
-    probes._drain(proc)
-    try:
-        os.kill(proc.pid, signal.SIGUSR1)
-        deadline = time.monotonic() + timeout_s
-        while (line := proc.read_line(deadline - time.monotonic())) is not None:
-            if line.startswith("rusage "):
-                return dict(json.loads(line.split(" ", 1)[1]))
-    except (ProcessLookupError, TimeoutError, ValueError):
-        pass
-    return None
+def _stop_member(group: ProcessGroup, m: Member, outcomes: list[dict]) -> None:
+    if m.system is not None:
+        teardown_error = None
+        if m.on is not None:
+            outcome, teardown_error = m.system.stop(m.cpus)
+        else:
+            outcome = foreign.stop(group, m.system)
+        if teardown_error is not None:
+            outcomes.append({"process": m.name, "problem": str(teardown_error)})
+        outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
+        if m.log is not None and m.log.is_file():
+            m.final_lines = m.log.read_text(errors="replace").splitlines()
+    elif m.on is not None:  # archlab's own process on a worker: asked and stopped there
+        if m.probe_kind == "rusage" and m.process.poll() is None:
+            m.final_counters = m.process.final_counters(FINAL_COUNTERS_TIMEOUT_S)
+        outcomes.append({"process": m.name, "exit": describe_exit(m.on.stop(m.process))})
+    else:
+        if m.probe_kind == "rusage" and m.process.poll() is None:
+            m.final_counters = probes.final_counters(m.process, FINAL_COUNTERS_TIMEOUT_S)
+        code = group.stop(m.process)
+        m.final_lines = _remaining_lines(m.process)
+        outcomes.append({"process": m.name, "exit": describe_exit(code)})
 
 
 def _stats_line(lines: list[str]) -> dict | None:
@@ -245,9 +252,12 @@ def _start_backend(
         options = contract.check_server(b.name, {**dict(b.options), "cpus": format_cpu_list(cpus)})
         path = directory / f"{name}.options.json"
         path.write_text(json.dumps(options, indent=2) + "\n")
-        proc, host, port = _start_own(group, f"{spec.name} {name}", engine.serve_argv(b.name, path), directory / f"{name}.stderr", spec.ready_timeout_s)
-        member = Member(name, f"serve --arch {b.name}", host, port, cpus, "rusage", proc)
-        member.quota = apply_cpu_quota(proc.pid, b.cpu_quota, f"{spec.name}-{name}")
+        on = _host(b.worker, hosts)
+        proc, host, port = _start_own(group, f"{spec.name} {name}", engine.serve_argv(b.name, path), directory / f"{name}.stderr", spec.ready_timeout_s,
+                                      on=on)  # fmt: skip
+        member = Member(name, f"serve --arch {b.name}", host, port, cpus, "rusage", proc, on=on)
+        if on is None:
+            member.quota = apply_cpu_quota(proc.pid, b.cpu_quota, f"{spec.name}-{name}")
         return member
     if b.kind == "preset":
         copy = SystemSpec(name=f"{spec.name}.{name}", preset=b.name, cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s)
@@ -272,8 +282,8 @@ def _start_foreign(
     command: foreign.CommandBuilder | None = None, host: Any = None,
 ) -> Member:
     if host is not None:  # on a worker, by the same machinery (archlab.cluster.remote); no cgroup cap there
-        remote = host.start_system(copy, directory / name, cpus)
-        return Member(name, what, remote.host, remote.port, cpus, "tree", remote, system=remote)
+        remote = host.start_system(copy, directory / name, cpus, command=command)
+        return Member(name, what, remote.host, remote.port, cpus, "tree", remote, system=remote, on=host)
     running = foreign.start(group, copy, directory / name, cpus, command)
     member = Member(name, what, running.host, running.port, cpus, "tree", running.process, system=running)
     member.quota = apply_cpu_quota(running.process.pid, quota, f"{copy.name}")
@@ -282,55 +292,97 @@ def _start_foreign(
 
 def _start_front(
     group: ProcessGroup, engine: Engine, spec: SystemSpec, topology: Topology, backends: list[str], directory: Path, default_cpus: tuple[int, ...],
-    name: str = "front",
+    name: str = "front", hosts: Callable[[str], Any] | None = None,
 ) -> Member:
-    """The front ``name`` (``front``, or ``front-K`` of several side by side), given every backend."""
+    """The front ``name`` (``front``, or ``front-K`` of several side by side), given every
+    backend; on its worker when the front is placed (``front.worker``)."""
     f = topology.front
     assert f is not None
     cpus = _cpus_of(f.cpus, default_cpus)
+    on = _host(f.worker, hosts)
     if f.kind == "preset":
         copy = SystemSpec(name=f"{spec.name}.{name}", cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s,
                           stop_signal="SIGQUIT" if f.name == "nginx" else "SIGTERM")  # fmt: skip
-
-        def command(values: dict[str, str], scratch: Path) -> list[str]:
-            if f.name == "nutcracker":
-                values = {**values, "stats_port": str(foreign.free_port("127.0.0.1"))}
-            return presets.balancer_command(f.name, values, scratch, backends)
-
-        return _start_foreign(group, copy, name, f"preset {f.name} in front of {len(backends)}", directory, cpus, f.cpu_quota, command)
+        command = BalancerCommand(f.name, tuple(backends))
+        return _start_foreign(group, copy, name, f"preset {f.name} in front of {len(backends)}", directory, cpus, f.cpu_quota, command, host=on)
     if f.kind == "proxy":
         assert f.architecture is not None
         options = contract.check_proxy(f.architecture, {**dict(f.options), "policy": f.name, "backends": ",".join(backends), "cpus": format_cpu_list(cpus)})
         path = directory / f"{name}.options.json"
         path.write_text(json.dumps(options, indent=2) + "\n")
         argv = [str(engine.path), "proxy", "--arch", f.architecture, "--host", "127.0.0.1", "--port", "0", "--options", str(path)]
-        proc, host, port = _start_own(group, f"{spec.name} {name}", argv, directory / f"{name}.stderr", spec.ready_timeout_s)
-        member = Member(name, f"proxy {f.name} ({f.architecture})", host, port, cpus, "rusage", proc)
+        proc, host, port = _start_own(group, f"{spec.name} {name}", argv, directory / f"{name}.stderr", spec.ready_timeout_s, on=on)
+        member = Member(name, f"proxy {f.name} ({f.architecture})", host, port, cpus, "rusage", proc, on=on)
     else:
-        argv = [str(engine.path), "middleware", "--arch", f.name, "--servers", ",".join(backends), "--sharded", "true" if f.sharded else "false"]
-        argv += ["--workers", str(f.workers)] if f.workers is not None else []
-        argv += ["--port", "0", "--cpus", format_cpu_list(cpus), "--stats-dir", str(directory / f"{name}-stats")]
+        what = f"middleware {f.name}" + (f", {f.workers} workers" if f.workers else "") + (", sharded" if f.sharded else "")
+        middleware = MiddlewareCommand(f.name, tuple(backends), f.sharded, f.workers)
+        if on is not None:  # a process tree on the worker, started and read there as a peer's
+            copy = SystemSpec(name=f"{spec.name}.{name}", cpus=cpus, ready="port", ready_timeout_s=spec.ready_timeout_s, stop_grace_s=spec.stop_grace_s)
+            member = _start_foreign(group, copy, name, what, directory, cpus, None, middleware, host=on)
+            member.log = directory / name / "system.log"
+            return member
         token = uuid.uuid4().hex
         env = {**os.environ, process_tree.TOKEN_VARIABLE: token}
+        argv = middleware.argv(str(engine.path), "127.0.0.1", "0", format_cpu_list(cpus), directory / f"{name}-stats")
         proc, host, port = _start_own(group, f"{spec.name} {name}", argv, directory / f"{name}.stderr", spec.ready_timeout_s, env)
-        what = f"middleware {f.name}" + (f", {f.workers} workers" if f.workers else "") + (", sharded" if f.sharded else "")
         member = Member(name, what, host, port, cpus, "tree", proc, tree=process_tree.ProcessTree(proc.pid, token))
-    member.quota = apply_cpu_quota(proc.pid, f.cpu_quota, f"{spec.name}-{name}")
+    if on is None:
+        member.quota = apply_cpu_quota(proc.pid, f.cpu_quota, f"{spec.name}-{name}")
     return member
 
 
+@dataclass(frozen=True)
+class BalancerCommand:
+    """The command line of a preset front (HAProxy, nginx, twemproxy) in front of ``backends``:
+    a picklable builder, so that a front on a worker builds it there (its configuration file in
+    that host's scratch directory)."""
+
+    preset: str
+    backends: tuple[str, ...]
+
+    def __call__(self, values: dict[str, str], scratch: Path) -> list[str]:
+        if self.preset == "nutcracker":
+            values = {**values, "stats_port": str(foreign.free_port("127.0.0.1"))}
+        return presets.balancer_command(self.preset, values, scratch, list(self.backends))
+
+
+@dataclass(frozen=True)
+class MiddlewareCommand:
+    """archlab's memcached middleware in front of ``backends``; as a builder (on a worker) it
+    listens on the host and port the lab chose there, with that host's ``archlab-engine``."""
+
+    design: str
+    backends: tuple[str, ...]
+    sharded: bool
+    workers: int | None
+
+    def argv(self, engine: str, host: str, port: str, cpus: str, stats_dir: Path) -> list[str]:
+        argv = [engine, "middleware", "--arch", self.design, "--servers", ",".join(self.backends), "--sharded", "true" if self.sharded else "false"]
+        argv += ["--workers", str(self.workers)] if self.workers is not None else []
+        return argv + ["--host", host, "--port", port, "--cpus", cpus, "--stats-dir", str(stats_dir)]
+
+    def __call__(self, values: dict[str, str], scratch: Path) -> list[str]:
+        from archlab.lab.engine import find_engine  # the worker's own build
+
+        return self.argv(str(find_engine()), values["host"], values["port"], values["cpus"], scratch / "stats")
+
+
 def _start_own(
-    group: ProcessGroup, name: str, argv: list[str], stderr: Path, timeout_s: float, env: dict[str, str] | None = None
-) -> tuple[ManagedProcess, str, int]:
-    """An ``archlab-engine`` process and the address of its ``listening`` line; stopped again
-    when it never prints one (it is not yet a member the topology's stop would find)."""
+    group: ProcessGroup, name: str, argv: list[str], stderr: Path, timeout_s: float, env: dict[str, str] | None = None, on: Any = None,
+) -> tuple[Any, str, int]:
+    """An ``archlab-engine`` process (here, or on the worker ``on``, listening on its address)
+    and the address of its ``listening`` line; stopped again when it never prints one (it is
+    not yet a member the topology's stop would find)."""
     from archlab.lab.runner import _listening_address  # the one reader of `listening HOST:PORT`
 
-    proc = group.start(name, argv, stderr, env=env)
+    proc = group.start(name, argv, stderr, env=env) if on is None else on.start_server(argv, stderr, name)
     try:
         host, port = _listening_address(proc, timeout_s)
     except BaseException:
-        group.stop(proc)
+        if on is None:
+            group.stop(proc)
+        else:
+            on.stop(proc)
         raise
     return proc, host, port
 

@@ -66,7 +66,7 @@ def server_option_names() -> tuple[str, ...]:
 
 
 # Keys of [db]: the /db workload's connection pool and table (see DbSettings).
-DB_KEYS = ("pool", "wait", "rows", "cpus", "settings")
+DB_KEYS = ("pool", "wait", "rows", "cpus", "settings", "worker")
 #: Settings the lab sets itself and ``[db] settings`` may not: where the server
 #: listens and keeps its files, which the lab must know to reach and remove it, and the
 #: connection limit, which it sizes from the pool.
@@ -161,6 +161,7 @@ class DbSettings:
     rows: int = DB_ROWS_DEFAULT
     cpus: tuple[int, ...] | None = None  # PostgreSQL's CPU set; None: not pinned
     settings: tuple[tuple[str, str], ...] = ()  # postgresql.conf parameters, in the spec's order
+    worker: str | None = None  # the Dask worker (``dask worker --name NAME``) that runs it; None: this host
 
     @classmethod
     def defaults(cls) -> "DbSettings":
@@ -176,6 +177,8 @@ class DbSettings:
             d["cpus"] = list(self.cpus)
         if self.settings:
             d["settings"] = dict(self.settings)
+        if self.worker is not None:
+            d["worker"] = self.worker
         return d
 
 
@@ -361,6 +364,23 @@ class Experiment:
     @property
     def db_settings(self) -> DbSettings:
         return self.db if self.db is not None else DbSettings.defaults()
+
+    def placed_workers(self) -> tuple[tuple[str, str, str], ...]:
+        """Every part of the spec placed on a named Dask worker, as (spec field, name in the
+        manifest's ``system_workers``, worker name): ``[[systems]]`` entries, a topology's
+        backends (``NAME.backends``) and fronts (``NAME.front``), the lab database (``db``)."""
+        placed = []
+        if self.db is not None and self.db.worker is not None:
+            placed.append(("db.worker", "db", self.db.worker))
+        for i, s in enumerate(self.systems):
+            if s.worker is not None:
+                placed.append((f"systems[{i}].worker", s.name, s.worker))
+            t = s.topology
+            if t is not None and t.backends.worker is not None:
+                placed.append((f"systems[{i}].backends.worker", f"{s.name}.backends", t.backends.worker))
+            if t is not None and t.front is not None and t.front.worker is not None:
+                placed.append((f"systems[{i}].front.worker", f"{s.name}.front", t.front.worker))
+        return tuple(placed)
 
     def factor(self, name: str) -> Factor | None:
         return next((f for f in self.factors if f.name == name), None)

@@ -348,10 +348,18 @@ def _system(t: Mapping[str, object], field: str, cpus_here: frozenset[int], arch
         reusable=reusable,
         worker=worker,
     )
-    if worker is not None and spec.uses_database:
-        raise SpecError(f"{field}.worker", "no worker for a system that names the lab database ({db_*}): the database runs on this host",
-                        worker)
     return spec
+
+
+def check_placed_database_users(systems: Sequence[SystemSpec], db_worker: str | None) -> None:
+    """A system placed on a worker that names the lab database (``{db_*}``) needs the database
+    placed too (``[db] worker``): one on this host listens on its loopback only."""
+    if db_worker is not None:
+        return
+    for i, s in enumerate(systems):
+        if s.worker is not None and s.uses_database:
+            raise SpecError(f"systems[{i}].worker", "no worker for a system that names the lab database ({db_*}) while the database "
+                            "runs on this host, on its loopback", s.worker, hint='place the database too: [db] worker = "NAME"')
 
 
 _COMMAND_SYNTAX = "a command: a string split like a shell would (no shell runs it) or a list of arguments"

@@ -7,7 +7,8 @@ a policy (``proxy = "round-robin"``), archlab's memcached middleware (``middlewa
 ``workers``, ``sharded``) or a balancer peer the lab configures (``preset = "haproxy"``,
 ``"nginx"`` or ``"nutcracker"``); ``copies = M`` puts M such fronts side by side (seed 002's
 two middlewares), each given every backend, with the load spread over them. Without a front
-the load is spread over the backends' copies (seed 002 §2.2). Every process has its CPU set and an optional ``cpu_quota`` (a
+the load is spread over the backends' copies (seed 002 §2.2). The backends, and the fronts, may
+each be placed on a named Dask worker (``worker = "NAME"``, a run on a cluster). Every process has its CPU set and an optional ``cpu_quota`` (a
 fraction of one CPU, applied with cgroup v2 ``cpu.max`` where writable). A memcached topology can
 ask for ``preload`` (keys written into every memcached backend before the measurement) and says
 what its load speaks (``load = {protocol = "memcached", ...}``, the load generator's parameters).
@@ -40,7 +41,7 @@ MIDDLEWARE_ARCHS = ("seed", "ring", "actor", "event-loop")
 #: the one-thread loop costs least per request (docs/proxy.md, "Against HAProxy and nginx").
 DEFAULT_PROXY_ARCHITECTURE = "single-thread"
 BACKEND_KEYS = ("architecture", "preset", "system", "copies", "cpus", "cpu_quota", "options", "worker")
-FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "copies", "cpus", "cpu_quota", "options")
+FRONT_KEYS = ("proxy", "middleware", "preset", "architecture", "workers", "sharded", "copies", "cpus", "cpu_quota", "options", "worker")
 # Load parameters a topology's load table and workload may not set: the lab and the spec do.
 _LAB_SET_LOAD = ("target", "path", "connections", "duration", "warmup", "cpus")
 MAX_COPIES = 64  # the middleware's limit of servers, and more processes than any study here needs
@@ -92,6 +93,8 @@ class Front:
     cpu_quota: float | None = None
     options: tuple[tuple[str, object], ...] = ()
     copies: int = 1
+    #: The Dask worker (``dask worker --name NAME``) that runs every front; None: this host.
+    worker: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -112,6 +115,8 @@ class Front:
             d.update(architecture=self.architecture, options=dict(self.options))
         if self.kind == "middleware":
             d.update(workers=self.workers, sharded=self.sharded)
+        if self.worker is not None:  # only when given: the hash stays
+            d["worker"] = self.worker
         return d
 
 
@@ -272,15 +277,7 @@ def _backends(value: object, field_: str, cpus_here: frozenset[int], architectur
     if kind != "architecture" and "options" in t:
         raise SpecError(f"{field_}.options", "no options unless the backends are an archlab architecture (a preset is configured by the lab)", given)
     options = _checked_options(given, f"{field_}.options", "server", str(name)) if kind == "architecture" else {}
-    worker = t.get("worker")
-    if worker is not None:
-        if not isinstance(worker, str) or not worker.strip():
-            raise SpecError(f"{field_}.worker", "the name of a Dask worker of the run's cluster (`dask worker --name NAME`)", worker)
-        if kind == "architecture":
-            raise SpecError(f"{field_}.worker", "a worker only for preset or system backends (archlab's own servers of a topology "
-                            "run on this host)", worker)
-        if "cpu_quota" in t:
-            raise SpecError(f"{field_}.cpu_quota", "no cpu_quota for backends on a worker (the cap is a cgroup of this host)", t["cpu_quota"])
+    worker = _worker(t, field_, "backends")
     return Backends(
         kind=kind,  # type: ignore[arg-type]
         name=str(name),
@@ -341,12 +338,26 @@ def _front(value: object, field_: str, cpus_here: frozenset[int], backends: Back
         cpu_quota=_quota(t.get("cpu_quota"), f"{field_}.cpu_quota"),
         options=tuple(sorted(options.items())),
         copies=copies,
+        worker=_worker(t, field_, "fronts"),
     )
     if front.protocol != backends.protocol:
         raise SpecError(
             f"{field_}.{kind}", f"a front that speaks {backends.protocol}, as the backends ({backends.kind} {backends.name}) do", name, hint=f"it speaks {front.protocol}"
         )
     return front
+
+
+def _worker(t: Mapping[str, object], field_: str, what: str) -> str | None:
+    """The worker ``t`` is placed on (``worker = "NAME"``), None for this host; a cgroup cap
+    is this host's, so ``cpu_quota`` is refused with it."""
+    worker = t.get("worker")
+    if worker is None:
+        return None
+    if not isinstance(worker, str) or not worker.strip():
+        raise SpecError(f"{field_}.worker", "the name of a Dask worker of the run's cluster (`dask worker --name NAME`)", worker)
+    if "cpu_quota" in t:
+        raise SpecError(f"{field_}.cpu_quota", f"no cpu_quota for {what} on a worker (the cap is a cgroup of this host)", t["cpu_quota"])
+    return worker
 
 
 def _checked_options(value: object, field_: str, which: str, architecture: str, policy_field: str = "", arch_field: str = "") -> dict:

@@ -53,7 +53,7 @@ from archlab.spec.cluster import check_server_host, parse_cluster
 from archlab.spec.raw import RawSpec
 from archlab.spec.registry import Registry
 from archlab.spec.repetitions import parse_repetitions
-from archlab.spec.systems import SystemSpec, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
+from archlab.spec.systems import SystemSpec, check_placed_database_users, check_settings_apply, check_used, is_system_level, parse_systems, registry_with
 from archlab.spec.tune import expand as expand_tune
 from archlab.spec.units import format_cpu_list, parse_cpu_list, parse_duration
 
@@ -101,6 +101,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     check_used(systems, levels)
     _check_spread(factors, systems, load.model)
     db = _db(raw, factors, systems, env.cpus)
+    check_placed_database_users(systems, db.worker if db is not None else None)
     _check_server_options(factors, server)
     placement = _placement(raw.section("placement"), env.cpus)
     link = _network(raw, factors)
@@ -521,7 +522,7 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...], systems: tuple[SystemSpec, ..
     lab database (``{db_url}``...), so a setting is never silently ignored; pool and wait are
     the server's options ``db_pool`` and ``db_wait_ms`` (checked, and defaulted, by the data
     plane), rows the lab database's table size, cpus and settings PostgreSQL's CPU set and
-    ``postgresql.conf`` parameters."""
+    ``postgresql.conf`` parameters, worker the Dask worker it runs on (a run on a cluster)."""
     workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
     db_workloads = [w for w in workloads if needs_database(w)]
     levels = [str(a) for f in factors if f.name == "architecture" for a in f.levels]
@@ -569,7 +570,10 @@ def _db(raw: RawSpec, factors: tuple[Factor, ...], systems: tuple[SystemSpec, ..
         if missing:
             raise SpecError("db.cpus", f"CPUs that exist here ({format_cpu_list(sorted(available))})", t["cpus"], hint=f"CPU {missing[0]} is not available")
     settings = _db_settings(t.get("settings", {}))
-    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows, cpus=cpus, settings=settings)  # type: ignore[arg-type]
+    worker = t.get("worker")
+    if worker is not None and (not isinstance(worker, str) or not worker.strip()):
+        raise SpecError("db.worker", "the name of a Dask worker of the run's cluster (`dask worker --name NAME`) to run the lab database on", worker)
+    return DbSettings(pool=pool, wait_ms=wait_ms, rows=rows, cpus=cpus, settings=settings, worker=worker)  # type: ignore[arg-type]
 
 
 # A postgresql.conf parameter name: lower-case words, or a custom "extension.name".

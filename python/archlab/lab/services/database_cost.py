@@ -8,12 +8,11 @@ server's start live through the whole window, so their CPU time is counted whole
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from archlab.lab import process_tree
-from archlab.lab.process_tree import ProcessTree, TreeSample
+from archlab.lab.process_tree import TreeSample
 from archlab.lab.services.postgres import Postgres
 
 T = TypeVar("T")
@@ -23,19 +22,20 @@ T = TypeVar("T")
 class DatabaseMeter:
     """Samples the database's process tree alongside another probe."""
 
-    tree: ProcessTree
+    sample: Callable[[], TreeSample]  # its process tree, read on the host that runs it
     what: str
+    worker: dict | None = None  # the worker it runs on (name, address, host); None: this host
 
     @classmethod
     def of(cls, database: Postgres) -> "DatabaseMeter":
-        # The token finds members that left the tree; PostgreSQL's never do, so a fresh one is enough.
-        return cls(ProcessTree(database.process.pid, uuid.uuid4().hex), f"PostgreSQL {database.version} (the lab database)")
+        return cls(database.tree_sampler(), f"PostgreSQL {database.version} (the lab database)", database.describe())
 
     def probing(self, probe: Callable[[], T]) -> Callable[[], tuple[T, TreeSample]]:
         """``probe`` and the database, read one after the other at each window edge."""
-        return lambda: (probe(), process_tree.sample(self.tree))
+        return lambda: (probe(), self.sample())
 
     def row(self, start: TreeSample, end: TreeSample, requests: int) -> dict:
         """The database's entry of a probe's ``processes`` list (:mod:`archlab.report.processes`)."""
         cost = process_tree.tree_cost(start, end, requests, [])
-        return {"process": "postgres", "what": self.what, "measured": "from /proc", "cost": vars(cost)}
+        return {"process": "postgres", "what": self.what, "measured": "from /proc", "cost": vars(cost),
+                **({"worker": self.worker} if self.worker is not None else {})}

@@ -1,6 +1,7 @@
 """The PostgreSQL server of ``/db?id=N``, made and thrown away by the lab: ``initdb`` into a fresh
 temporary directory, ``postgres`` listening on 127.0.0.1 only (a free port; its unix socket in
-that directory, reachable only by its owner), one table ``emp(id integer primary key,
+that directory, reachable only by its owner; on a cluster's worker, on that worker's address,
+:mod:`archlab.cluster.remote`), one table ``emp(id integer primary key,
 first_name varchar(100))`` filled deterministically (row i is named :func:`first_name` (i),
 the shape of seed 003's ``emp`` table), then ``pg_ctl stop -m fast`` and the directory removed.
 Nothing is left behind on a failure or Ctrl-C: the server runs under the lab's
@@ -33,8 +34,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from archlab.errors import ArchlabError, ProcessFailed
+from archlab.lab import process_tree
+from archlab.lab.process_tree import ProcessTree, TreeSample
 from archlab.lab.processes import ManagedProcess, ProcessGroup, RunAs, die_with_parent
 from archlab.spec.model import DB_ROWS_DEFAULT, DB_ROWS_MAX, needs_database
 
@@ -119,11 +123,11 @@ def unprivileged_user() -> RunAs | None:
     return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 
-def _free_port() -> int:
-    """A port free on 127.0.0.1 right now (PostgreSQL cannot bind port 0; the caller retries if
+def _free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` right now (PostgreSQL cannot bind port 0; the caller retries if
     another process takes it before PostgreSQL does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -138,10 +142,11 @@ class Postgres:
     password: str
     rows: int
     run_as: RunAs | None
+    host: str = "127.0.0.1"  # where it listens (a worker's address when placed on one)
 
     @property
     def url(self) -> str:
-        return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgresql://{ROLE}:{self.password}@{self.host}:{self.port}/{DATABASE}"
 
     @property
     def data_dir(self) -> Path:
@@ -159,8 +164,8 @@ class Postgres:
         """What a system's ``{db_*}`` placeholders become (:data:`archlab.spec.systems.PLACEHOLDERS`)."""
         return {
             "db_url": self.url,
-            "db_jdbc": f"jdbc:postgresql://127.0.0.1:{self.port}/{DATABASE}?user={ROLE}&password={self.password}",
-            "db_host": "127.0.0.1",
+            "db_jdbc": f"jdbc:postgresql://{self.host}:{self.port}/{DATABASE}?user={ROLE}&password={self.password}",
+            "db_host": self.host,
             "db_port": str(self.port),
             "db_user": ROLE,
             "db_password": self.password,
@@ -172,6 +177,16 @@ class Postgres:
         argv = [str(self.bindir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
                 "-h", str(self.directory), "-p", str(self.port), "-U", ROLE, "-d", database, "-c", sql]  # fmt: skip
         return _run(argv, self.run_as, self.directory, timeout_s, "psql").stdout
+
+    def tree_sampler(self) -> Callable[[], TreeSample]:
+        """How :class:`~archlab.lab.services.DatabaseMeter` reads its process tree (here)."""
+        # The token finds members that left the tree; PostgreSQL's never do, so a fresh one is enough.
+        tree = ProcessTree(self.process.pid, secrets.token_hex(16))
+        return lambda: process_tree.sample(tree)
+
+    def describe(self) -> dict | None:
+        """Where it runs, for the probe file: None here (a worker's database says which)."""
+        return None
 
     def stop(self, group: ProcessGroup) -> None:
         """``pg_ctl stop -m fast`` (disconnect clients, shut down cleanly), then the process group
@@ -197,13 +212,16 @@ def start(
     ready_timeout_s: float = 60.0,
     cpus: tuple[int, ...] | None = None,
     settings: tuple[tuple[str, str], ...] = (),
+    host: str = "127.0.0.1",
 ) -> Postgres:
     """Make, start and fill a lab database (see the module doc); its server's stderr goes to
     ``log_dir/postgres.stderr``. ``cpus`` pins the server and every process it forks;
     ``settings`` are ``postgresql.conf`` parameters given after the lab's own (so they win,
     except those the lab must own: :data:`~archlab.spec.model.LAB_OWNED_DB_SETTINGS`, refused by the spec). The
     caller stops it with :meth:`Postgres.stop` in ``finally``; if anything fails here,
-    everything made so far is removed before the error propagates."""
+    everything made so far is removed before the error propagates. ``host`` is the address it
+    listens on (a cluster worker's, so that servers on other hosts reach it: TCP clients of any
+    address then authenticate with the password)."""
     if not 1 <= rows <= ROWS_MAX:
         raise PostgresUnavailable(f"rows: expected an integer in 1..={ROWS_MAX}, got {rows!r}")
     bindir = find_bindir()
@@ -216,7 +234,10 @@ def start(
                 os.chown(directory, run_as.uid, run_as.gid)
             password = secrets.token_hex(16)
             _initdb(bindir, directory, password, run_as)
-        service = _start_server(group, bindir, directory, password, rows, run_as, log_dir, max_connections, ready_timeout_s, cpus, settings)
+            if host not in ("127.0.0.1", "localhost"):
+                with (directory / "data" / "pg_hba.conf").open("a") as hba:
+                    hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
+        service = _start_server(group, bindir, directory, password, rows, run_as, log_dir, max_connections, ready_timeout_s, cpus, settings, host)
         service.psql(f"CREATE DATABASE {DATABASE}", database="postgres")
         service.psql(_fill_sql(rows))
         service.psql("VACUUM ANALYZE emp")  # the planner then knows the index is the way
@@ -257,13 +278,14 @@ def _initdb(bindir: Path, directory: Path, password: str, run_as: RunAs | None) 
 def _start_server(
     group: ProcessGroup, bindir: Path, directory: Path, password: str, rows: int, run_as: RunAs | None,
     log_dir: Path, max_connections: int, ready_timeout_s: float, cpus: tuple[int, ...] | None, settings: tuple[tuple[str, str], ...],
+    host: str = "127.0.0.1",
 ) -> Postgres:  # fmt: skip
     last = ""
     for _ in range(_PORT_ATTEMPTS):
-        port = _free_port()
+        port = _free_port(host)
         argv = [
             str(bindir / "postgres"), "-D", str(directory / "data"), "-p", str(port),
-            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={directory}",
+            "-c", f"listen_addresses={host}", "-c", f"unix_socket_directories={directory}",
             "-c", f"max_connections={int(max_connections)}",
             # Disposable read-only data: durability buys nothing here (see the module doc).
             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
@@ -272,7 +294,7 @@ def _start_server(
         argv += [a for name, value in settings for a in ("-c", f"{name}={value}")]
         stderr = log_dir / "postgres.stderr"
         proc = group.start("postgres", argv, stderr, run_as=run_as, cwd=directory, cpus=cpus)
-        service = Postgres(proc, bindir, directory, port, password, rows, run_as)
+        service = Postgres(proc, bindir, directory, port, password, rows, run_as, host)
         try:
             if _wait_ready(proc, ready_timeout_s):
                 return service
