@@ -16,7 +16,11 @@ pick is scored by its regret against the measured best (and the default level's 
   ladder of swept levels (a step is one level up or down). The in-server
   controller (``pool_control``) does the same against live traffic.
 
-A tuner that cannot run on a dataset (too few programs, no level 1) gets a note instead of picks."""
+A tuner that cannot run on a dataset (too few programs, no level 1) gets a note instead of picks.
+The learned tuner's outer folds are independent and run through a
+:data:`~archlab.tuning.fanout.Mapper`: a loop here, or tasks on a cluster's workers (``archlab
+tune --cluster``), with the same picks; the controller's replay (about 0.2 ms per program, less than a
+task's round trip) and the model-based tuner stay in this process."""
 
 from __future__ import annotations
 
