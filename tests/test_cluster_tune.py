@@ -4,7 +4,8 @@ the workers and give exactly the local cross-validation (every fit is a function
 `random_state`, gathered in the folds' order); a sweep run with `--cluster local:2` measures its
 cells as load shards (as `archlab run --cluster`) and prints the analysis a local `--analyse` of
 the stored run prints, as does `--analyse --cluster local:2`; a worker lost while it computes a
-fold is one line naming the fold; a malformed or unreachable `--cluster`, or `--shards` with
+fold is one line naming the fold (in the library, and through the CLI, whose worker process the
+test kills while it fits a fold); a malformed or unreachable `--cluster`, or `--shards` with
 `--analyse`, is one line naming the flag. The synthetic dataset is the learned tuner's own
 (`tests/tuning/test_tuning_learned.py`); the sweep is the one of `tests/test_cli_tune.py`: three
 programs at two levels, 0.8 s per cell."""
@@ -16,10 +17,12 @@ import os
 import re
 import signal
 import socket
+import time
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import processes_with_token, run_cli, start_cli
 from test_cli_tune import PROGRAMS, spec
 from tuning.test_tuning_learned import DEFAULT, synthetic
 
@@ -129,6 +132,41 @@ def test_analyse_on_the_cluster_prints_the_local_analysis(swept_on_the_cluster):
     remote = run_cli("tune", "--analyse", run_dir.name, "--store", str(store), "--cluster", "local:2")
     assert local.returncode == 0 and remote.returncode == 0, (local.stderr, remote.stderr)
     assert remote.stdout == local.stdout and "learned" in local.stdout
+
+
+def _computing_a_fold(pid: int) -> bool:
+    """Whether a worker process has loaded scikit-learn, which it does only inside a fold's
+    task (the learned tuner imports it when it fits; Dask and the task's data do not)."""
+    try:
+        return "/sklearn/" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def test_the_cli_says_in_one_line_that_a_worker_was_lost(swept_on_the_cluster, token):
+    _, store, run_dir = swept_on_the_cluster
+    cli = start_cli("tune", "--analyse", run_dir.name, "--store", str(store), "--cluster", "local:2")
+    try:
+        # Wait (on the condition, at most 120 s) until a worker computes a fold, then kill it:
+        # a fold takes seconds, this poll notices it within milliseconds.
+        deadline = time.monotonic() + 120
+        busy: list[int] = []
+        while not busy:
+            assert cli.poll() is None, cli.communicate()
+            assert time.monotonic() < deadline, f"no worker started a fold within 120 s: {processes_with_token(token)}"
+            busy = [pid for pid, cmd in processes_with_token(token) if "spawn_main" in cmd and _computing_a_fold(pid)]
+            time.sleep(0.01)
+        os.kill(busy[0], signal.SIGKILL)
+        out, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(r"archlab: error: --cluster local:2: learned tuner, outer fold holding out \w+: the worker "
+                                            r"computing it was lost; nothing was written, run it again", lines[0]), err
+    assert out == ""  # nothing printed of a partial analysis
 
 
 def _free_port() -> int:
