@@ -5,9 +5,12 @@ Each function takes the parsed arguments and returns the process exit code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
 from archlab.lab.adaptive import most_added
@@ -16,6 +19,9 @@ from archlab.spec import SpecEnvironment
 from archlab.lab.session import resume_run, run_spec
 from archlab.cli.stores import known_run, open_store
 from archlab.store import RunHandle, RunView, Store
+
+if TYPE_CHECKING:
+    from archlab.tuning.fanout import Mapper
 
 DEFAULT_SPEC = Path("experiments") / "quickstart.toml"
 
@@ -83,14 +89,19 @@ def _with_load_executor(args: argparse.Namespace, store: Store, body) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    """``archlab tune``: the sweep runs as ``archlab run`` runs a spec (progress, resume), then
-    the tuning library reads it back from the store."""
+    """``archlab tune``: the sweep runs as ``archlab run`` runs a spec (progress, resume, its
+    load on the ``--cluster`` or the spec's ``[cluster]``), then the tuning library reads it
+    back from the store, its tuners' folds on the same cluster if there is one."""
     store = open_store(args.store)
     if args.analyse:
         if args.spec is not None or args.resume:
             raise SpecError("--analyse", "no SPEC and no --resume with --analyse", args.analyse)
+        if args.shards is not None:
+            raise SpecError("--shards", "no --shards with --analyse (nothing is measured; --cluster alone spreads the tuners' work)",
+                            args.shards)
         view = store.load_run(known_run(store, args.analyse, "--analyse"))
-        return _tune_summary(view, store.run_dir(args.analyse), args.all_models)
+        with _computing_on(args.cluster) as mapper:
+            return _tune_summary(view, store.run_dir(args.analyse), args.all_models, _SweepAnalysis(mapper))
     if args.spec is None and not args.resume:
         raise SpecError("SPEC", "a spec with a [tune] section (or --resume RUN_ID)", "nothing")
     if args.spec is not None:
@@ -105,11 +116,61 @@ def tune(args: argparse.Namespace) -> int:
         made.append(handle)
         _keep_programs(handle)
 
-    code = _with_load_executor(args, store, lambda executor: _run(args, store, executor, on_created=created))
-    if code == 130 or not made:
-        return code
-    status = _tune_summary(store.load_run(made[0].run_id), made[0].directory, args.all_models)
-    return code or status
+    def sweep_then_analyse(executor) -> int:
+        analysis = _SweepAnalysis(_mapper_of(executor))
+        code = _run(args, store, executor, on_created=created, tuning=analysis)
+        if code == 130 or not made:
+            return code
+        status = _tune_summary(store.load_run(made[0].run_id), made[0].directory, args.all_models, analysis)
+        return code or status
+
+    return _with_load_executor(args, store, sweep_then_analyse)
+
+
+@contextlib.contextmanager
+def _computing_on(address: str | None) -> Iterator[Mapper]:
+    """Where the tuners' independent computations run: here without ``--cluster``, else as
+    tasks on the cluster's workers (opened here, closed when the caller is done)."""
+    if address is None:
+        from archlab.tuning.fanout import here
+
+        yield here
+        return
+    from archlab.cluster import ClusterAddress, open_cluster  # lazy: Dask only when asked for
+
+    with open_cluster(ClusterAddress.parse(address)) as cluster:
+        yield _mapper_of_cluster(cluster)
+
+
+def _mapper_of(executor) -> Mapper:
+    """The tuners' computations on the cluster the sweep's load ran on (if any), else here."""
+    if executor is None:
+        from archlab.tuning.fanout import here
+
+        return here
+    return _mapper_of_cluster(executor.cluster)
+
+
+def _mapper_of_cluster(cluster) -> Mapper:
+    from archlab.cluster.fanout import map_in_order
+
+    return functools.partial(map_in_order, cluster)
+
+
+class _SweepAnalysis:
+    """A stored sweep analysed once, for the run's report and for the terminal, its tuners'
+    computations run by ``mapper``: ``analysis(view, run_dir)`` -> (evaluations, datasets)."""
+
+    def __init__(self, mapper: Mapper):
+        self.mapper = mapper
+        self._done: tuple[str, tuple] | None = None
+
+    def __call__(self, view: RunView, run_dir: Path) -> tuple:
+        from archlab.tuning.tune_report import analyse_with_data  # lazy: scikit-learn
+
+        if self._done is None or self._done[0] != view.manifest.run_id:
+            self._done = (view.manifest.run_id, analyse_with_data(view.manifest, view.rows, run_dir, self.mapper))
+        return self._done[1]
 
 
 def _keep_programs(handle: RunHandle) -> None:
@@ -120,8 +181,8 @@ def _keep_programs(handle: RunHandle) -> None:
         kept.write_bytes(Path(tune.programs_file).read_bytes())
 
 
-def _tune_summary(view: RunView, run_dir: Path, all_models: bool = False) -> int:
-    from archlab.tuning.tune_report import analyse_with_data, live_summary_text, models_text, summary_text, tune_settings  # lazy: scikit-learn
+def _tune_summary(view: RunView, run_dir: Path, all_models: bool, analysis: _SweepAnalysis) -> int:
+    from archlab.tuning.tune_report import live_summary_text, models_text, summary_text, tune_settings  # lazy: scikit-learn
 
     tune = tune_settings(view.manifest)
     if tune is None:
@@ -129,17 +190,17 @@ def _tune_summary(view: RunView, run_dir: Path, all_models: bool = False) -> int
     if tune.controller is not None:
         print(live_summary_text(view.manifest, view.rows, run_dir))
         return 0
-    evals, data = analyse_with_data(view.manifest, view.rows, run_dir)
+    evals, data = analysis(view, run_dir)
     if not evals:
         _say(f"run {view.manifest.run_id}: no successful repetition at concurrency {tune.concurrency} to analyse")
         return 1
     print(summary_text(evals, tune.parameter))
     if all_models:
-        print(models_text(evals, data, tune.default))
+        print(models_text(evals, data, tune.default, analysis.mapper))
     return 0
 
 
-def _run(args: argparse.Namespace, store: Store, executor, on_created=None) -> int:
+def _run(args: argparse.Namespace, store: Store, executor, on_created=None, tuning: _SweepAnalysis | None = None) -> int:
     created: list[RunHandle] = []
 
     def announce(handle: RunHandle) -> None:
@@ -174,14 +235,14 @@ def _run(args: argparse.Namespace, store: Store, executor, on_created=None) -> i
         _say(f"error: {e}; run {created[0].run_id} stopped before recording that cell. Resume it with:\n"
              f"  archlab run --resume {created[0].run_id} --store {args.store}{cluster}")
         return e.exit_status
-    return _finish(store, handle, write_report=not args.no_report)
+    return _finish(store, handle, write_report=not args.no_report, tuning=tuning)
 
 
-def _finish(store: Store, handle: RunHandle, write_report: bool) -> int:
+def _finish(store: Store, handle: RunHandle, write_report: bool, tuning: _SweepAnalysis | None = None) -> int:
     view = store.load_run(handle.run_id)
     if write_report:
         _print_table(view)
-        _write_report(view, handle.directory / "report.html")
+        _write_report(view, handle.directory / "report.html", tuning)
     else:
         _say(f"run {handle.run_id} {view.manifest.status}; `archlab report {handle.run_id} --store {store.root}` shows it")
     failed, rows = view.failed_rows, view.rows
@@ -202,10 +263,11 @@ def _print_table(view: RunView) -> None:
         print(line)
 
 
-def _write_report(view: RunView, path: Path) -> None:
+def _write_report(view: RunView, path: Path, tuning: _SweepAnalysis | None = None) -> None:
     from archlab.report import write_html
 
-    written = write_html(view.manifest, view.rows, path)
+    analysed = (lambda: tuning(view, path.parent)[0]) if tuning is not None else None
+    written = write_html(view.manifest, view.rows, path, tuning=analysed)
     print(f"report: {written}")
 
 

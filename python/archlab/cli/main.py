@@ -114,7 +114,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  archlab tune experiments/seed003-pool-sweep.toml\n"
         "  archlab tune --resume 20261125-220000-seed003-pool-sweep-3fa2c1\n"
-        "  archlab tune --analyse 20261125-220000-seed003-pool-sweep-3fa2c1   (no process started)\n\n"
+        "  archlab tune --analyse 20261125-220000-seed003-pool-sweep-3fa2c1   (no process started)\n"
+        "  archlab tune experiments/seed003-pool-sweep.toml --cluster tcp://10.0.0.1:8786\n\n"
         "Exit codes: 0 done, 1 lab error or every cell failed, 2 invalid spec, 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -125,7 +126,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--no-report", action="store_true", help="skip the table and report.html")
     p.add_argument("--all-models", action="store_true",
                    help="also score the seed's four models as regression and classification (slower: 8 nested cross-validations)")
-    p.set_defaults(func=commands.tune, cluster=None, shards=None)
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the sweep's load as shards on a Dask cluster (as `archlab run --cluster`) and the tuners' "
+                   "cross-validation folds on its workers, output identical to a local run: tcp://HOST:PORT, or local:N; "
+                   "with --analyse, only the tuners' work")
+    p.add_argument("--shards", metavar="S", type=int, help="load shards per cell with --cluster (as `archlab run --shards`)")
+    p.set_defaults(func=commands.tune)
 
     p = sub.add_parser(
         "report",

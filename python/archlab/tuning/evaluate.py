@@ -16,7 +16,11 @@ pick is scored by its regret against the measured best (and the default level's 
   ladder of swept levels (a step is one level up or down). The in-server
   controller (``pool_control``) does the same against live traffic.
 
-A tuner that cannot run on a dataset (too few programs, no level 1) gets a note instead of picks."""
+A tuner that cannot run on a dataset (too few programs, no level 1) gets a note instead of picks.
+The learned tuner's outer folds are independent and run through a
+:data:`~archlab.tuning.fanout.Mapper`: a loop here, or tasks on a cluster's workers (``archlab
+tune --cluster``), with the same picks; the controller's replay (about 0.2 ms per program, less than a
+task's round trip) and the model-based tuner stay in this process."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import numpy as np
 from archlab.errors import InvalidValue
 from archlab.tuning.controller import HillClimber
 from archlab.tuning.dataset import Dataset, Objective
+from archlab.tuning.fanout import Mapper, here
 from archlab.tuning.learned import cross_validate
 from archlab.tuning.model_based import ModelBasedTuner, measured_demands
 from archlab.tuning.sweep import LevelChoice, SweepObjective, choose
@@ -81,13 +86,14 @@ class Setting:
 
 
 def evaluate(architecture: str, dataset: Dataset, objective: SweepObjective, default: int, setting: Setting,
-             cpu_s_at_one: dict[str, float], seed: int = 0) -> Evaluation:
+             cpu_s_at_one: dict[str, float], seed: int = 0, mapper: Mapper = here) -> Evaluation:
     """``cpu_s_at_one``: program -> the server's CPU seconds per request at level 1 (the
-    model-based tuner's CPU demand)."""
+    model-based tuner's CPU demand). ``mapper`` runs the learned tuner's outer folds (one per
+    held-out program): a loop here, or tasks on a cluster's workers, with the same result."""
     programs = dataset.programs
     choices = {p: choose(dataset, p, objective) for p in programs}
     default_regret = {p: objective.regret(dataset, p, default) for p in programs}
-    learned, scores = _learned(dataset, objective, default)
+    learned, scores = _learned(dataset, objective, default, mapper)
     tuners = (learned, _model_based(dataset, objective, setting, cpu_s_at_one), _controller(dataset, objective, default, seed))
     return Evaluation(architecture, objective, default, choices, default_regret, tuners, scores)
 
@@ -105,16 +111,17 @@ class ModelScore:
     median_regret: float
 
 
-def seed_models(dataset: Dataset, objective: SweepObjective, default: int) -> list[ModelScore]:
+def seed_models(dataset: Dataset, objective: SweepObjective, default: int, mapper: Mapper = here) -> list[ModelScore]:
     """The seed's four models, as regression and as classification, each scored by grouped
-    cross-validation (:func:`~archlab.tuning.learned.cross_validate`): the seed's metrics and
-    the median regret of their picks on held-out programs."""
+    cross-validation (:func:`~archlab.tuning.learned.cross_validate`, its outer folds run by
+    ``mapper``): the seed's metrics and the median regret of their picks on held-out programs."""
     out = []
     n_splits = min(5, len(dataset.programs))
     for model in ("decision-tree", "random-forest", "svm", "xgboost"):
         for task in ("regression", "classification"):
             try:
-                r = cross_validate(dataset, model, task, default_size=default, n_splits=n_splits, objective=objective.objective)
+                r = cross_validate(dataset, model, task, default_size=default, n_splits=n_splits, objective=objective.objective,
+                                   mapper=mapper)
             except (InvalidValue, ValueError):
                 continue  # e.g. classification of a sweep where one size is always best
             regrets = [objective.regret(dataset, p, m) for p, m in r.picks.items()]
@@ -122,13 +129,13 @@ def seed_models(dataset: Dataset, objective: SweepObjective, default: int) -> li
     return out
 
 
-def _learned(dataset: Dataset, objective: SweepObjective, default: int) -> tuple[TunerResult, dict[str, float]]:
+def _learned(dataset: Dataset, objective: SweepObjective, default: int, mapper: Mapper) -> tuple[TunerResult, dict[str, float]]:
     programs = dataset.programs
     if len(programs) < 3:
         return TunerResult("learned", note=f"needs at least 3 programs to hold some out and still tune ({len(programs)} swept)"), {}
     try:
         report = cross_validate(dataset, "auto", "regression", default_size=default, n_splits=len(programs),
-                                objective=objective.objective, inner_splits=INNER_SPLITS)
+                                objective=objective.objective, inner_splits=INNER_SPLITS, mapper=mapper)
     except (InvalidValue, ValueError) as e:
         return TunerResult("learned", note=f"could not cross-validate: {e}"), {}
     # cross_validate scores against the unconstrained best; re-score the same picks with the

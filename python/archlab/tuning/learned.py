@@ -26,6 +26,7 @@ import numpy as np
 
 from archlab.errors import InvalidValue
 from archlab.tuning.dataset import Dataset, Objective
+from archlab.tuning.fanout import Mapper, here
 from archlab.tuning.features import Features
 
 
@@ -215,12 +216,14 @@ class CVReport:
 def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION_TREE,
                    task: Task | str = Task.REGRESSION, *, default_size: int, n_splits: int = 5,
                    objective: Objective = Objective.MEAN_LATENCY, seed_features_only: bool = False,
-                   random_state: int = 0, inner_splits: int | None = None) -> CVReport:
+                   random_state: int = 0, inner_splits: int | None = None, mapper: Mapper = here) -> CVReport:
     """Nested, grouped cross-validation: each of ``n_splits`` outer folds holds some programs
     out (``n_splits`` = the number of programs: leave one program out), a tuner is fitted on the
     others with its own grouped search of ``inner_splits`` folds (default ``n_splits``) over
     them alone, and the held-out programs are scored against their measured best size and the
-    ``default_size``."""
+    ``default_size``. The outer folds are independent: ``mapper`` runs them (a loop here, or one
+    task per fold on a cluster's workers) and they are gathered in order, so the report is the
+    same either way."""
     from sklearn.metrics import accuracy_score, f1_score
 
     programs = dataset.programs
@@ -232,18 +235,20 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
     regret: dict[str, float] = {}
     default_regret: dict[str, float] = {}
     picks: dict[str, int] = {}
+    jobs = []
     for tr, te in grouped_folds(programs, n_splits):
         train = [programs[i] for i in tr]
         test = [programs[i] for i in te]
         folds.append(Fold(tuple(train), tuple(test)))
-        tuner = LearnedTuner(model, task, seed_features_only=seed_features_only,
-                             n_splits=inner_splits or n_splits, random_state=random_state)
-        tuner.fit(_subset(dataset, train), objective)
-        feats = [dataset.features[p] for p in test]
-        raw.extend(tuner.predict_raw(feats))
-        sizes = tuner.predict(feats)
+        jobs.append(_OuterFold(
+            fold=folds[-1], training=_subset(dataset, train), held_out=tuple(dataset.features[p] for p in test),
+            model=model, task=task, seed_features_only=seed_features_only, n_splits=inner_splits or n_splits,
+            random_state=random_state, objective=objective,
+        ))  # fmt: skip
+    for job, (fold_raw, sizes) in zip(jobs, mapper(_fit_outer_fold, jobs, _fold_name)):
+        raw.extend(fold_raw)
         snapped.extend(sizes)
-        for p, m in zip(test, sizes):
+        for p, m in zip(job.fold.test_programs, sizes):
             truth.append(best[p])
             picks[p] = int(m)
             regret[p] = dataset.regret(p, int(m), objective)
@@ -261,6 +266,37 @@ def cross_validate(dataset: Dataset, model: ModelKind | str = ModelKind.DECISION
         default_regret=default_regret,
         picks=picks,
     )
+
+
+@dataclass(frozen=True)
+class _OuterFold:
+    """One outer fold of :func:`cross_validate`, self-contained so that it can be computed in
+    another process: the training programs' rows and features, and the held-out programs'
+    features."""
+
+    fold: Fold
+    training: Dataset
+    held_out: tuple[Features, ...]
+    model: ModelKind | str
+    task: Task | str
+    seed_features_only: bool
+    n_splits: int
+    random_state: int
+    objective: Objective
+
+
+def _fit_outer_fold(job: _OuterFold) -> tuple[np.ndarray, np.ndarray]:
+    """A tuner fitted (its grouped search included) on the fold's training programs alone: its
+    raw outputs and its sizes for the held-out programs."""
+    tuner = LearnedTuner(job.model, job.task, seed_features_only=job.seed_features_only, n_splits=job.n_splits,
+                         random_state=job.random_state)
+    tuner.fit(job.training, job.objective)
+    feats = list(job.held_out)
+    return tuner.predict_raw(feats), tuner.predict(feats)
+
+
+def _fold_name(job: _OuterFold) -> str:
+    return "learned tuner, outer fold holding out " + ", ".join(job.fold.test_programs)
 
 
 def _subset(dataset: Dataset, programs: list[str]) -> Dataset:

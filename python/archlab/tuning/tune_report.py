@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,6 +24,7 @@ from archlab.store.manifest import Manifest
 from archlab.store.rows import ResultRow
 from archlab.tuning.dataset import Objective
 from archlab.tuning.evaluate import Evaluation, Setting, evaluate
+from archlab.tuning.fanout import Mapper, here
 from archlab.tuning.sweep import SweepObjective, datasets, read_programs
 
 _MARKERS = {"best": ("*", 13), "default": ("X", 8), "learned": ("^", 8), "model-based": ("s", 7), "controller": ("D", 7)}
@@ -35,8 +36,8 @@ def tune_settings(manifest: Manifest) -> TuneSettings | None:
     return TuneSettings.from_dict(d) if isinstance(d, dict) else None
 
 
-def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> list[Evaluation]:
-    return analyse_with_data(manifest, rows, run_dir)[0]
+def analyse(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None, mapper: Mapper = here) -> list[Evaluation]:
+    return analyse_with_data(manifest, rows, run_dir, mapper)[0]
 
 
 def live_summary_text(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> str:
@@ -58,8 +59,10 @@ def live_summary_text(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Pa
     return "\n".join(lines)
 
 
-def analyse_with_data(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None) -> tuple[list[Evaluation], dict]:
-    """:func:`analyse`, with the datasets it read (architecture -> Dataset)."""
+def analyse_with_data(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None,
+                      mapper: Mapper = here) -> tuple[list[Evaluation], dict]:
+    """:func:`analyse`, with the datasets it read (architecture -> Dataset); ``mapper`` runs
+    the learned tuner's outer folds (here, or on a cluster's workers: the same evaluations)."""
     tune = tune_settings(manifest)
     if tune is None:
         raise ArchlabError(f"run {manifest.run_id} is not a sweep (its spec has no [tune] section)")
@@ -82,7 +85,7 @@ def analyse_with_data(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Pa
                     and getattr(r.cell, tune.parameter) == 1 and r.cell.concurrency == tune.concurrency):
                 cpu.setdefault(p, []).append(r.cost.cpu_us_per_request / 1e6)
         cpu_at_one = {p: float(np.mean(v)) for p, v in cpu.items()}
-        out.append(evaluate(arch, dataset, objective, tune.default, setting, cpu_at_one))
+        out.append(evaluate(arch, dataset, objective, tune.default, setting, cpu_at_one, mapper=mapper))
     return out, data
 
 
@@ -124,7 +127,7 @@ def summary_text(evals: Sequence[Evaluation], parameter: str) -> str:
     return "\n".join(lines)
 
 
-def models_text(evals: Sequence[Evaluation], datasets_by_arch: dict, default: int) -> str:
+def models_text(evals: Sequence[Evaluation], datasets_by_arch: dict, default: int, mapper: Mapper = here) -> str:
     """The seed's Table 5.2 on this sweep: its four models as regression and classification,
     scored on held-out programs (grouped cross-validation), per architecture."""
     from archlab.tuning.evaluate import seed_models
@@ -134,21 +137,25 @@ def models_text(evals: Sequence[Evaluation], datasets_by_arch: dict, default: in
         lines.append(f"{ev.architecture}: the seed's models on held-out programs (grouped CV; seed 003 Table 5.2 beside)")
         head = ["model", "task", "MAPE %", "MSE", "accuracy", "F1 macro", "median regret"]
         rows = [[m.model, m.task, f"{m.mape:.1f}", f"{m.mse:.3g}", f"{m.accuracy:.2f}", f"{m.f1_macro:.2f}", _pct(m.median_regret)]
-                for m in seed_models(datasets_by_arch[ev.architecture], ev.objective, default)]
+                for m in seed_models(datasets_by_arch[ev.architecture], ev.objective, default, mapper)]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         for r in [head, *rows]:
             lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     return "\n".join(lines)
 
 
-def report_section(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None = None) -> str:
-    """HTML fragment for the run report; never raises for data it cannot use (says why)."""
+def report_section(manifest: Manifest, rows: Sequence[ResultRow], run_dir: Path | None = None,
+                   analysed: Callable[[], Sequence[Evaluation]] | None = None) -> str:
+    """HTML fragment for the run report; never raises for data it cannot use (says why).
+    ``analysed``: the run's analysis as the caller computes it (``archlab tune`` analyses a
+    sweep once, for the report and the terminal, on its cluster if it has one), else
+    :func:`analyse` here."""
     head = '<section id="tuning"><h2>Pool-size tuning</h2>'
     tune = tune_settings(manifest)
     if tune is None:
         return ""
     try:
-        evals = analyse(manifest, rows, run_dir)
+        evals = list(analysed()) if analysed is not None else analyse(manifest, rows, run_dir)
     except (ArchlabError, OSError) as e:
         return head + f"<p>No tuning analysis for this run: {html.escape(str(e))}.</p></section>"
     if not evals:
