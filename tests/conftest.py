@@ -28,6 +28,16 @@ from archlab.spec import ArchitectureInfo, FixedRegistry, SpecEnvironment  # noq
 
 TOKEN_VAR = "ARCHLAB_TEST_TOKEN"
 
+# The Ctrl-C tests model a user pressing Ctrl-C at a terminal, where SIGINT is at its default.
+# A suite started in the background by a shell without job control (`nohup make test &` from a
+# script, some CI runners) inherits SIGINT ignored, as POSIX asks of such a shell; the pytest
+# process would then have no KeyboardInterrupt handler, and every CLI it starts would inherit
+# the ignored signal too (ignored signals survive exec) and rightly keep ignoring Ctrl-C. So the
+# suite puts SIGINT back at Python's default before any test: the children it starts then get
+# it at its default, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # The architectures issue 2 registers, with the options each accepts (as the engine reports them).
 ARCHITECTURES = (
     ArchitectureInfo("thread-per-connection", "one thread per connection", frozenset({"cpus"})),
