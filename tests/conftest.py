@@ -8,6 +8,7 @@ every process a test started, via an environment token children inherit."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,6 +192,71 @@ def wait_no_engine(token: str, timeout_s: float = 5.0) -> list:
     deadline = time.monotonic() + timeout_s
     while (left := engine_processes(token)) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return left
+
+
+def alive(pid: int) -> bool:
+    """A live, non-zombie process ``pid``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_client_after_its_pid(client: subprocess.Popen, check=lambda pid: True) -> int:
+    """SIGKILL a client (so it runs no finally block) once it has printed the pid of what it
+    started as its first stdout line and that process runs and passes ``check``; returns that
+    pid, for the test to wait on what must stop it."""
+    try:
+        line = client.stdout.readline()
+        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
+        pid = int(line)
+        assert alive(pid) and check(pid)
+    finally:
+        client.kill()
+        client.wait()
+    return pid
+
+
+def wait_until_gone(done, timeout_s: float = 30.0) -> None:
+    """Wait, on the condition, until ``done()`` holds or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def interrupt_when_running(cli: subprocess.Popen, token: str, patterns: list[str], what: str,
+                           timeout_s: float = 120.0) -> tuple[int, str]:
+    """Ctrl-C an orchestrator once this test's processes match every regular expression of
+    ``patterns`` (say, a load generator and the server it loads), waiting on that condition at
+    most ``timeout_s``; returns the exit code and everything it wrote to stderr. Fails naming
+    ``what`` when they never all run (the orchestrator ended, or the time passed)."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            cmds = [cmd for _, cmd in processes_with_token(token)]
+            if all(any(re.search(p, c) for c in cmds) for p in patterns):
+                break
+            if cli.poll() is not None:
+                pytest.fail(f"{what} was never seen running; the orchestrator ended: {cli.communicate()[1][-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} was never seen running within {timeout_s:g} s")
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    return cli.returncode, err
+
+
+def wait_no_process(token: str, timeout_s: float = 30.0) -> list[tuple[int, str]]:
+    """This test's processes still alive; waits for there to be none, at most ``timeout_s`` (a
+    local cluster's worker processes take a moment to exit)."""
+    deadline = time.monotonic() + timeout_s
+    while (left := processes_with_token(token)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     return left
 
 

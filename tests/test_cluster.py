@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, processes_with_token, run_cli, spec_text, start_cli
+from conftest import alive, cli_env, interrupt_when_running, kill_client_after_its_pid, processes_with_token, run_cli, spec_text, start_cli, wait_no_process, wait_until_gone
 
 from archlab.cluster import ClusterFault, ShardedLoad, open_cluster
 from archlab.lab.load_merge import read_interval_log
@@ -325,14 +325,6 @@ def test_cluster_errors_are_archlab_errors():
 SERVE = ["{engine}", "serve", "--arch", "single-thread", "--host", "127.0.0.1", "--port", "0"]
 
 
-def _alive(pid: int) -> bool:
-    """A live, non-zombie process ``pid``."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_server_on_a_named_worker_is_started_probed_and_stopped_there(engine_path, cluster, tmp_path):
     import http.client
 
@@ -361,7 +353,7 @@ def test_a_server_on_a_named_worker_is_started_probed_and_stopped_there(engine_p
         assert after.rusage.read_syscalls - before.rusage.read_syscalls >= 50
         assert server.poll() is None and host.pids() == [server.pid]
         code = host.stop(server)
-        assert code is not None and code in (0, -signal.SIGTERM) and not _alive(server.pid)
+        assert code is not None and code in (0, -signal.SIGTERM) and not alive(server.pid)
         assert (tmp_path / "server.stderr").exists()
         with pytest.raises(ArchlabError, match=r"host 'load-7': no worker of that name in the cluster tcp://\S+ \(its workers: \['load-0', 'load-1'\]"):
             RemoteHost(cluster, "load-7")
@@ -384,19 +376,10 @@ def test_no_process_outlives_a_client_killed_outright(engine_path, scheduler, tm
     # A client killed with SIGKILL runs no finally block: the lease on the worker ends its server.
     client = subprocess.Popen([sys.executable, "-c", CLIENT.format(serve=SERVE), scheduler, str(tmp_path / "s.stderr")],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-    try:
-        line = client.stdout.readline()
-        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
-        pid = int(line)
-        assert _alive(pid)
-    finally:
-        client.kill()
-        client.wait()
+    pid = kill_client_after_its_pid(client)
     # Bounded wait on the condition: the lease (2 s) plus its watchdog's period and the grace.
-    deadline = time.monotonic() + 30
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid), f"server {pid} outlived its client on the worker"
+    wait_until_gone(lambda: not alive(pid))
+    assert not alive(pid), f"server {pid} outlived its client on the worker"
 
 
 def test_an_interrupted_client_stops_its_remote_processes(engine_path, cluster, tmp_path):
@@ -410,7 +393,7 @@ def test_an_interrupted_client_stops_its_remote_processes(engine_path, cluster, 
                 server.expect("listening ", 10.0)
                 pids.append(server.pid)
             raise KeyboardInterrupt
-    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert len(pids) == 2 and not any(alive(p) for p in pids)
 
 
 def test_a_spec_places_its_servers_on_a_named_worker(engine_path, scheduler, tmp_path):
@@ -488,26 +471,10 @@ def test_an_interrupted_cli_leaves_no_process_on_any_worker(engine_path, tmp_pat
     spec.write_text(spec_text(experiment='name = "cluster"\nrepetitions = 1\nwarmup = "200ms"\nduration = "30s"', load=load,
                               factors=factors, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]\nserver_host = "1"'))
     cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and cli.poll() is None:
-            cmds = [cmd for _, cmd in processes_with_token(token)]
-            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
-                break
-            time.sleep(0.05)
-        assert cli.poll() is None, cli.communicate()[1][-3000:]
-        cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
-    assert cli.returncode == 130, err[-3000:]
+    code, err = interrupt_when_running(cli, token, [r"archlab-engine\S* load", r"archlab-engine\S* serve"], "the cell under load")
+    assert code == 130, err[-3000:]
     assert "Resume it with" in err
-    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_token(token) == []
+    assert wait_no_process(token) == []
 
 
 def test_the_lease_holds_while_the_workers_actor_is_busy(engine_path, cluster, tmp_path):
@@ -520,4 +487,4 @@ def test_the_lease_holds_while_the_workers_actor_is_busy(engine_path, cluster, t
         server.expect("listening ", 10.0)
         with pytest.raises(ArchlabError, match=r"did not print 'never' within 5 s"):
             server.expect("never", 5.0)  # the server prints nothing more: the actor waits 5 s
-        assert server.poll() is None and _alive(server.pid) and host.pids() == [server.pid]
+        assert server.poll() is None and alive(server.pid) and host.pids() == [server.pid]

@@ -31,7 +31,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, missing_dependency, processes_with_token, run_cli, spec_text, start_cli
+from conftest import (
+    alive,
+    cli_env,
+    interrupt_when_running,
+    kill_client_after_its_pid,
+    missing_dependency,
+    processes_with_token,
+    run_cli,
+    spec_text,
+    start_cli,
+    wait_no_process,
+    wait_until_gone,
+)
 
 from archlab.cluster import ClusterError, ClusterFault, ShardedLoad, open_cluster
 from archlab.errors import SpecError
@@ -178,7 +190,7 @@ def test_a_system_placed_on_a_worker_runs_and_is_measured_there(engine_path, clu
     stop = json.loads((rep / "system.stop.json").read_text())
     assert stop["exit"] in ("exit code 0", "killed by signal 15 (SIGTERM)") and stop["problem"] is None
     assert (rep / "system.log").exists()
-    assert not _alive(member["pid"])
+    assert not alive(member["pid"])
 
 
 def test_an_unknown_worker_is_refused_before_any_run(engine_path, cluster, tmp_path):
@@ -398,7 +410,7 @@ def test_archlabs_own_backends_and_proxy_front_run_on_a_named_worker(engine_path
     assert fact["lb-2.backends"]["name"] == fact["lb-2.front"]["name"] == placed
     stops = json.loads((rep / "topology.stop.json").read_text())
     assert [s["process"] for s in stops] == ["front", "backend-1", "backend-0"]
-    assert all(not _alive(p["pid"]) for p in processes.values())
+    assert all(not alive(p["pid"]) for p in processes.values())
 
 
 def test_a_middleware_front_on_a_worker_relays_to_backends_here(engine_path, cluster, tmp_path):
@@ -556,26 +568,9 @@ def test_an_interrupted_cli_leaves_no_database_on_its_worker(engine_path, tmp_pa
     spec.write_text(spec_text(experiment=experiment, load=LOAD, factors=DB_FACTORS, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
                     + '[db]\nrows = 100\nworker = "1"\n')
     cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and cli.poll() is None:
-            cmds = [cmd for _, cmd in processes_with_token(token)]
-            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"/postgres -D", c) for c in cmds):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the /db cell was never seen under load with its database: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
-        cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
-    assert cli.returncode == 130, err[-3000:]
-    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_token(token) == []
+    code, err = interrupt_when_running(cli, token, [r"archlab-engine\S* load", r"/postgres -D"], "the /db cell under load with its database")
+    assert code == 130, err[-3000:]
+    assert wait_no_process(token) == []
     assert _pg_dirs() <= before
 
 
@@ -617,19 +612,10 @@ def test_no_system_outlives_a_client_killed_outright(engine_path, cluster, tmp_p
     name = sorted(w.name for w in cluster.workers())[0]
     client = subprocess.Popen([sys.executable, "-c", script.format(engine=str(engine_path)), address, name, str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-    try:
-        line = client.stdout.readline()
-        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
-        pid = int(line)
-        assert _alive(pid)
-    finally:
-        client.kill()
-        client.wait()
+    pid = kill_client_after_its_pid(client)
     # Bounded wait on the condition: the lease (2 s) plus its watchdog's period and the stop's grace.
-    deadline = time.monotonic() + 30
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid), f"system {pid} outlived its client on the worker"
+    wait_until_gone(lambda: not alive(pid))
+    assert not alive(pid), f"system {pid} outlived its client on the worker"
 
 
 CLIENT_DB = """
@@ -653,18 +639,10 @@ def test_no_database_outlives_a_client_killed_outright(cluster, tmp_path):
     name = sorted(w.name for w in cluster.workers())[1]
     client = subprocess.Popen([sys.executable, "-c", CLIENT_DB, address, name, str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-    try:
-        line = client.stdout.readline()
-        assert line.strip().isdigit(), client.stderr.read() if client.poll() is not None else line
-        pid = int(line)
-        assert _alive(pid) and len(_pg_dirs() - before) == 1
-    finally:
-        client.kill()
-        client.wait()
-    deadline = time.monotonic() + 30  # the lease (2 s), its watchdog's period, pg_ctl's fast stop
-    while (_alive(pid) or _pg_dirs() - before) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid), f"postgres {pid} outlived its client on the worker"
+    pid = kill_client_after_its_pid(client, lambda pid: len(_pg_dirs() - before) == 1)
+    # Bounded wait on the condition: the lease (2 s), its watchdog's period, pg_ctl's fast stop.
+    wait_until_gone(lambda: not (alive(pid) or _pg_dirs() - before))
+    assert not alive(pid), f"postgres {pid} outlived its client on the worker"
     assert _pg_dirs() <= before
 
 
@@ -677,26 +655,9 @@ def test_an_interrupted_cli_leaves_no_placed_topology_process_on_any_worker(engi
     spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"30s"'), load=LOAD, cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]',
                               factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
     cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and cli.poll() is None:
-            cmds = [cmd for _, cmd in processes_with_token(token)]
-            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* proxy", c) for c in cmds):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the placed topology was never seen under load: " + (cli.communicate()[1][-3000:] if cli.poll() is not None else "timed out"))
-        cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
-    assert cli.returncode == 130, err[-3000:]
-    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_token(token) == []
+    code, err = interrupt_when_running(cli, token, [r"archlab-engine\S* load", r"archlab-engine\S* proxy"], "the placed topology under load")
+    assert code == 130, err[-3000:]
+    assert wait_no_process(token) == []
 
 
 def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path, token):
@@ -704,30 +665,6 @@ def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path
     # Ctrl-C while the system is under load leaves nothing behind, on either worker or here.
     spec = _placed_spec(tmp_path, engine_path, "1", duration="30s", cluster='address = "local:2"\nshards = 1\nload_hosts = ["0"]')
     cli = start_cli("run", str(spec), "--store", str(tmp_path / "runs"), "--no-report")
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and cli.poll() is None:
-            cmds = [cmd for _, cmd in processes_with_token(token)]
-            if any(re.search(r"archlab-engine\S* load", c) for c in cmds) and any(re.search(r"archlab-engine\S* serve", c) for c in cmds):
-                break
-            time.sleep(0.05)
-        assert cli.poll() is None, cli.communicate()[1][-3000:]
-        cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=120)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
-    assert cli.returncode == 130, err[-3000:]
-    deadline = time.monotonic() + 30  # the local cluster's worker processes take a moment to exit
-    while processes_with_token(token) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_token(token) == []
-
-
-def _alive(pid: int) -> bool:
-    """A live, non-zombie process ``pid``."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    code, err = interrupt_when_running(cli, token, [r"archlab-engine\S* load", r"archlab-engine\S* serve"], "the cell under load")
+    assert code == 130, err[-3000:]
+    assert wait_no_process(token) == []
