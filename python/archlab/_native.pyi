@@ -5,10 +5,11 @@ simulator its args are ``(field, allowed, received)``, which :mod:`archlab.sim` 
 ``ValueError`` that says the same with attributes (see :mod:`archlab.contract`)."""
 
 import os
-from typing import TypedDict
+from typing import TypedDict, final
 
 __all__ = [
     "OptionError",
+    "PoolClimber",
     "architectures",
     "check_link",
     "check_load",
@@ -152,11 +153,12 @@ def load_programs(path: str) -> str:
 def parse_programs(source: str, text: str) -> str:
     """Check a program file's ``text`` (``source`` names it in errors); returns the programs as JSON."""
 
+@final
 class PoolClimber:
     """The server's pool-size hill climber (``crates/server/src/pool_control.rs``), decisions only:
     the same algorithm as :class:`archlab.tuning.HillClimber`."""
-    def __init__(self, initial: int, minimum: int, maximum: int, step: int, min_step: int, max_step: int,
-                 threshold: float, change_band: float) -> None: ...
+    def __new__(cls, initial: int, minimum: int, maximum: int, step: int, min_step: int, max_step: int,
+                threshold: float, change_band: float) -> PoolClimber: ...
     @property
     def size(self) -> int: ...
     @property
