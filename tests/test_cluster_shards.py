@@ -22,6 +22,7 @@ from archlab.lab.load_shards import shard_seed, split_integer, split_load, split
 from archlab.errors import InvalidValue
 from archlab.lab.processes import ProcessGroup
 from archlab.latency.readers.hdr import read_hdr_log
+from archlab.store.summary import parse_summary
 
 CLOSED = ["/e/archlab-engine", "load", "--target", "127.0.0.1:1", "--path", "/echo", "--connections", "10", "--duration", "1s",
           "--think-time", "exp:5ms", "--seed", "24301", "--json", "/r/summary.json", "--hdr-log", "/r/hdr.log"]
@@ -130,6 +131,14 @@ def test_the_merged_histogram_is_the_sum_of_the_shards(two_generators, tmp_path)
     assert s["throughput_rps"] == pytest.approx(sum(d["throughput_rps"] for d in docs), rel=1e-12)
     assert s["errors"]["total"] == sum(d["errors"]["total"] for d in docs)
     assert s["generator"]["bound"] == any(d["generator"]["bound"] for d in docs)
+    # Little's law's boundary term: the merged window's cycles are the shards' cycles, and the
+    # law holds on the merged row with R from the planned send (both shards ran the closed
+    # model with fixed users; the headline, from the send, leaves out the think timer's lag).
+    assert all(isinstance(d.get("closed_boundary_s"), float) for d in docs), [d.get("closed_boundary_s") for d in docs]
+    cycles = sum(d["connections"] * d["duration_s"] - d["closed_boundary_s"] for d in docs)
+    assert s["connections"] * s["duration_s"] - s["closed_boundary_s"] == pytest.approx(cycles, rel=1e-12)
+    law = parse_summary(s).littles_law
+    assert law is not None and law.boundary_share is not None and law.planned_holds, law
     # The merged quantiles lie between the shards' (a sum of histograms cannot leave their range).
     for key in ("p50", "p99"):
         lo, hi = sorted(d["latency_us"][key] for d in docs)

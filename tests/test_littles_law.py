@@ -11,6 +11,7 @@ reads, where non-2xx responses and timeouts occupy users too."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -19,12 +20,20 @@ from archlab.littles_law import MAX_TOLERANCE, Completions, LittlesLaw, Think, c
 from archlab.store.summary import parse_summary
 
 
-def simulate_window(rng, users, warmup_s, window_s, draw_responses, draw_thinks, lag_s=0.0, fixed=None):
+@dataclass(frozen=True)
+class Window:
+    sent: Completions  # timed from the actual send
+    planned: Completions  # timed from the planned send
+    boundary_s: float  # B, as the load generator reports it (closed_boundary_s)
+
+
+def simulate_window(rng, users, warmup_s, window_s, draw_responses, draw_thinks, lag_s=0.0, fixed=None, stall_s=0.0):
     """The completions in [0, window_s) of ``users`` users that start at -warmup_s and each
-    cycle: think, wait ``lag_s`` (a late timer), a request. Returns (completions timed from the
-    actual send, the same timed from the planned send). ``draw_*(k)`` draw k values; ``fixed``:
-    {user: response time} for users whose every request takes that long."""
-    sent = []
+    cycle: think, wait ``lag_s`` (a late timer), a request. ``draw_*(k)`` draw k values;
+    ``fixed``: {user: response time} for users whose every request takes that long; ``stall_s``:
+    the users' load thread stalls for the window's last ``stall_s`` seconds, so the responses
+    due then complete after the window (every user at once)."""
+    sent, boundary = [], 0.0
     for user in range(users):
         k = 64
         while True:  # draw cycles until the user's last one ends after the window
@@ -33,13 +42,20 @@ def simulate_window(rng, users, warmup_s, window_s, draw_responses, draw_thinks,
             if ends[-1] >= window_s:
                 break
             k *= 2
-        sent.append(r[(ends >= 0) & (ends < window_s)])
+        inside = (ends >= 0) & (ends < window_s - stall_s)
+        sent.append(r[inside])
+        # B_u = (E - start of the cycle in progress at E) - (S - start of the first cycle to
+        # end in the window); a cycle starts where the previous one ended (or at -warmup_s).
+        starts = np.concatenate(([-warmup_s], ends[:-1]))
+        first = int(np.argmax(ends >= 0))
+        at_end = int(np.argmax(ends >= window_s - stall_s))
+        boundary += (window_s - starts[at_end]) - (0.0 - starts[first])
     values = np.concatenate(sent)
 
     def stats(v):
-        return Completions(len(v), float(v.mean()), float(v.std()), float(v.max()))
+        return Completions(len(v), float(v.mean()), float(v.std()), float(v.max()) if len(v) else 0.0)
 
-    return stats(values), stats(values + lag_s)
+    return Window(stats(values), stats(values + lag_s), boundary)
 
 
 def lognormal(rng, mean_s, sigma):
@@ -77,8 +93,8 @@ def test_consistent_windows_pass_and_the_tolerance_is_not_vacuous(regime):
     draw_think, think = _think(rng, kind, value)
     ratios, tolerances = [], []
     for _ in range(200):
-        sent, planned = simulate_window(rng, users, 30 * (mean_s + think.mean_s), window_s, lognormal(rng, mean_s, sigma),
-                                        draw_think)
+        w = simulate_window(rng, users, 30 * (mean_s + think.mean_s), window_s, lognormal(rng, mean_s, sigma), draw_think)
+        sent, planned = w.sent, w.planned
         law = check_closed_window(users, window_s, sent, think, planned)
         assert law.ok, (law, sent)
         assert law.planned_ratio == law.ratio  # no lag: the same requests timed the same way
@@ -101,20 +117,22 @@ def test_a_window_that_cut_off_long_requests_is_flagged():
     # none completes in it, so half the users' time is in no completed request.
     rng = np.random.default_rng(5)
     slow = {user: 2.0 for user in range(32)}
-    sent, planned = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0), fixed=slow)
+    w = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0), fixed=slow)
+    sent, planned = w.sent, w.planned
     law = check_closed_window(64, 1.0, sent, Think.constant(0.0), planned)
     assert law.ratio == pytest.approx(0.5, abs=0.02) and law.conclusive and not law.ok
     assert not law.planned_holds and "longer than the window" in law.explanation()
     # The same users in a window 20 times longer than the slow requests: the law holds.
-    sent, planned = simulate_window(rng, 64, 4.0, 40.0, lognormal(rng, 0.01, 0.5), constant(0.0), fixed=slow)
-    assert check_closed_window(64, 40.0, sent, Think.constant(0.0), planned).ok
+    w = simulate_window(rng, 64, 4.0, 40.0, lognormal(rng, 0.01, 0.5), constant(0.0), fixed=slow)
+    assert check_closed_window(64, 40.0, w.sent, Think.constant(0.0), w.planned).ok
 
 
 def test_time_outside_the_measured_latency_is_flagged_and_located():
     # 16 users thinking 1 ms, each think timer firing 150 µs late: the latency from the actual
     # send misses 13 % of the cycle, the response time from the planned send holds it all.
     rng = np.random.default_rng(6)
-    sent, planned = simulate_window(rng, 16, 0.2, 2.0, lognormal(rng, 0.0002, 0.5), constant(0.001), lag_s=0.00015)
+    w = simulate_window(rng, 16, 0.2, 2.0, lognormal(rng, 0.0002, 0.5), constant(0.001), lag_s=0.00015)
+    sent, planned = w.sent, w.planned
     law = check_closed_window(16, 2.0, sent, Think.constant(0.001), planned)
     assert law.ratio == pytest.approx(1.2e-3 / 1.35e-3, rel=0.01) and not law.ok
     assert law.planned_holds and "planned and actual send" in law.explanation()
@@ -162,8 +180,8 @@ def test_summary_of_a_window_that_cut_off_long_requests_is_flagged():
     # The cut-off window above, as the load generator summarises it (2xx only, 1 s window, 64
     # users, half of them in 2 s requests that end after it).
     rng = np.random.default_rng(5)
-    sent, _ = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0),
-                              fixed={user: 2.0 for user in range(32)})
+    sent = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0),
+                           fixed={user: 2.0 for user in range(32)}).sent
     latency = {"min": 0.0, "mean": sent.mean_s * 1e6, "stdev": sent.stdev_s * 1e6, "p50": 0.0, "p90": 0.0,
                "p99": 0.0, "p99.9": 0.0, "max": sent.max_s * 1e6}
     doc = summary(connections=64, duration_s=1.0, requests=sent.count, throughput_rps=float(sent.count),
@@ -192,3 +210,62 @@ def test_summary_models_without_the_law():
     v1 = summary(schema_version=1, think_time_s=0.0)
     del v1["pacing"]
     assert parse_summary(v1).littles_law.ratio == pytest.approx(1.0)
+
+
+# --- with the boundary term the load generator reports ---------------------------------------
+
+@pytest.mark.parametrize("regime", REGIMES, ids=lambda r: f"N{r[0]}-R{r[1]}-s{r[2]}-{r[3][0]}-D{r[4]}")
+def test_the_reported_boundary_makes_the_law_an_identity(regime):
+    # N D = sum of the completed cycles + B, exactly: with a constant think time the ratio is 1
+    # to rounding, and only the drawn think times' spread remains in the tolerance.
+    users, mean_s, sigma, (kind, value), window_s = regime
+    rng = np.random.default_rng(21)
+    draw_think, think = _think(rng, kind, value)
+    for _ in range(20):
+        w = simulate_window(rng, users, 30 * (mean_s + think.mean_s), window_s, lognormal(rng, mean_s, sigma), draw_think)
+        law = check_closed_window(users, window_s, w.sent, think, w.planned, w.boundary_s)
+        assert law.holds and law.boundary_share == pytest.approx(w.boundary_s / (users * window_s))
+        thinking = 4 * math.sqrt(w.sent.count) * think.stdev_s / (users * window_s)
+        assert law.tolerance == pytest.approx(thinking + 2**-10)
+        if kind == "constant":
+            assert law.ratio == pytest.approx(1.0, abs=1e-9) and law.ok
+
+
+def test_a_stalled_load_thread_breaks_the_bound_but_not_the_identity():
+    # 4 users on one load thread, cycles of 137 ± 115 µs, a 2 s window, and the thread stalled
+    # for the window's last 6 ms: every user's response due then completes after the window, so
+    # 24 ms of the users' 8 s is in no completed cycle, a ratio of 0.997. A bound that treats the
+    # users as independent (± 0.0019 here) flags this consistent window; the reported boundary
+    # term accounts for it.
+    rng = np.random.default_rng(7)
+    w = simulate_window(rng, 4, 0.1, 2.0, lognormal(rng, 137e-6, 0.73), constant(0.0), stall_s=0.006)
+    bound = check_closed_window(4, 2.0, w.sent, Think.constant(0.0), w.planned)
+    assert bound.ratio == pytest.approx(0.997, abs=5e-4) and not bound.holds, bound
+    exact = check_closed_window(4, 2.0, w.sent, Think.constant(0.0), w.planned, w.boundary_s)
+    assert exact.ratio == pytest.approx(1.0, abs=1e-9) and exact.ok, exact
+
+
+def test_with_the_boundary_cut_off_windows_and_time_outside_the_latency_are_still_flagged():
+    rng = np.random.default_rng(5)
+    slow = {user: 2.0 for user in range(32)}
+    w = simulate_window(rng, 64, 0.5, 1.0, lognormal(rng, 0.01, 0.5), constant(0.0), fixed=slow)
+    law = check_closed_window(64, 1.0, w.sent, Think.constant(0.0), w.planned, w.boundary_s)
+    # The identity holds, but half the users' time is in requests cut off by the window, which
+    # the row's mean latency misses: no verdict, and the row says why.
+    assert law.holds and not law.conclusive and not law.ok
+    assert law.boundary_share == pytest.approx(0.5, abs=0.02)
+    assert "hold 50% of the users' time" in law.explanation()
+    # Think-timer lag outside the latency from the send: flagged, and located as before.
+    w = simulate_window(rng, 16, 0.2, 2.0, lognormal(rng, 0.0002, 0.5), constant(0.001), lag_s=0.00015)
+    law = check_closed_window(16, 2.0, w.sent, Think.constant(0.001), w.planned, w.boundary_s)
+    assert law.ratio == pytest.approx(1.2e-3 / 1.35e-3, rel=0.01) and law.conclusive and not law.ok
+    assert law.planned_ratio == pytest.approx(1.0, abs=1e-9)
+    assert "planned and actual send" in law.explanation()
+
+
+def test_summary_reads_the_reported_boundary():
+    # The summary above with 2 s of its users' time reported at the edges: it moves the ratio by
+    # B / (N D) = 2 / 400.
+    law = parse_summary(summary(closed_boundary_s=2.0)).littles_law
+    assert law.ratio == pytest.approx(1.005) and law.boundary_share == pytest.approx(0.005)
+    assert law.tolerance == pytest.approx(2**-10) and not law.ok

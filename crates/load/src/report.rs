@@ -172,6 +172,12 @@ pub struct LoadReport {
     pub in_flight_at_end: usize,
     /// Partly-open sessions running when the window closed.
     pub sessions_in_progress_at_end: u64,
+    /// Closed model with a fixed population and no pipelining: the boundary term B of Little's
+    /// law in seconds, the time the users spent in the cycles in progress at the window's end
+    /// less the time before its start in the first cycles that ended in it (a cycle runs from
+    /// one completion or failure of a user to the next). The cycles completed in the window sum
+    /// to exactly N D - B, so X (R + Z) / N + B / (N D) = 1 when R accounts for all of them.
+    pub closed_boundary_s: Option<f64>,
     /// The first error message seen for each class that has one.
     pub error_examples: BTreeMap<ErrorClass, String>,
     /// Raw records written to the records file (0 without one).
@@ -211,6 +217,7 @@ impl LoadReport {
             connections_established: 0,
             in_flight_at_end: 0,
             sessions_in_progress_at_end: 0,
+            closed_boundary_s: None,
             error_examples: BTreeMap::new(),
             records_written: 0,
             records_error: None,
@@ -338,6 +345,7 @@ impl LoadReport {
             bytes_received: self.totals.bytes_received,
             connections_opened: self.totals.connections_opened,
             requests_in_flight_at_end: self.in_flight_at_end,
+            closed_boundary_s: self.closed_boundary_s,
             latency_us: LatencySummaryUs::of(&self.latency),
             response_time_us: LatencySummaryUs::of(self.response_time()),
             service_time_us: LatencySummaryUs::of(self.service_time()),
@@ -430,6 +438,7 @@ impl fmt::Debug for LoadReport {
             .field("interval_log_bytes", &self.interval_log.len())
             .field("connections_established", &self.connections_established)
             .field("in_flight_at_end", &self.in_flight_at_end)
+            .field("closed_boundary_s", &self.closed_boundary_s)
             .field("error_examples", &self.error_examples)
             .finish_non_exhaustive()
     }
@@ -479,6 +488,10 @@ pub struct Summary {
     pub bytes_received: u64,
     pub connections_opened: u64,
     pub requests_in_flight_at_end: usize,
+    /// Closed model with a fixed population and no pipelining: Little's law's boundary term
+    /// (see [`LoadReport::closed_boundary_s`]; added within version 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_boundary_s: Option<f64>,
     pub latency_us: LatencySummaryUs,
     pub response_time_us: LatencySummaryUs,
     pub service_time_us: LatencySummaryUs,

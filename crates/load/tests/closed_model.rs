@@ -91,19 +91,21 @@ fn latency_recovers_a_known_server_delay(b: Backend) {
 /// 1961; in its operational form for interactive systems, the response time law of Lazowska et
 /// al. 1984, ch. 3.2.3): returns X (R + Z) / N + B / (N D), with X the window's throughput, R
 /// the mean of `latency` (a histogram of the run), Z the constant think time and B the
-/// boundary term, which must be 1 within [`LAW_TOLERANCE`].
+/// boundary term the report gives (`closed_boundary_s`), which must be 1 within
+/// [`LAW_TOLERANCE`].
 ///
 /// Each of the N users alternates a think time Z and a request; a cycle runs from one response
 /// to the next (the next request is planned at the previous completion + Z, and R is timed from
 /// that planned send). Over a window [S, E) of length D, the cycles completed in it sum to
 /// N D - B, where B = sum over users of (E - last completion) - (S - start of the first cycle
-/// completed in the window): what the cycles in progress at the two edges add or remove. B is
-/// read exactly from the run's raw records (one per request, with its connection slot, which
-/// is its user), so no sampling bound is needed: a statistical bound cannot hold here, because
-/// the N users share a load thread and a stall of that thread at the window's end (milliseconds
-/// on a busy machine) ages every user's cycle in progress at once, a departure of N times one
-/// user's at odds with bounds that assume independent users. What remains is the histogram's
-/// resolution: 3 significant digits put its mean within 2^-10 of the records' mean.
+/// completed in the window): what the cycles in progress at the two edges add or remove. The
+/// report's B is checked here against the run's raw records (one per request, with its
+/// connection slot, which is its user, and its planned and done times). No sampling bound is
+/// needed, and none would hold: the N users share a load thread, and a stall of that thread
+/// at the window's end (milliseconds on a busy machine) ages every user's cycle in progress at
+/// once, a departure N times one user's, at odds with bounds that assume independent users.
+/// What remains is the histogram's resolution: 3 significant digits put its mean within 2^-10
+/// of the records' mean.
 ///
 /// A gap in the accounting shows in full: connection set-ups left out of R, or a think time 30 %
 /// too long, leave 0.3 and 0.13 of every cycle out (measured on an idle machine).
@@ -129,17 +131,23 @@ fn littles_law(
     }
     let _ = std::fs::remove_file(records);
     assert_eq!(count, r.totals.requests + r.totals.errors.total(), "one record per request of the window");
-    let mut boundary = 0.0;
+    let mut boundary_ns = 0.0;
     for (user, s) in span.iter().enumerate() {
         let (first, last) = s.unwrap_or_else(|| panic!("user {user} completed no request in the window: {r:?}"));
         // A first cycle that starts after the window's start (a gap in the accounting) makes
         // this term negative and the ratio shows the gap.
         assert!(last < end, "user {user}: last done {last}, window [{start}, {end})");
-        boundary += (end - last) as f64 - (start as f64 - first as f64);
+        boundary_ns += (end - last) as f64 - (start as f64 - first as f64);
     }
+    let boundary = r.closed_boundary_s.expect("a closed model with fixed users reports its boundary term");
+    // Both from the same nanosecond clock readings: equal to the nanosecond per user.
+    assert!(
+        (boundary - boundary_ns / 1e9).abs() <= users as f64 * 1e-9,
+        "B {boundary} s, records {} s",
+        boundary_ns / 1e9
+    );
     let n = users as f64;
-    let d = r.window_s();
-    r.throughput_rps() * (latency.mean() / 1e9 + think.as_secs_f64()) / n + boundary / 1e9 / (n * d)
+    r.throughput_rps() * (latency.mean() / 1e9 + think.as_secs_f64()) / n + boundary / (n * r.window_s())
 }
 
 /// The histogram's mean is within 2^-10 of the records' (3 significant digits), and R / (R + Z)

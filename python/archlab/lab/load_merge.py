@@ -187,6 +187,14 @@ def merge_shards(docs: Sequence[Mapping], logs: Sequence[str], seed: int | None 
                 "connections_opened", "requests_in_flight_at_end"):
         out[key] = int(_sum(docs, key))
     out["duration_s"] = sum(float(d["duration_s"]) for d in docs) / n
+    # Little's law's boundary term: each shard's cycles sum to N_s D_s - B_s; with the merged
+    # window the mean of the D_s, the merged cycles sum to N D - B for this B, exactly.
+    boundaries = [d.get("closed_boundary_s") for d in docs]
+    if all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in boundaries):
+        shards_time = sum(int(d["connections"]) * float(d["duration_s"]) for d in docs)
+        out["closed_boundary_s"] = float(sum(boundaries)) + out["connections"] * out["duration_s"] - shards_time  # type: ignore[arg-type]
+    else:
+        out.pop("closed_boundary_s", None)
     out["throughput_rps"] = float(_sum(docs, "throughput_rps"))
     out["interrupted"] = any(bool(d.get("interrupted")) for d in docs)
     if out.get("offered_rps") is not None:

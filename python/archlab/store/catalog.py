@@ -85,6 +85,9 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("littles_law_planned_ratio", "DOUBLE"),
     ("littles_law_tolerance", "DOUBLE"),
     ("littles_law_ok", "BOOLEAN"),
+    # B / (N D): the share of the users' time the window's edges add, when the load generator
+    # reported the boundary term (the law is then an identity); NULL where it did not.
+    ("littles_law_boundary_share", "DOUBLE"),
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 

@@ -84,7 +84,8 @@ class ResultRow:
         if self.littles_law is not None:
             law = self.littles_law
             columns.update(littles_law_ratio=law.ratio, littles_law_tolerance=law.tolerance,
-                           littles_law_planned_ratio=law.planned_ratio, littles_law_ok=law.ok)
+                           littles_law_planned_ratio=law.planned_ratio, littles_law_ok=law.ok,
+                           littles_law_boundary_share=law.boundary_share)
         columns.update(
             run_id=self.run_id, repetition=self.repetition, status=self.status, error=self.error, source=self.source,
             load_model=self.load_model, recorded_at=self.recorded_at,
@@ -111,7 +112,7 @@ class ResultRow:
         law = None
         if get("littles_law_ratio") is not None and get("littles_law_tolerance") is not None:
             law = LittlesLaw(float(get("littles_law_ratio")), float(get("littles_law_tolerance")),
-                             _float(get("littles_law_planned_ratio")))
+                             _float(get("littles_law_planned_ratio")), _float(get("littles_law_boundary_share")))
         return cls(
             run_id=str(get("run_id")), cell=key, repetition=int(get("repetition")), status=get("status"),
             error=get("error"), source=get("source") or "measured", load_model=get("load_model"),

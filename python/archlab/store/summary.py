@@ -223,7 +223,8 @@ def _littles_law(doc: Mapping, m: Measurement) -> LittlesLaw | None:
             planned = planned.plus(extra) if planned is not None else None
     if headline.count < 1 or not all(math.isfinite(v) for v in (headline.mean_s, headline.stdev_s, headline.max_s)):
         return None
-    return check_closed_window(users, m.duration_s, headline, think, planned)
+    boundary = _float_or_none(doc.get("closed_boundary_s"))
+    return check_closed_window(users, m.duration_s, headline, think, planned, boundary)
 
 
 def read_summary(path: Path) -> LoadSummary:

@@ -26,6 +26,7 @@
 //! rate x stall (8 MB per million waiting arrivals) and is bounded by the arrivals of the run.
 
 use super::worker::{Model, State, Worker, ARRIVAL_TIMER, USERS_TIMER};
+use super::CycleEdges;
 use crate::config::{LoadConfig, Pacing, SessionConnection};
 use crate::dist::{self, ArrivalStream, Rng, SessionLength, ThinkTime};
 use crate::schedule::{user_changes, users_of_thread, Intensity};
@@ -133,6 +134,9 @@ impl Model for Driver {
     fn count_never_started(w: &mut Worker<'_, Self>) {
         w.count_never_started()
     }
+    fn cycle_edges(w: &Worker<'_, Self>) -> Option<CycleEdges> {
+        w.cycle_edges()
+    }
 }
 
 impl Worker<'_, Driver> {
@@ -142,6 +146,8 @@ impl Worker<'_, Driver> {
         let new_per_session = matches!(self.driver, Driver::PartlyOpen { policy: SessionConnection::New, .. });
         let closed = matches!(self.driver, Driver::Closed { .. });
         for idx in 0..self.conns.len() {
+            // Every closed-model user's first cycle begins now, whether its slot is connected.
+            self.conns[idx].cycle_start_ns = now;
             let keep = closed || (idx < initial && !new_per_session);
             match (self.conns[idx].state, keep) {
                 (State::Open, true) => {
@@ -238,7 +244,10 @@ impl Worker<'_, Driver> {
     pub(super) fn completed(&mut self, idx: usize, t: u64, reusable: bool) {
         let mut release = false;
         match &mut self.driver {
-            Driver::Closed { think, rng, .. } => self.conns[idx].planned_ns = t + think.sample_ns(rng),
+            Driver::Closed { think, rng, .. } => {
+                self.conns[idx].planned_ns = t + think.sample_ns(rng);
+                self.begin_cycle(idx, t);
+            }
             Driver::Open(_) => {}
             Driver::PartlyOpen { think, rng, policy, .. } => {
                 let c = &mut self.conns[idx];
@@ -262,6 +271,34 @@ impl Worker<'_, Driver> {
         }
     }
 
+    /// Closed model: user `idx` ended a cycle at `t` (a completion or a failure) and begins the
+    /// next. The first cycle to end in the window is remembered for the window's boundary term;
+    /// nothing after the window's end counts.
+    fn begin_cycle(&mut self, idx: usize, t: u64) {
+        if t >= self.rec.end {
+            return;
+        }
+        let c = &mut self.conns[idx];
+        if t >= self.rec.warmup_end && c.window_cycle_start_ns.is_none() {
+            c.window_cycle_start_ns = Some(c.cycle_start_ns);
+        }
+        c.cycle_start_ns = t;
+    }
+
+    /// The window ended: the users' cycle edges, for a closed model with a fixed population and
+    /// one request per user in flight (the only one where every user is always in one cycle).
+    pub(super) fn cycle_edges(&self) -> Option<CycleEdges> {
+        if !matches!(self.driver, Driver::Closed { users: None, .. }) || self.depth > 1 {
+            return None;
+        }
+        let first_minus_last_ns = self
+            .conns
+            .iter()
+            .map(|c| i128::from(c.window_cycle_start_ns.unwrap_or(c.cycle_start_ns)) - i128::from(c.cycle_start_ns))
+            .sum();
+        Some(CycleEdges { users: self.conns.len(), first_minus_last_ns })
+    }
+
     /// Slot `idx` was closed by a failure (its request, if any, already counted as an error).
     /// Returns whether the slot should connect again (at once, or after a back-off for a
     /// failed connect).
@@ -269,6 +306,7 @@ impl Worker<'_, Driver> {
         if matches!(self.driver, Driver::Closed { .. }) {
             // The user's next request is planned now: it waits for the new connection.
             self.conns[idx].planned_ns = now;
+            self.begin_cycle(idx, now);
         }
         let Driver::PartlyOpen { policy, .. } = self.driver else { return true };
         if self.conns[idx].session_left > 0 {

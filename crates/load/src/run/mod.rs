@@ -278,6 +278,35 @@ struct WorkerSummary {
     classes: Vec<ClassTotals>,
     /// SO_RCVBUF the kernel applied, when one was asked for and a connection opened.
     rcvbuf_applied: Option<usize>,
+    /// Closed model with a fixed population: the users' cycle edges (see `CycleEdges`).
+    cycle_edges: Option<CycleEdges>,
+}
+
+/// A closed-model thread's users at the window's edges, for the boundary term of Little's law.
+/// A user's time from its first cycle that ends in the window (started at `f`, perhaps before
+/// the window's start S) to the window's end E is covered by the cycles it completed and the
+/// one in progress at E (started at `c`), so the completed cycles sum to
+/// sum over users of (E - S) - B, with B = sum of (E - c) - (S - f) = users (E - S) + sum (f - c):
+/// the time in the cycles in progress at the end, less the time before S in the first ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CycleEdges {
+    pub users: usize,
+    /// Sum over users of f - c, nanoseconds.
+    pub first_minus_last_ns: i128,
+}
+
+/// The closed model's boundary term B over all threads (see [`CycleEdges`]) in seconds, with
+/// E - S the report's window; None unless every thread has a fixed population. B is signed: a
+/// window that begins in long cycles and ends in short ones has more of its users' time before
+/// its start than after its end.
+fn closed_boundary_s(summaries: &[Box<WorkerSummary>], window: Duration) -> Option<f64> {
+    let (mut users, mut sum) = (0usize, 0i128);
+    for s in summaries {
+        let e = s.cycle_edges?;
+        users += e.users;
+        sum += e.first_minus_last_ns;
+    }
+    Some((users as i128 * window.as_nanos() as i128 + sum) as f64 / 1e9)
 }
 
 fn log_comments(cfg: &LoadConfig) -> [String; 2] {
@@ -450,6 +479,7 @@ fn coordinate(
         ..LoadReport::empty(cfg)
     };
     summaries.sort_by_key(|s| s.thread);
+    report.closed_boundary_s = closed_boundary_s(&summaries, report.window);
     for s in summaries {
         report.in_flight_at_end += s.in_flight;
         report.sessions_in_progress_at_end += s.sessions_in_progress;

@@ -36,7 +36,7 @@ use std::sync::mpsc::Sender;
 /// hand-over of finished seconds to the coordinator.
 pub(super) struct Recorder {
     tx: Sender<Msg>,
-    warmup_end: u64,
+    pub(super) warmup_end: u64,
     /// End of the window as last read from [`Shared::end_ns`]; nothing at or after it counts.
     pub(super) end: u64,
     /// Start of the next second (the window start while in the warm-up).
@@ -325,6 +325,7 @@ impl Recorder {
             examples: std::mem::take(&mut self.examples),
             classes: std::mem::take(&mut self.classes),
             rcvbuf_applied: None,
+            cycle_edges: None,
             records_written: self.records.as_ref().map_or(0, |s| s.written),
             records_error: self.records.as_mut().and_then(|s| {
                 s.flush();

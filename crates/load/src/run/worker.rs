@@ -32,7 +32,7 @@
 
 use super::recorder::Recorder;
 use super::ring::{self, Ring};
-use super::{io_error, Msg, Shared, Start, GRACE};
+use super::{io_error, CycleEdges, Msg, Shared, Start, GRACE};
 use crate::config::{IoBackend, LoadConfig};
 use crate::error::LoadError;
 use crate::mix::ClassDraw;
@@ -87,6 +87,8 @@ pub(super) trait Model: Sized {
     fn arrivals_due(w: &mut Worker<'_, Self>, now: u64);
     /// The window ended: count the arrivals that never started.
     fn count_never_started(w: &mut Worker<'_, Self>);
+    /// The window ended: the users' cycle edges, when the model has a fixed population.
+    fn cycle_edges(w: &Worker<'_, Self>) -> Option<CycleEdges>;
 }
 
 /// Body of load thread `i`: connect, report, wait for the start, drive, hand over, close.
@@ -108,6 +110,7 @@ pub(super) fn worker_main<M: Model>(sh: &Shared, i: usize, tx: Sender<Msg>) {
         summary.thread = i;
         summary.rcvbuf_applied = w.rcvbuf_applied;
         summary.sessions_in_progress = w.conns.iter().filter(|c| c.session_left > 0).count() as u64;
+        summary.cycle_edges = M::cycle_edges(&w);
         Box::new(summary)
     });
     let _ = tx.send(Msg::Finished(result));
@@ -162,6 +165,11 @@ pub(super) struct Conn {
     owed: usize,
     unwritten: VecDeque<u8>,
     write_pos: usize,
+    /// Closed model: when the user's current cycle began (its previous completion or failure,
+    /// or the start), and the start of the first cycle that ended in the window (None: none
+    /// has): the edges of the window's boundary term (`Driver::cycle_edges`).
+    pub(super) cycle_start_ns: u64,
+    pub(super) window_cycle_start_ns: Option<u64>,
     /// Partly-open model: requests left in the session bound to this slot (0 = none).
     pub(super) session_left: u32,
     /// Length drawn for that session.
@@ -188,6 +196,8 @@ impl Conn {
             owed: 0,
             unwritten: VecDeque::new(),
             write_pos: 0,
+            cycle_start_ns: 0,
+            window_cycle_start_ns: None,
             session_left: 0,
             session_len: 0,
             codec,
