@@ -209,6 +209,8 @@ def test_copies_of_a_command_system_behind_the_proxy(engine_path, tmp_path, toke
 name = "svc"
 command = {json.dumps([sys.executable, str(server), "--port", "{port}", "--host", "{host}"])}
 stop_grace = "1s"
+setup = [["sh", "-c", "echo configured > {{dir}}/setup.txt"]]
+teardown = [["sh", "-c", "echo stopped:$(cat {{dir}}/setup.txt) > {{dir}}/../teardown.txt"]]
 
 [[systems]]
 name = "lb"
@@ -226,6 +228,9 @@ front = {{ proxy = "round-robin" }}
         assert rows[name]["cost"]["cpu_us_per_request"] > 0, rows[name]
     counts = [b["requests"] for b in rows["front"]["final_counters"]["proxy"]["backends"]]
     assert min(counts) > 0 and max(counts) - min(counts) <= 1, counts
+    # Each copy was set up and torn down around its own run, as a system cell is.
+    for name in ("backend-0", "backend-1"):
+        assert (rep_dir(store, view, row) / "topology" / name / "teardown.txt").read_text() == "stopped:configured\n"
     assert processes_with_token(token) == []
 
 

@@ -199,6 +199,12 @@ def _stop_member(group: ProcessGroup, m: Member, outcomes: list[dict]) -> None:
             outcome, teardown_error = m.system.stop(m.cpus)
         else:
             outcome = foreign.stop(group, m.system)
+            # Its tear-down commands, as on a worker: a failing one is reported, and the other
+            # members are still stopped.
+            try:
+                foreign.run_commands(group, m.system.spec, "teardown", m.system.values, m.system.log_path.parent, m.cpus)
+            except ProcessFailed as e:
+                teardown_error = e
         if teardown_error is not None:
             outcomes.append({"process": m.name, "problem": str(teardown_error)})
         outcomes.append({"process": m.name, **outcome.to_dict(), "problem": outcome.problem(m.system.spec)})
