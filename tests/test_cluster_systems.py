@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -257,6 +258,8 @@ def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes
         (row,) = store.load_run(resumed.run_id).rows
         assert row.status == "ok", row.error
     assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+    # The killed worker never closed its private directory; the next actor removed it.
+    assert glob.glob(os.path.join(tempfile.gettempdir(), f"archlab-remote-{killed[0]}-*")) == []
 
 
 def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
@@ -668,3 +671,17 @@ def test_an_interrupted_cli_leaves_no_system_on_any_worker(engine_path, tmp_path
     code, err = interrupt_when_running(cli, token, [r"archlab-engine\S* load", r"archlab-engine\S* serve"], "the cell under load")
     assert code == 130, err[-3000:]
     assert wait_no_process(token) == []
+
+
+def test_only_the_directories_of_dead_workers_are_removed(tmp_path):
+    from archlab.cluster.remote import remove_orphaned_dirs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, alive = tmp_path / f"archlab-remote-{gone.pid}-x1", tmp_path / f"archlab-remote-{os.getpid()}-x2"
+    unrelated = [tmp_path / "archlab-remote-abc", tmp_path / "archlab-remote-noname", tmp_path / "other-1-2"]
+    for d in (dead, alive, *unrelated):
+        d.mkdir()
+        (d / "file").write_text("x")
+    assert remove_orphaned_dirs(tmp_path) == [dead]
+    assert not dead.exists() and alive.is_dir() and all(d.is_dir() for d in unrelated)

@@ -40,6 +40,27 @@ from archlab.spec.systems import SystemSpec
 
 #: Without a renewal for this long the worker stops what it started for the client.
 DEFAULT_LEASE_S = 10.0
+#: An actor's private directory on its worker: the prefix, then the worker's pid.
+DIR_PREFIX = "archlab-remote-"
+
+
+def remove_orphaned_dirs(root: Path) -> list[Path]:
+    """Remove the private directories under ``root`` of actors whose worker process is gone (a
+    worker killed outright never runs :meth:`ProcessHost.close`); the ones removed. Directories
+    of live processes, and any not named ``archlab-remote-<pid>-...``, are left alone."""
+    removed = []
+    for path in root.glob(f"{DIR_PREFIX}*-*"):
+        pid_text = path.name[len(DIR_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except PermissionError:  # alive, another user's
+            pass
+    return removed
 
 
 class ProcessHost:
@@ -51,7 +72,10 @@ class ProcessHost:
         self._systems: dict[str, foreign.RunningSystem] = {}
         self._database: Any = None  # the lab's PostgreSQL (archlab.lab.services.postgres), when placed here
         self._database_sampler: Any = None
-        self._dir = Path(tempfile.mkdtemp(prefix="archlab-remote-"))
+        # Named after this worker's pid, so that a later actor can tell it from a live one and
+        # remove it once this worker was killed without closing it.
+        remove_orphaned_dirs(Path(tempfile.gettempdir()))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         self._lease_s = lease_s
         self._renewed = time.monotonic()
         self._lock = threading.Lock()
