@@ -227,54 +227,21 @@ def _kill_the_worker_of_the_system(token: str, killed: list, stop: threading.Eve
         stop.wait(0.01)
 
 
-def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
-    store = Store(tmp_path / "runs")
-    created: list = []
-    with open_cluster("local:2") as local:
-        local.client.wait_for_workers(2, timeout=60)
-        load_host, system_host = sorted(w.name for w in local.workers())
-        spec = _placed_spec(tmp_path, engine_path, system_host, duration="5s")
-        killed: list[int] = []
-        stop = threading.Event()
-        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop), daemon=True)
-        killer.start()
-        try:
-            with pytest.raises(ClusterFault, match=rf"system host '{system_host}' lost mid-cell"):
-                with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
-                    run_spec(spec, store, on_created=created.append, load_executor=executor)
-        finally:
-            stop.set()
-            killer.join(5)
-        assert killed, "no placed system was seen under load"
-        run_id = created[0].run_id
-        view = store.load_run(run_id)
-        assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
-        # The nanny brings the worker back under its name; the resumed run completes the repetition there.
-        deadline = time.monotonic() + 60
-        while system_host not in {w.name for w in local.workers()} and time.monotonic() < deadline:
-            local.client.wait_for_workers(2, timeout=10)
-        with ShardedLoad(local, 1, load_hosts=(load_host,)) as executor:
-            resumed = resume_run(run_id, store, load_executor=executor)
-        (row,) = store.load_run(resumed.run_id).rows
-        assert row.status == "ok", row.error
-    assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
-    # The killed worker never closed its private directory; the next actor removed it.
-    assert glob.glob(os.path.join(tempfile.gettempdir(), f"archlab-remote-{killed[0]}-*")) == []
-
-
-def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+def _lose_a_worker_mid_cell_then_resume(tmp_path: Path, token: str, make_spec, target: str, what: str, after_loss=None) -> int:
+    """Run the spec ``make_spec(worker)`` places on one worker of a `local:2` cluster, its load
+    on the other, and SIGKILL the worker that runs ``target`` (a regex of its command) once the
+    load runs: the repetition fails naming the worker, nothing is half-written in the catalog,
+    ``after_loss()`` checks what it must, and once the nanny brings the worker back under its
+    name, `--resume` completes the repetition there. Returns the killed worker's pid."""
     store = Store(tmp_path / "runs")
     created: list = []
     with open_cluster("local:2") as local:
         local.client.wait_for_workers(2, timeout=60)
         load_host, placed = sorted(w.name for w in local.workers())
-        systems = LB2.replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
-        spec = tmp_path / "spec.toml"
-        spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"5s"'), load=LOAD,
-                                  factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+        spec = make_spec(placed)
         killed: list[int] = []
         stop = threading.Event()
-        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop, r"archlab-engine\S* proxy"), daemon=True)
+        killer = threading.Thread(target=_kill_the_worker_of_the_system, args=(token, killed, stop, target), daemon=True)
         killer.start()
         try:
             with pytest.raises(ClusterFault, match=rf"system host '{placed}' lost mid-cell"):
@@ -283,12 +250,12 @@ def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_co
         finally:
             stop.set()
             killer.join(5)
-        assert killed, "no placed front was seen under load"
+        assert killed, f"no placed {what} was seen under load"
         run_id = created[0].run_id
         view = store.load_run(run_id)
         assert view.manifest.status == "failed" and view.rows == []  # nothing half-written in the catalog
-        # The backends here were stopped although the front's worker was gone.
-        assert [p for p, cmd in processes_with_token(token) if re.search(r"archlab-engine\S* serve", cmd)] == []
+        if after_loss is not None:
+            after_loss()
         deadline = time.monotonic() + 60
         while placed not in {w.name for w in local.workers()} and time.monotonic() < deadline:
             local.client.wait_for_workers(2, timeout=10)
@@ -297,6 +264,30 @@ def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_co
         (row,) = store.load_run(resumed.run_id).rows
         assert row.status == "ok", row.error
     assert [p for p, cmd in processes_with_token(token) if "archlab-engine" in cmd] == []
+    return killed[0]
+
+
+def test_a_system_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    killed = _lose_a_worker_mid_cell_then_resume(
+        tmp_path, token, lambda placed: _placed_spec(tmp_path, engine_path, placed, duration="5s"),
+        r"archlab-engine\S* serve", "system")
+    # The killed worker never closed its private directory; the next actor removed it.
+    assert glob.glob(os.path.join(tempfile.gettempdir(), f"archlab-remote-{killed}-*")) == []
+
+
+def test_a_placed_fronts_worker_lost_mid_cell_fails_the_repetition_and_resume_completes_it(engine_path, tmp_path, token):
+    def make_spec(placed: str) -> Path:
+        systems = LB2.replace('front = { proxy = "round-robin" }', f'front = {{ proxy = "round-robin", worker = "{placed}" }}')
+        spec = tmp_path / "spec.toml"
+        spec.write_text(spec_text(experiment=WINDOW.replace('"500ms"', '"5s"'), load=LOAD,
+                                  factors='architecture = ["system:lb-2"]\nworkload = ["/echo?size=64"]\nconcurrency = [2]') + systems)
+        return spec
+
+    def backends_stopped() -> None:
+        # The backends here were stopped although the front's worker was gone.
+        assert [p for p, cmd in processes_with_token(token) if re.search(r"archlab-engine\S* serve", cmd)] == []
+
+    _lose_a_worker_mid_cell_then_resume(tmp_path, token, make_spec, r"archlab-engine\S* proxy", "front", backends_stopped)
 
 
 def test_a_topologys_memcached_backends_run_on_a_named_worker(engine_path, cluster, tmp_path):
