@@ -314,6 +314,9 @@ def test_interrupt_during_added_repetitions_then_resume(engine_path, tmp_path, t
     after = {(r.cell_id, r.repetition) for r in view.rows}
     assert before < after and len(after) in (6, 8)  # the interrupted round completed, at most one more
     assert view.manifest.status == "complete" and len(view.manifest.document["resumed_at"]) == 1
+    # The directories on disk are the rows': no leftover of the interrupted attempt.
+    on_disk = {(d.parent.name, int(d.name.removeprefix("rep-"))) for d in (store.run_dir(run_id) / "cells").glob("*/rep-*")}
+    assert on_disk == after
     assert wait_no_engine(token) == []
 
 

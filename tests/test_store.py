@@ -166,6 +166,20 @@ def test_reopen_for_resume(tmp_path, experiment, env):
         store.open_run(handle.run_id, other)
 
 
+def test_only_repetition_directories_without_a_row_are_removed(tmp_path, experiment):
+    store = Store(tmp_path / "runs")
+    with store.create_run(experiment, "x") as handle:
+        first, second = experiment.cells()[:2]
+        handle.record(first, 1, ok_record(handle, first, 1))  # recorded: kept
+        leftover = handle.prepare_rep_dir(second, 3)  # an attempt that never got its row
+        (leftover / "load.stderr").write_text("interrupted")
+        other = handle.directory / "cells" / first.cell_id / "notes"  # not a repetition: kept
+        other.mkdir()
+        assert handle.remove_unrecorded_rep_dirs() == [leftover]
+        assert not leftover.exists() and other.is_dir() and handle.rep_dir(first, 1).is_dir()
+        assert handle.remove_unrecorded_rep_dirs() == []
+
+
 def test_a_run_in_progress_cannot_be_resumed_twice(tmp_path, experiment):
     store = Store(tmp_path / "runs")
     handle = store.create_run(experiment, "x", None)

@@ -181,6 +181,7 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                         if database is not None:
                             database.stop(group)
                 with group.critical():
+                    handle.remove_unrecorded_rep_dirs()
                     handle.set_status("complete")
             except Interrupted:
                 _abort(group, handle, "interrupted")

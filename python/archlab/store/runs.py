@@ -271,6 +271,20 @@ class RunWriter:
         d.mkdir(parents=True)
         return d
 
+    def remove_unrecorded_rep_dirs(self) -> list[Path]:
+        """Remove the repetition directories no catalog row describes, and return them: the
+        leftovers of an attempt interrupted in an earlier session of the run and not made again
+        (a repetition the adaptive rule added, then no longer wanted). Every attempt that ended
+        has a row, failed ones included, so nothing a row points to is touched."""
+        recorded = {(row.cell_id, row.repetition) for row in self.store.load_run(self.run_id).rows}
+        removed = []
+        for d in sorted((self.directory / "cells").glob("*/rep-*")):
+            rep = d.name.removeprefix("rep-")
+            if d.is_dir() and rep.isdigit() and (d.parent.name, int(rep)) not in recorded:
+                shutil.rmtree(d)
+                removed.append(d)
+        return removed
+
     def record(self, cell: Cell | CellKey, repetition: int, record: CellRecord) -> ResultRow:
         """Insert the catalog row of one cell and repetition (its files must be complete);
         returns the row as written."""
