@@ -205,8 +205,13 @@ fn partly_open_sessions_have_their_drawn_lengths_and_connections(b: Backend) {
     let sd = (1.0 - 1.0 / mean).sqrt() * mean;
     let got = f.session_requests as f64 / n;
     assert!((got - mean).abs() < 5.0 * sd / n.sqrt(), "mean length {got} over {n} sessions");
-    // One new connection per session (and the first ones connect inside the window too).
-    assert_eq!(r.totals.connections_opened, f.sessions_started, "{f:?}");
+    // One new connection per session (and the first ones connect inside the window too). A
+    // connection counts when its connect completes, so the sessions still in progress at the
+    // window's end may have started one that completes after it (seen on a busy machine: 291
+    // connections for 292 sessions, 2 in progress); every completed session had its own, and
+    // a shared connection would leave far fewer than the sessions (64 slots for ~290).
+    assert!(f.sessions_completed <= r.totals.connections_opened, "{f:?} {:?}", r.totals);
+    assert!(r.totals.connections_opened <= f.sessions_started, "{f:?} {:?}", r.totals);
     assert!(r.totals.requests >= f.session_requests);
     assert_eq!(r.totals.errors.total(), 0, "{:?}", r.error_examples);
     let s = r.summary(None);
