@@ -120,7 +120,12 @@ def test_a_stored_run_gives_intervals_over_its_repetitions(engine_path, tmp_path
     (cell,) = cells.by_cell
     assert cell == ("/delay?ms=1", 2)
     t = cells.by_cell[cell]["system:svc"]
-    assert t.half_width is not None and t.half_width > 0
+    # The 95% Student-t interval of the two repetitions' throughputs (t with 1 degree of
+    # freedom: 12.706), computed here from the rows. It is 0 when both counted the same
+    # requests, which a 1 ms delay at concurrency 2 makes likely.
+    xs = [r.measurement.throughput_rps for r in view.rows]
+    assert len(xs) == 2 and t.mean == pytest.approx(sum(xs) / 2)
+    assert t.half_width is not None and t.half_width == pytest.approx(12.706 * abs(xs[0] - xs[1]) / 2, rel=1e-4, abs=1e-9)
     assert report([Claim("svc alone", "best", "system:svc", ("nope",))], cells) == [
         "svc alone: no cell measures system:svc with all of nope"]
 

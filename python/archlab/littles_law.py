@@ -194,10 +194,17 @@ class LittlesLaw:
             return ("the missing time lies between each request's planned and actual send (think-timer lag, "
                     "or waiting for a connection when the server closed the previous one): the load generator's "
                     "time, outside the measured latency")
+        # Without the reported boundary term, a stall of the load generator at an edge moves every
+        # user's cycle at once, beyond a bound for independent users (see the module).
+        stall = "" if self.boundary_share is not None else " (summaries without closed_boundary_s only)"
         if self.ratio < 1.0:
             return ("users spent time in no completed request: requests longer than the window (cut off by it; "
                     "lengthen the window and the warm-up beyond the slowest request), a request at the window's end "
-                    "far longer than any it completed (a heavy tail), or requests that failed without a response time")
+                    "far longer than any it completed (a heavy tail), requests that failed without a response time"
+                    + ("" if self.boundary_share is not None else f", or a load-generator stall at the window's end{stall}"))
+        if self.boundary_share is None:
+            return ("the response times add up to more than the users' time: a load-generator stall at the window's "
+                    f"start, its users' cycles then counted whole{stall}, or an inconsistent accounting")
         return "the response times add up to more than the users' time: the window's accounting is inconsistent"
 
 
