@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import pytest
 from conftest import alive, cli_env, interrupt_when_running, kill_client_after_its_pid, processes_with_token, run_cli, spec_text, start_cli, wait_no_process, wait_until_gone
 
 from archlab.cluster import ClusterFault, ShardedLoad, open_cluster
+from archlab.lab.foreign import free_port
 from archlab.lab.load_merge import read_interval_log
 from archlab.errors import ArchlabError
 from archlab.lab.session import resume_run, run_spec
@@ -198,7 +198,8 @@ def test_a_spec_cluster_section_runs_like_the_flags_and_the_flags_win(engine_pat
                                "load_hosts": ["load-1"], "server_host": None}
     # A spec whose scheduler is unreachable runs on the one --cluster names, with --shards' count.
     other = tmp_path / "runs-flags"
-    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors, cluster=f'address = "tcp://127.0.0.1:{free_port()}"\nshards = 1'))
+    unreachable = free_port("127.0.0.1")
+    spec.write_text(spec_text(experiment=WINDOW, load=load, factors=factors, cluster=f'address = "tcp://127.0.0.1:{unreachable}"\nshards = 1'))
     done = run_cli("run", str(spec), "--store", str(other), "--no-report", "--cluster", scheduler, "--shards", "2")
     assert done.returncode == 0, done.stderr
     (facts,) = json.loads(next(other.glob("*/manifest.json")).read_text())["load_hosts"]
@@ -213,17 +214,12 @@ def test_a_spec_cluster_section_runs_like_the_flags_and_the_flags_win(engine_pat
     assert not list(bad.glob("*/manifest.json"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_bad_clusters_are_refused_in_one_line_before_any_run(scheduler, engine_path, tmp_path):
     spec = str(write_spec(tmp_path, *CLOSED))
     store = str(tmp_path / "runs")
     cases = [
-        (["--cluster", f"tcp://127.0.0.1:{free_port()}"], 1, r"--cluster tcp://127\.0\.0\.1:\d+: no Dask scheduler answered within 5 s"),
+        (["--cluster", f"tcp://127.0.0.1:{free_port('127.0.0.1')}"], 1, r"--cluster tcp://127\.0\.0\.1:\d+: no Dask scheduler answered within 5 s"),
         (["--cluster", "127.0.0.1:8786"], 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
         (["--cluster", "local:0"], 2, r"--cluster: expected .*, got 'local:0'"),
         (["--cluster", scheduler, "--shards", "3"], 1, r"--shards 3: the cluster tcp://.* has 2 load worker\(s\)"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 
 import pytest
 from conftest import processes_with_token, run_cli, spec_text, start_cli
@@ -22,6 +21,7 @@ from archlab.cluster import ClusterError, open_cluster
 from archlab.cluster.fanout import map_in_order
 from archlab.lab.session import run_spec
 from archlab.store import Store
+from archlab.lab.foreign import free_port
 
 WINDOW = 'name = "analyze"\nrepetitions = 2\nwarmup = "200ms"\nduration = "500ms"'
 LOAD = 'model = "closed"\nthink_time = "exp:2ms"\ntimeout = "2s"'
@@ -126,11 +126,6 @@ def test_the_cli_says_in_one_line_that_a_worker_was_lost(stored_run, token):
     assert out == ""  # nothing printed of a partial analysis
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.parametrize("given, status, message", [
     ("127.0.0.1:8786", 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
@@ -139,7 +134,7 @@ def _free_port() -> int:
 ])  # fmt: skip
 def test_a_bad_cluster_is_one_line_naming_the_flag(stored_run, given, status, message):
     store, run_id = stored_run
-    address = f"tcp://127.0.0.1:{_free_port()}" if given == "unreachable" else given
+    address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}" if given == "unreachable" else given
     done = run_cli("analyze", run_id, "--store", str(store.root), "--cluster", address)
     assert done.returncode == status, done.stderr
     lines = done.stderr.strip().splitlines()

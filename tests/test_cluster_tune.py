@@ -16,7 +16,6 @@ import functools
 import os
 import re
 import signal
-import socket
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -29,6 +28,7 @@ from tuning.test_tuning_learned import DEFAULT, synthetic
 from archlab.cluster import ClusterError, open_cluster
 from archlab.cluster.fanout import map_in_order
 from archlab.tuning import Dataset, Features, cross_validate
+from archlab.lab.foreign import free_port
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -169,11 +169,6 @@ def test_the_cli_says_in_one_line_that_a_worker_was_lost(swept_on_the_cluster, t
     assert out == ""  # nothing printed of a partial analysis
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.parametrize("extra, status, message", [
     (("--cluster", "127.0.0.1:8786"), 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
@@ -183,7 +178,7 @@ def _free_port() -> int:
 ])  # fmt: skip
 def test_a_bad_cluster_with_analyse_is_one_line_naming_the_flag(swept_on_the_cluster, extra, status, message):
     _, store, run_dir = swept_on_the_cluster
-    extra = tuple(f"tcp://127.0.0.1:{_free_port()}" if a == "unreachable" else a for a in extra)
+    extra = tuple(f"tcp://127.0.0.1:{free_port('127.0.0.1')}" if a == "unreachable" else a for a in extra)
     done = run_cli("tune", "--analyse", run_dir.name, "--store", str(store), *extra)
     assert done.returncode == status, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -198,7 +193,7 @@ def test_a_bad_cluster_for_a_sweep_is_one_line_and_creates_no_run(tmp_path, addr
     spec_file = tmp_path / "tune.toml"
     spec_file.write_text(spec(programs))
     store = tmp_path / "runs"
-    address = f"tcp://127.0.0.1:{_free_port()}" if address == "unreachable" else address
+    address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}" if address == "unreachable" else address
     done = run_cli("tune", str(spec_file), "--store", str(store), "--cluster", address)
     assert done.returncode == status, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -28,7 +28,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Callable
 
 from archlab.errors import ArchlabError, ProcessFailed
 from archlab.lab import process_tree
+from archlab.lab.foreign import free_port
 from archlab.lab.process_tree import ProcessTree, TreeSample
 from archlab.lab.processes import ManagedProcess, ProcessGroup, RunAs, die_with_parent
 from archlab.spec.model import DB_ROWS_DEFAULT, DB_ROWS_MAX, needs_database
@@ -121,14 +121,6 @@ def unprivileged_user() -> RunAs | None:
         raise PostgresUnavailable(f"cannot create the system user {FALLBACK_USER!r} to run PostgreSQL as: {done.stderr.strip()}")
     entry = pwd.getpwnam(FALLBACK_USER)
     return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    """A port free on ``host`` right now (PostgreSQL cannot bind port 0; the caller retries if
-    another process takes it before PostgreSQL does)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -282,7 +274,7 @@ def _start_server(
 ) -> Postgres:  # fmt: skip
     last = ""
     for _ in range(_PORT_ATTEMPTS):
-        port = _free_port(host)
+        port = free_port(host)  # PostgreSQL cannot bind port 0; a port taken meanwhile is retried
         argv = [
             str(bindir / "postgres"), "-D", str(directory / "data"), "-p", str(port),
             "-c", f"listen_addresses={host}", "-c", f"unix_socket_directories={directory}",
