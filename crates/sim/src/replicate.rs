@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::kernel::{encode, quantile, Histograms, Simulator, MSER_BATCH, MSER_BINS};
+use crate::kernel::{encode, quantiles, sum_histograms, Histograms, Simulator, MSER_BATCH, MSER_BINS};
 use crate::model::{Model, RunConfig, StopLimit, Warmup};
 use crate::output::{Replication, Responses};
 use crate::spec::{StopMethod, StopMetric};
@@ -286,13 +286,7 @@ fn summarise(
             pooled: pooled(runs.iter().map(|(_, h)| hist(h))),
         }
     };
-    let total = responses(&|r| &r.total, &|h| {
-        let mut all = crate::kernel::new_histogram();
-        for c in &h.classes {
-            all.add(c).expect("auto-resizing histograms accept any value");
-        }
-        Cow::Owned(all)
-    });
+    let total = responses(&|r| &r.total, &|h| sum_histograms(h.classes.iter().map(Cow::Borrowed)));
     let classes = (0..model.sources.len())
         .map(|i| ClassSummary {
             name: model.sources[i].name.clone(),
@@ -340,16 +334,14 @@ fn summarise(
 /// The histograms added up (borrowed where they exist already: a copy of a large histogram
 /// costs more than a short run's events).
 fn pooled<'h>(hists: impl Iterator<Item = Cow<'h, Histogram<u64>>>) -> Pooled {
-    let mut all = crate::kernel::new_histogram();
-    for h in hists {
-        all.add(&*h).expect("auto-resizing histograms accept any value");
-    }
+    let all = sum_histograms(hists);
+    let [p50, p90, p99, p999] = quantiles(&all, [0.5, 0.9, 0.99, 0.999]);
     Pooled {
         count: all.len(),
-        p50: quantile(&all, 0.5),
-        p90: quantile(&all, 0.9),
-        p99: quantile(&all, 0.99),
-        p999: quantile(&all, 0.999),
+        p50,
+        p90,
+        p99,
+        p999,
         histogram: encode(&all),
     }
 }

@@ -105,11 +105,19 @@ _RUN_TABLE = "simulation"
 def _call(function, model_spec: dict, run_spec: dict):
     """``function(model_json, run_json)`` of the bindings, with the core's refusals (and numbers
     JSON cannot carry) as :class:`SpecError` naming the field."""
-    for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE)):
-        if (where := _non_finite(spec, root)) is not None:
-            raise SpecError(where[0], "a finite number", where[1])
     try:
-        return function(json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False))
+        model_json, run_json = json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False)
+    except ValueError as e:
+        # A NaN or infinity, found by a walk only now: a walk on every call cost a short run
+        # about as much as its events.
+        for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE)):
+            if (where := _non_finite(spec, root)) is not None:
+                raise SpecError(where[0], "a finite number", where[1]) from None
+        raise SpecError("model", "a model the simulator reads", str(e)) from None
+    except (TypeError, OverflowError) as e:  # a value JSON cannot carry (an object, a huge int)
+        raise SpecError("model", "numbers, strings, lists and tables", str(e)) from None
+    try:
+        return function(model_json, run_json)
     except ValueError as e:
         if len(e.args) == 3:  # the bindings' mapping of SimError: (field, allowed, received)
             field, allowed, received = e.args

@@ -8,15 +8,18 @@
 //! whose unsigned order is `f64::total_cmp`'s (the same order as before, -0.0 before +0.0
 //! included), and the priority above the sequence number in a second `u64`.
 //!
-//! Two containers hold the entries: a FIFO lane and a binary heap. An event goes to the lane
-//! when it sorts after the lane's last entry, else (and always for the horizon and the end of
-//! the warm-up, which lie far ahead) to the heap; the lane therefore stays sorted,
-//! and the earliest event is the earlier of the lane's front and the heap's top, so the order
-//! is exactly the one a single heap gives. Most events of a server model are scheduled in time
-//! order (a client's next request at the instant its response ends, the next service of a
-//! single server, the next arrival of an open source), so they pass through the lane in O(1)
-//! and the heap holds only the events that overtake others (services of several servers
-//! running in parallel).
+//! Three containers hold the entries: two FIFO lanes and a binary heap. An event at the current
+//! instant (the time of the last event taken) goes to the instant lane when it sorts after that
+//! lane's last entry; any other event goes to the future lane when it sorts after that lane's
+//! last entry; everything else (and always the horizon and the end of the warm-up, which lie far
+//! ahead) goes to the heap. Each lane therefore stays sorted, and the earliest event is the
+//! earliest of the two lanes' fronts and the heap's top, so the order is exactly the one a
+//! single heap gives. Most events of a server model are scheduled in time order (the next
+//! service of a single server, the next arrival of an open source) or at the current instant (a
+//! client with no think time sending its next request as its response ends), so they pass
+//! through a lane in O(1), and the heap holds only the events that overtake others (services of
+//! several servers running in parallel). Without the instant lane, every such request of a
+//! multi-server model went through the heap: it sorts before the services already scheduled.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -110,13 +113,36 @@ impl PartialEq for Entry {
 impl Eq for Entry {}
 
 /// The future event list.
-#[derive(Default)]
 pub struct EventList {
-    /// Entries in increasing order (each one scheduled after the previous and sorting after it).
+    /// Entries at the current instant, in increasing order (each one scheduled after the
+    /// previous and sorting after it). It is empty whenever the clock moves on, since all its
+    /// entries come before any later one.
+    instant: VecDeque<Entry>,
+    /// Later entries in increasing order, likewise.
     lane: VecDeque<Entry>,
     /// Every other entry.
     heap: BinaryHeap<Entry>,
+    /// [`time_key`] of the current instant: the time of the last event taken (0 before any).
+    now: u64,
     seq: u64,
+}
+
+impl Default for EventList {
+    fn default() -> Self {
+        EventList {
+            instant: VecDeque::new(),
+            lane: VecDeque::new(),
+            heap: BinaryHeap::new(),
+            now: time_key(0.0),
+            seq: 0,
+        }
+    }
+}
+
+/// Whether `entry` may join the back of a lane ending in `last`.
+#[inline]
+fn fits(last: Option<&Entry>, entry: &Entry) -> bool {
+    last.is_none_or(|last| entry.key() >= last.key())
 }
 
 impl EventList {
@@ -126,25 +152,41 @@ impl EventList {
         debug_assert!(self.seq < 1 << SEQ_BITS);
         let tie = (event.priority() as u64) << SEQ_BITS | self.seq;
         let entry = Entry { time: time_key(time), tie, event };
-        match self.lane.back() {
+        debug_assert!(entry.time >= self.now, "an event is scheduled before the current instant");
+        if matches!(event, Event::End | Event::WarmupEnd) {
             // Control events lie far ahead of the others (the horizon, the end of the warm-up):
             // at the lane's back, one would send every later event to the heap.
-            _ if matches!(event, Event::End | Event::WarmupEnd) => self.heap.push(entry),
-            Some(last) if entry.key() < last.key() => self.heap.push(entry),
-            _ => self.lane.push_back(entry),
+            self.heap.push(entry);
+        } else if entry.time == self.now && fits(self.instant.back(), &entry) {
+            self.instant.push_back(entry);
+        } else if entry.time != self.now && fits(self.lane.back(), &entry) {
+            self.lane.push_back(entry);
+        } else {
+            self.heap.push(entry);
         }
     }
 
     /// The earliest event, removed from the list.
     #[inline]
     pub fn pop(&mut self) -> Option<(f64, Event)> {
-        let from_lane = match (self.lane.front(), self.heap.peek()) {
-            (Some(l), Some(h)) => l.key() < h.key(),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let e = if from_lane { self.lane.pop_front() } else { self.heap.pop() };
-        e.map(|e| (time_of(e.time), e.event))
+        // The earliest of the three fronts: 0 the instant lane, 1 the future lane, 2 the heap.
+        let mut from = None;
+        let mut best = (u64::MAX, u64::MAX);
+        for (i, front) in [self.instant.front(), self.lane.front(), self.heap.peek()].into_iter().enumerate() {
+            if let Some(e) = front {
+                if from.is_none() || e.key() < best {
+                    (from, best) = (Some(i), e.key());
+                }
+            }
+        }
+        let e = match from? {
+            0 => self.instant.pop_front(),
+            1 => self.lane.pop_front(),
+            _ => self.heap.pop(),
+        }
+        .expect("the chosen front exists");
+        self.now = e.time;
+        Some((time_of(e.time), e.event))
     }
 }
 
@@ -177,11 +219,11 @@ mod tests {
         }
     }
 
-    /// The lane and the heap together give exactly the order of one heap: events scheduled
-    /// in a seeded random mix of in-order and out-of-order times, interleaved with pops, come
-    /// out sorted by (time, priority, sequence).
+    /// The lanes and the heap together give exactly the order of one heap: events scheduled
+    /// in a seeded random mix of in-order and out-of-order times and of times at the current
+    /// instant, interleaved with pops, come out sorted by (time, priority, sequence).
     #[test]
-    fn lane_and_heap_pop_in_one_total_order() {
+    fn lanes_and_heap_pop_in_one_total_order() {
         let mut rng = archlab_prng::Xoshiro256pp::new(11);
         let mut list = EventList::default();
         let mut reference = BinaryHeap::new();

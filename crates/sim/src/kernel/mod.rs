@@ -9,6 +9,7 @@ mod jobs;
 mod recorder;
 mod stations;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -16,7 +17,7 @@ use hdrhistogram::Histogram;
 
 use self::events::{Event, EventList};
 use self::jobs::{Jobs, NO_PARENT};
-pub use self::recorder::{encode, new_histogram, quantile, NANOUNITS};
+pub use self::recorder::{encode, new_histogram, quantile, quantiles, sum_histograms, NANOUNITS};
 use self::recorder::{BatchSeries, BinnedLevel, ClassRecorder, Tally, TimeAverage};
 use self::stations::{Kind, StationState};
 use crate::model::{Arrivals, Model, Op, Pc, RunConfig, SourceKind, StationId, StopLimit, StopRule};
@@ -552,17 +553,16 @@ impl<'m> Simulator<'m> {
     fn report(self, index: u32) -> (Replication, Histograms) {
         let now = self.now;
         let window = now - self.window_start;
-        let mut total = Tally::default();
+        let (mut count, mut sum, mut max) = (0, 0.0, 0.0f64);
         let mut dropped = 0;
         let classes: Vec<ClassResult> = self
             .classes
             .iter()
             .zip(&self.model.sources)
             .map(|(c, src)| {
-                total.count += c.responses.count;
-                total.sum += c.responses.sum;
-                total.max = total.max.max(c.responses.max);
-                total.hist.add(&c.responses.hist).expect("auto-resizing histograms accept any value");
+                count += c.responses.count;
+                sum += c.responses.sum;
+                max = max.max(c.responses.max);
                 dropped += c.dropped;
                 ClassResult {
                     name: src.name.clone(),
@@ -623,15 +623,16 @@ impl<'m> Simulator<'m> {
             mean_response: self.finished_sojourn / self.finished as f64,
             identity_error: if area > 0.0 { (area - stay).abs() / area } else { stay.abs() },
         };
+        let total = sum_histograms(self.classes.iter().map(|c| Cow::Borrowed(&c.responses.hist)));
         let replication = Replication {
             index,
             warmup: self.window_start,
             horizon: now,
             window,
             batch_means: self.total_batches.as_ref().map(|b| b.report(self.confidence)),
-            histogram: encode(&total.hist),
+            histogram: encode(&total),
             events: self.processed,
-            total: responses(&total, dropped, window),
+            total: responses_of(count, sum, max, &total, dropped, window),
             classes,
             stations,
             little,
@@ -646,15 +647,22 @@ impl<'m> Simulator<'m> {
 }
 
 fn responses(t: &Tally, dropped: u64, window: f64) -> Responses {
+    responses_of(t.count, t.sum, t.max, &t.hist, dropped, window)
+}
+
+/// The responses of a tally given by its parts (the total's histogram is the classes' summed,
+/// or the one class's own).
+fn responses_of(count: u64, sum: f64, max: f64, hist: &Histogram<u64>, dropped: u64, window: f64) -> Responses {
+    let [p50, p90, p99, p999] = quantiles(hist, [0.5, 0.9, 0.99, 0.999]);
     Responses {
-        completed: t.count,
+        completed: count,
         dropped,
-        throughput: t.count as f64 / window,
-        mean: t.mean(),
-        p50: t.quantile(0.5),
-        p90: t.quantile(0.9),
-        p99: t.quantile(0.99),
-        p999: t.quantile(0.999),
-        max: if t.count == 0 { f64::NAN } else { t.max },
+        throughput: count as f64 / window,
+        mean: if count == 0 { f64::NAN } else { sum / count as f64 },
+        p50,
+        p90,
+        p99,
+        p999,
+        max: if count == 0 { f64::NAN } else { max },
     }
 }

@@ -3,6 +3,8 @@
 //! system MSER reads. Everything restarts at the end of the warm-up; the current levels (jobs present)
 //! carry over, only their areas restart.
 
+use std::borrow::Cow;
+
 use hdrhistogram::Histogram;
 
 use crate::output::BatchMeans;
@@ -107,21 +109,121 @@ impl Tally {
     }
 }
 
-/// A histogram as the lab stores one: HdrHistogram V2-deflate, base64.
+/// The histograms added up; a single one passes through as it is (borrowed where it is): one
+/// class, one replication is the common case, and a copy of a histogram spanning seconds in
+/// nano-units moves a few hundred KiB of fresh memory. The counts are the same either way; the
+/// encoding's header then gives the highest trackable value the recording reached.
+pub fn sum_histograms<'h>(mut hists: impl Iterator<Item = Cow<'h, Histogram<u64>>>) -> Cow<'h, Histogram<u64>> {
+    let Some(first) = hists.next() else { return Cow::Owned(new_histogram()) };
+    let Some(second) = hists.next() else { return first };
+    let mut all = new_histogram();
+    for h in [first, second].into_iter().chain(hists) {
+        all.add(&*h).expect("auto-resizing histograms accept any value");
+    }
+    Cow::Owned(all)
+}
+
+/// A histogram as the lab stores one: HdrHistogram V2-deflate, base64. The bytes are
+/// `V2DeflateSerializer`'s (cookie, compressed length, zlib stream of the V2 encoding at the
+/// default level), but the compressor is kept per thread and reset between histograms: the
+/// serializer builds a fresh one for each, whose tables (a few hundred KiB, zeroed) cost a short
+/// run more than its events.
 pub fn encode(h: &Histogram<u64>) -> String {
     use base64::Engine as _;
-    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serialising into a Vec cannot fail");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    ENCODER.with_borrow_mut(|e| base64::engine::general_purpose::STANDARD.encode(e.encode(h)))
+}
+
+/// The V2-deflate cookie of the HdrHistogram encoding specification (its base, 0x1c849304,
+/// with the word size 0x10 of V2).
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+
+thread_local! {
+    static ENCODER: std::cell::RefCell<Encoder> = std::cell::RefCell::new(Encoder::default());
+}
+
+/// Buffers and compressor of [`encode`], reused from one histogram to the next.
+struct Encoder {
+    v2: hdrhistogram::serialization::V2Serializer,
+    plain: Vec<u8>,
+    out: Vec<u8>,
+    zlib: flate2::Compress,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder {
+            v2: hdrhistogram::serialization::V2Serializer::new(),
+            plain: Vec::new(),
+            out: Vec::new(),
+            zlib: flate2::Compress::new(flate2::Compression::default(), true),
+        }
+    }
+}
+
+impl Encoder {
+    fn encode(&mut self, h: &Histogram<u64>) -> &[u8] {
+        use hdrhistogram::serialization::Serializer as _;
+        self.plain.clear();
+        self.v2.serialize(h, &mut self.plain).expect("serialising into a Vec cannot fail");
+        self.out.clear();
+        self.out.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
+        self.out.extend_from_slice(&[0; 4]); // the compressed length, filled in below
+        self.zlib.reset();
+        loop {
+            // compress_vec writes only into spare capacity: grow it until the stream ends.
+            self.out.reserve(self.plain.len() / 2 + 64);
+            let read = self.zlib.total_in() as usize;
+            let status = self
+                .zlib
+                .compress_vec(&self.plain[read..], &mut self.out, flate2::FlushCompress::Finish)
+                .expect("deflating into a Vec cannot fail");
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+        }
+        let length = (self.out.len() - 8) as u32;
+        self.out[4..8].copy_from_slice(&length.to_be_bytes());
+        &self.out
+    }
 }
 
 /// The q-quantile of a histogram of nano-units, in model units; NaN when empty.
 pub fn quantile(h: &Histogram<u64>, q: f64) -> f64 {
+    quantiles(h, [q])[0]
+}
+
+/// The quantiles of a histogram of nano-units at `qs` (in increasing order), in model units;
+/// NaN when empty. Each is `value_at_quantile`'s answer, bit for bit, found in one walk over
+/// the bins from the lowest recorded to the highest. `value_at_quantile` walks the whole
+/// counts array from zero for every quantile, and a histogram spanning seconds in nano-units
+/// holds tens of thousands of bins, nearly all of them empty below the responses: that walk
+/// cost a short run more than its events.
+pub fn quantiles<const N: usize>(h: &Histogram<u64>, qs: [f64; N]) -> [f64; N] {
+    let mut out = [f64::NAN; N];
     if h.is_empty() {
-        return f64::NAN;
+        return out;
     }
-    h.median_equivalent(h.value_at_quantile(q)) as f64 / NANOUNITS
+    debug_assert!(qs.windows(2).all(|w| w[0] <= w[1]), "quantiles are asked in increasing order");
+    // `value_at_quantile`'s rank: ceil(q * count), at least 1. Its answer is the highest value
+    // of the first bin whose cumulative count reaches the rank; q = 0 asks for the lowest value
+    // of that bin instead, which the walk below does not give.
+    let rank = |q: f64| ((q.min(1.0) * h.len() as f64).ceil() as u64).max(1);
+    let mut next = 0;
+    while next < N && qs[next] <= 0.0 {
+        out[next] = h.median_equivalent(h.value_at_quantile(qs[next])) as f64 / NANOUNITS;
+        next += 1;
+    }
+    let (mut bin, top) = (if h.min() == 0 { 0 } else { h.min_nz() }, h.max());
+    let mut below = 0u64;
+    while next < N && bin <= top {
+        below += h.count_at(bin);
+        while next < N && below >= rank(qs[next]) {
+            out[next] = h.median_equivalent(bin) as f64 / NANOUNITS;
+            next += 1;
+        }
+        bin = h.next_non_equivalent(bin);
+    }
+    out
 }
 
 /// One class's responses.
@@ -378,6 +480,77 @@ mod tests {
         let expected = [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0];
         for (a, e) in avg.iter().zip(expected) {
             assert!((a - e).abs() < 1e-9, "{avg:?}");
+        }
+    }
+
+    /// Histograms of every shape the kernel records: empty, one value, a value at zero, narrow
+    /// far from zero (a closed queue's responses), wide (12 orders of magnitude), heavy counts.
+    fn histograms() -> Vec<Histogram<u64>> {
+        let mut rng = archlab_prng::Xoshiro256pp::new(11);
+        let mut out = vec![new_histogram()];
+        let mut one = new_histogram();
+        one.record(12_500_000_000).unwrap();
+        out.push(one);
+        let mut zero = Histogram::new_with_bounds(1, 2, 3).unwrap();
+        zero.auto(true);
+        zero.record(0).unwrap();
+        zero.record(7).unwrap();
+        out.push(zero);
+        for shape in 0..60 {
+            let mut h = new_histogram();
+            let n = 1 + rng.below(20_000);
+            for _ in 0..n {
+                let v = match shape % 3 {
+                    0 => 12_000_000_000 + rng.below(1_000_000_000) as u64,
+                    1 => 10f64.powf(rng.uniform() * 12.0) as u64 + 1,
+                    _ => 1 + rng.below(50) as u64,
+                };
+                h.record_n(v, 1 + rng.below(3) as u64).unwrap();
+            }
+            out.push(h);
+        }
+        out
+    }
+
+    /// `quantiles` is `value_at_quantile` (as `quantile` used to call it) at every quantile the
+    /// kernel asks, and at the edges 0, 1, above 1, and ranks that land exactly on a count.
+    #[test]
+    fn quantiles_are_value_at_quantile() {
+        let reference = |h: &Histogram<u64>, q: f64| {
+            if h.is_empty() {
+                f64::NAN
+            } else {
+                h.median_equivalent(h.value_at_quantile(q)) as f64 / NANOUNITS
+            }
+        };
+        for h in histograms() {
+            let qs = [0.0, 1e-9, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0, 1.5];
+            let got = quantiles(&h, qs);
+            for (q, g) in qs.iter().zip(got) {
+                let want = reference(&h, *q);
+                assert!(g.to_bits() == want.to_bits(), "q = {q} of {} values: {g} != {want}", h.len());
+            }
+            for k in 1..=h.len().min(50) {
+                let q = k as f64 / h.len() as f64;
+                assert_eq!(quantile(&h, q).to_bits(), reference(&h, q).to_bits(), "rank {k} of {}", h.len());
+            }
+        }
+    }
+
+    /// `encode` writes `V2DeflateSerializer`'s bytes exactly, with its compressor reused (the
+    /// same thread encodes every histogram here, each after a different one).
+    #[test]
+    fn encode_is_the_v2_deflate_serializer() {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+        for h in histograms() {
+            let mut bytes = Vec::new();
+            V2DeflateSerializer::new().serialize(&h, &mut bytes).unwrap();
+            let want = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            let got = encode(&h);
+            assert_eq!(got, want, "{} values", h.len());
+            let back: Histogram<u64> = Deserializer::new().deserialize(&mut bytes.as_slice()).unwrap();
+            assert_eq!(back, h);
         }
     }
 }
