@@ -336,12 +336,5 @@ fn summarise(
 fn pooled<'h>(hists: impl Iterator<Item = Cow<'h, Histogram<u64>>>) -> Pooled {
     let all = sum_histograms(hists);
     let [p50, p90, p99, p999] = quantiles(&all, [0.5, 0.9, 0.99, 0.999]);
-    Pooled {
-        count: all.len(),
-        p50,
-        p90,
-        p99,
-        p999,
-        histogram: encode(&all),
-    }
+    Pooled { count: all.len(), p50, p90, p99, p999, histogram: encode(&all) }
 }

@@ -1,6 +1,7 @@
 //! Kernel behaviour that can be checked exactly: hand-computed trajectories of small traces
 //! (FCFS, processor sharing, drops, fork-join with a failed branch), determinism across thread
-//! counts, Little's accounting identity, and validation errors naming their field.
+//! counts, pinned trajectories, Little's accounting identity, and validation errors naming
+//! their field.
 
 mod common;
 
@@ -63,9 +64,10 @@ fn fork_join_waits_for_all_and_fails_if_one_branch_fails() {
     assert!(failing.little.identity_error < 1e-12);
 }
 
-#[test]
-fn results_do_not_depend_on_threads() {
-    let model = json!({
+/// A model using every kind of step, station and source: repeat, a JSQ balancer, fork-join,
+/// processor sharing, lognormal and gamma services, a closed and a partly-open source.
+fn every_feature() -> serde_json::Value {
+    json!({
         "stations": [{"name": "cpu", "servers": 2}, {"name": "db", "discipline": "ps"}, {"name": "r1"}, {"name": "r2"}],
         "sources": [
             {"kind": "closed", "name": "users", "clients": 30, "think": {"dist": "exponential", "mean": 1.0},
@@ -75,7 +77,12 @@ fn results_do_not_depend_on_threads() {
             {"kind": "sessions", "name": "web", "interarrival": {"dist": "exponential", "mean": 1.0}, "again": 0.8,
              "route": [{"step": "fork", "branches": [[{"step": "serve", "station": "r1", "service": det(0.01)}],
                                                      [{"step": "serve", "station": "db", "service": det(0.01)}]]}]}]
-    });
+    })
+}
+
+#[test]
+fn results_do_not_depend_on_threads() {
+    let model = every_feature();
     let run = |threads: u32| {
         let out = common::run(
             model.clone(),
@@ -111,4 +118,65 @@ fn invalid_models_name_the_field_and_the_allowed_values() {
         err(src(json!([{"step": "teleport"}]))),
         r#"sources[0].route[0].step: expected one of serve, call, branch, repeat, fork, balance, got "teleport""#
     );
+}
+
+/// Every number of a run, without the encoded histograms (their counts are pinned by the
+/// quantiles; their header may change with how histograms are summed), as compact JSON hashed
+/// with FNV-1a (64 bits).
+fn fingerprint(out: &archlab_sim::Outcome) -> u64 {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("histogram");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(out).unwrap();
+    strip(&mut v);
+    v.to_string().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A seed fixes the whole trajectory, and speeding the kernel up must not move it: these runs'
+/// numbers are pinned bit for bit (a digest of every field). The digests were taken before the
+/// kernel's fast paths (the instant lane, a job resumed without the ready list, one class's
+/// levels kept once) and the quantile walk, and must not change when such work is done. A change
+/// of the model's meaning (a new tie rule, another random stream) changes them on purpose: then
+/// say so in the change log and take the new digests from this test's message.
+#[test]
+fn trajectories_are_pinned() {
+    let cases = [
+        (
+            "Table 8.1, N = 50, k = 4",
+            common::closed(50, 4, 0.025),
+            json!({"horizon": 200.0, "seed": 42}),
+            0xcaf9_caf3_de32_62a3,
+        ),
+        (
+            "every feature",
+            every_feature(),
+            json!({"horizon": 300.0, "warmup": 30.0, "replications": 3, "seed": 9}),
+            0xa70c_ba54_6d29_3486,
+        ),
+        (
+            "PS, delay and FCFS stations, one class",
+            json!({"stations": [{"name": "cpu", "servers": 2, "discipline": "ps"}, {"name": "net", "discipline": "delay"},
+                                {"name": "disk", "servers": 1}],
+                   "sources": [{"kind": "closed", "name": "a", "clients": 30, "think": {"dist": "exponential", "mean": 0.2},
+                                "route": [{"step": "serve", "station": "cpu", "service": {"dist": "exponential", "mean": 0.01}},
+                                          {"step": "serve", "station": "net", "service": {"dist": "exponential", "mean": 0.005}},
+                                          {"step": "serve", "station": "disk", "service": {"dist": "exponential", "mean": 0.004}}]}]}),
+            json!({"horizon": 300.0, "warmup": 10.0, "replications": 2, "seed": 3}),
+            0xcd4a_0ea8_f40a_d753,
+        ),
+    ];
+    let got: Vec<(&str, u64, u64)> = cases
+        .iter()
+        .map(|(name, m, r, want)| (*name, fingerprint(&common::run(m.clone(), r.clone())), *want))
+        .collect();
+    let moved: Vec<String> =
+        got.iter().filter(|(_, g, w)| g != w).map(|(n, g, w)| format!("{n}: {g:#018x} (pinned {w:#018x})")).collect();
+    assert!(moved.is_empty(), "trajectories moved:\n{}", moved.join("\n"));
 }

@@ -265,7 +265,7 @@ impl<'m> Simulator<'m> {
         if let Some(series) = &mut self.series {
             series.set(self.now, self.in_system_now as f64);
         }
-        self.ready.push_back(job);
+        self.resume(job);
     }
 
     fn arrival(&mut self, source: u16) {
@@ -297,7 +297,7 @@ impl<'m> Simulator<'m> {
             self.leave(job, station);
         }
         self.jobs.get_mut(job).pc += 1;
-        self.ready.push_back(job);
+        self.resume(job);
     }
 
     fn ps_done(&mut self, station: StationId, generation: u32) {
@@ -311,7 +311,19 @@ impl<'m> Simulator<'m> {
         }
         self.leave(job, station);
         self.jobs.get_mut(job).pc += 1;
-        self.ready.push_back(job);
+        self.resume(job);
+    }
+
+    /// An event lets `job` go on: it runs at once when no other job is ready, as it would
+    /// first thing from the ready list (which saves a trip through the list on the common
+    /// path), else it joins the list's end. Only for event handlers: inside `advance` another
+    /// job is mid-way and must finish its step first.
+    fn resume(&mut self, job: u32) {
+        if self.ready.is_empty() {
+            self.advance(job);
+        } else {
+            self.ready.push_back(job);
+        }
     }
 
     /// A job arrives at a station: dropped if it is full, else counted present.
@@ -588,16 +600,20 @@ impl<'m> Simulator<'m> {
                     .classes
                     .iter()
                     .zip(&self.model.sources)
-                    .map(|(c, src)| StationClassResult {
-                        name: src.name.clone(),
-                        utilisation: (!delay).then(|| c.busy.area(now) / window / m.servers as f64),
-                        mean_jobs: c.present.area(now) / window,
-                        throughput: c.departures as f64 / window,
-                        mean_residence: if c.departures == 0 {
-                            f64::NAN
-                        } else {
-                            c.residence_sum / c.departures as f64
-                        },
+                    .enumerate()
+                    .map(|(i, (c, src))| {
+                        let (present, busy) = s.class_levels(i);
+                        StationClassResult {
+                            name: src.name.clone(),
+                            utilisation: (!delay).then(|| busy.area(now) / window / m.servers as f64),
+                            mean_jobs: present.area(now) / window,
+                            throughput: c.departures as f64 / window,
+                            mean_residence: if c.departures == 0 {
+                                f64::NAN
+                            } else {
+                                c.residence_sum / c.departures as f64
+                            },
+                        }
                     })
                     .collect();
                 StationResult {

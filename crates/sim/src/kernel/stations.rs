@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::recorder::StationRecorder;
+use super::recorder::{StationRecorder, TimeAverage};
 use crate::model::Station;
 use crate::spec::Discipline;
 
@@ -115,6 +115,11 @@ pub struct StationState {
     pub busy_by_class: Vec<u32>,
     pub kind: Kind,
     pub rec: StationRecorder,
+    /// One class at an FCFS or delay station: the class's jobs present and servers busy are
+    /// the station's, set at the same instants to the same levels, so their time averages are
+    /// the station's bit for bit and are not kept twice (see [`StationState::class_levels`]).
+    /// Under PS a class's busy level is present x (busy / present), which rounds differently.
+    mirrored: bool,
 }
 
 impl StationState {
@@ -137,6 +142,7 @@ impl StationState {
             present: 0,
             present_by_class: vec![0; classes],
             busy_by_class: vec![0; classes],
+            mirrored: classes == 1 && !matches!(kind, Kind::Ps(_)),
             kind,
             rec: StationRecorder::new(classes),
         }
@@ -157,7 +163,18 @@ impl StationState {
 
     /// Re-read an FCFS class's server count after it took a server from the queue.
     pub fn refresh_class_busy(&mut self, now: f64, class: usize) {
-        self.rec.classes[class].busy.set(now, self.busy_by_class[class] as f64);
+        if !self.mirrored {
+            self.rec.classes[class].busy.set(now, self.busy_by_class[class] as f64);
+        }
+    }
+
+    /// A class's (jobs present, servers busy) time averages.
+    pub fn class_levels(&self, class: usize) -> (&TimeAverage, &TimeAverage) {
+        if self.mirrored {
+            (&self.rec.present, &self.rec.busy)
+        } else {
+            (&self.rec.classes[class].present, &self.rec.classes[class].busy)
+        }
     }
 
     /// Account for one more (`+1`) or one fewer (`-1`) job of `class` present at `now`. FCFS
@@ -172,6 +189,7 @@ impl StationState {
         // min(1, servers / present), so a class holds its jobs times that share; at a delay
         // station every job is in service. The PS share changes for every class at once.
         match &self.kind {
+            _ if self.mirrored => {}
             Kind::Fcfs(_) => {
                 let c = &mut self.rec.classes[class];
                 c.present.set(now, self.present_by_class[class] as f64);
