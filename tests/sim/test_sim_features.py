@@ -126,3 +126,14 @@ def test_invalid_models_name_the_field():
     bad.open("requests", rate=1.0, route=[sim.branch((0.5, [sim.serve("cpu", 1.0)]), (0.4, []))])
     with pytest.raises(SpecError, match=r"options: expected probabilities p summing to 1"):
         sim.Simulation(horizon=10).run(bad)
+    # JSON cannot carry these, so they are found before the core sees the model.
+    nan = sim.Model()
+    nan.closed("users", clients=1, route=[sim.serve(nan.station("cpu"), float("nan"))])
+    with pytest.raises(SpecError, match=r"^sources\[0\]\.route\[0\]\.service\.value: expected a finite number, got nan$"):
+        sim.Simulation(horizon=10).run(nan)
+    with pytest.raises(SpecError, match=r"^simulation\.horizon: expected a finite number, got inf$"):
+        sim.Simulation(horizon=float("inf")).run(ok)
+    looped: dict = {"stations": [{"name": "cpu"}]}
+    looped["sources"] = [looped]
+    with pytest.raises(SpecError, match=r"^model: expected a model the simulator reads, got 'Circular reference detected'$"):
+        sim.Simulation(horizon=10).run(looped)

@@ -108,11 +108,16 @@ def _call(function, model_spec: dict, run_spec: dict):
     try:
         model_json, run_json = json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False)
     except ValueError as e:
-        # A NaN or infinity, found by a walk only now: a walk on every call cost a short run
-        # about as much as its events.
-        for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE)):
-            if (where := _non_finite(spec, root)) is not None:
-                raise SpecError(where[0], "a finite number", where[1]) from None
+        # A NaN or infinity, found by a walk only now (a walk on every call cost a short run
+        # about as much as its events), or a table that contains itself, which the walk cannot
+        # follow to its end.
+        try:
+            where = next((w for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE))
+                          if (w := _non_finite(spec, root)) is not None), None)
+        except RecursionError:
+            where = None
+        if where is not None:
+            raise SpecError(where[0], "a finite number", where[1]) from None
         raise SpecError("model", "a model the simulator reads", str(e)) from None
     except (TypeError, OverflowError) as e:  # a value JSON cannot carry (an object, a huge int)
         raise SpecError("model", "numbers, strings, lists and tables", str(e)) from None
