@@ -223,6 +223,7 @@ def compare_many(title: str, contenders: list[tuple[str, object, float]], peer_n
     print(f"\n{title}")
     result = harness.alternate([harness.Contender(n, run) for n, run, _ in contenders]
                                + [harness.Contender(peer_name, peer)], reps)
+
     def cpu_per_request(name: str) -> list[float]:
         """Microseconds of ``cpu_of``'s CPU per request, repetition by repetition."""
         if cpu_of == "server":

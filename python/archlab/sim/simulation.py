@@ -108,9 +108,9 @@ def _call(function, model_spec: dict, run_spec: dict):
     try:
         model_json, run_json = json.dumps(model_spec, allow_nan=False), json.dumps(run_spec, allow_nan=False)
     except ValueError as e:
-        # A NaN or infinity, found by a walk only now (a walk on every call cost a short run
-        # about as much as its events), or a table that contains itself, which the walk cannot
-        # follow to its end.
+        # A NaN or infinity, found by a walk only now (the walk cost every call about 0.1 ms,
+        # a fifth of a short run's native time), or a table that contains itself, which the
+        # walk cannot follow to its end.
         try:
             where = next((w for spec, root in ((model_spec, ""), (run_spec, _RUN_TABLE))
                           if (w := _non_finite(spec, root)) is not None), None)
