@@ -214,7 +214,6 @@ def test_a_spec_cluster_section_runs_like_the_flags_and_the_flags_win(engine_pat
     assert not list(bad.glob("*/manifest.json"))
 
 
-
 def test_bad_clusters_are_refused_in_one_line_before_any_run(scheduler, engine_path, tmp_path):
     spec = str(write_spec(tmp_path, *CLOSED))
     store = str(tmp_path / "runs")

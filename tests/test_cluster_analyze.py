@@ -126,7 +126,6 @@ def test_the_cli_says_in_one_line_that_a_worker_was_lost(stored_run, token):
     assert out == ""  # nothing printed of a partial analysis
 
 
-
 @pytest.mark.parametrize("given, status, message", [
     ("127.0.0.1:8786", 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
     ("local:0", 2, r"--cluster: expected .*, got 'local:0'"),

@@ -169,7 +169,6 @@ def test_the_cli_says_in_one_line_that_a_worker_was_lost(swept_on_the_cluster, t
     assert out == ""  # nothing printed of a partial analysis
 
 
-
 @pytest.mark.parametrize("extra, status, message", [
     (("--cluster", "127.0.0.1:8786"), 2, r"--cluster: expected tcp://HOST:PORT .* or local:N .*, got '127\.0\.0\.1:8786'"),
     (("--cluster", "local:0"), 2, r"--cluster: expected .*, got 'local:0'"),
