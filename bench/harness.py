@@ -47,10 +47,19 @@ class Sample:
     work: float = float("nan")
     cpu_s: float = float("nan")
     extra: dict = field(default_factory=dict)
+    #: The part of ``cpu_s`` spent in the kernel (stime), NaN when not measured.
+    system_s: float = float("nan")
 
     @property
     def cpu_per_unit_us(self) -> float:
-        return self.cpu_s / self.work * 1e6 if self.work and self.work == self.work else float("nan")
+        return self._per_unit_us(self.cpu_s)
+
+    @property
+    def system_per_unit_us(self) -> float:
+        return self._per_unit_us(self.system_s)
+
+    def _per_unit_us(self, seconds: float) -> float:
+        return seconds / self.work * 1e6 if self.work and self.work == self.work else float("nan")
 
 
 @dataclass(frozen=True)
@@ -152,12 +161,32 @@ def alternate(contenders: Sequence[Contender], repetitions: int, *, progress: bo
 
 # --- CPU time -------------------------------------------------------------------------------------
 
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a live process, in seconds (fields 14 and 15 of /proc/<pid>/stat, after the
+@dataclass(frozen=True)
+class CpuTime:
+    """CPU seconds as the kernel splits them: in user space and in the kernel."""
+
+    user: float
+    system: float
+
+    @property
+    def total(self) -> float:
+        return self.user + self.system
+
+    def __sub__(self, earlier: CpuTime) -> CpuTime:
+        return CpuTime(self.user - earlier.user, self.system - earlier.system)
+
+
+def process_cpu(pid: int) -> CpuTime:
+    """utime and stime of a live process (fields 14 and 15 of /proc/<pid>/stat, after the
     parenthesised command name, which may itself hold spaces)."""
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return CpuTime(int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS)
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a live process, in seconds."""
+    return process_cpu(pid).total
 
 
 def self_cpu_s() -> float:
@@ -166,10 +195,15 @@ def self_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def children_cpu_s() -> float:
-    """CPU seconds of the waited-for children of this process (getrusage RUSAGE_CHILDREN)."""
+def children_cpu() -> CpuTime:
+    """CPU time of the waited-for children of this process (getrusage RUSAGE_CHILDREN)."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return CpuTime(r.ru_utime, r.ru_stime)
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of the waited-for children of this process."""
+    return children_cpu().total
 
 
 def timed(work: Callable[[], float]) -> Sample:

@@ -158,16 +158,18 @@ def wrk(url: str, cpu: int, connections: int, duration: float, warmup: float = 0
     if warmup > 0:
         _wrk_run(url, cpu, connections, warmup)
     server = SERVER_PIDS.get(url)
-    server_before = harness.process_cpu_s(server) if server else float("nan")
-    before = harness.children_cpu_s()
+    nan = harness.CpuTime(float("nan"), float("nan"))
+    server_before = harness.process_cpu(server) if server else nan
+    before = harness.children_cpu()
     out = _wrk_run(url, cpu, connections, duration)
-    cpu_s = harness.children_cpu_s() - before
-    server_cpu = harness.process_cpu_s(server) - server_before if server else float("nan")
+    used = harness.children_cpu() - before
+    server_cpu = harness.process_cpu(server) - server_before if server else nan
     m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if not m or not rate:
         raise RuntimeError(f"cannot read wrk output:\n{out}")
-    return harness.Sample(float(rate.group(1)), float(m.group(1)), cpu_s, {"server_cpu_s": server_cpu})
+    return harness.Sample(float(rate.group(1)), float(m.group(1)), used.total,
+                          {"server_cpu_s": server_cpu.total, "server_system_s": server_cpu.system}, used.system)
 
 
 def _wrk_run(url: str, cpu: int, connections: int, duration: float) -> str:
@@ -198,10 +200,12 @@ def archlab_load(url: str, cpu: int, connections: int, duration: float, warmup: 
             capture_output=True, text=True, check=True, timeout=duration + warmup + 30,
         )
         summary = json.loads(out.read_text())
-    cpu_s = sum(t["user_s"] + t["sys_s"] for t in summary["generator"]["thread_cpu"])
-    return harness.Sample(float(summary["throughput_rps"]), float(summary["responses"]), cpu_s,
+    threads = summary["generator"]["thread_cpu"]
+    system_s = sum(t["sys_s"] for t in threads)
+    return harness.Sample(float(summary["throughput_rps"]), float(summary["responses"]),
+                          sum(t["user_s"] for t in threads) + system_s,
                           {"server": server, "generator_bound": summary["generator"]["bound"],
-                           "backend": summary["generator"]["backend"]})
+                           "backend": summary["generator"]["backend"]}, system_s)
 
 
 def compare(title: str, a_name: str, a, b_name: str, b, reps: int, target: float, *,
@@ -224,26 +228,37 @@ def compare_many(title: str, contenders: list[tuple[str, object, float]], peer_n
     result = harness.alternate([harness.Contender(n, run) for n, run, _ in contenders]
                                + [harness.Contender(peer_name, peer)], reps)
 
-    def cpu_per_request(name: str) -> list[float]:
-        """Microseconds of ``cpu_of``'s CPU per request, repetition by repetition."""
+    def cpu_per_request(name: str, kernel_only: bool = False) -> list[float]:
+        """Microseconds of ``cpu_of``'s CPU per request (``kernel_only``: its system time),
+        repetition by repetition."""
         if cpu_of == "server":
-            return [s.extra["server_cpu_s"] / s.work * 1e6 for s in result.samples[name]]
-        return [s.cpu_per_unit_us for s in result.samples[name]]
+            key = "server_system_s" if kernel_only else "server_cpu_s"
+            return [s.extra[key] / s.work * 1e6 for s in result.samples[name]]
+        return [s.system_per_unit_us if kernel_only else s.cpu_per_unit_us for s in result.samples[name]]
 
     rows = []
     for name in [n for n, _, _ in contenders] + [peer_name]:
         cpu_us = statistics.median(cpu_per_request(name))
+        kernel_us = statistics.median(cpu_per_request(name, kernel_only=True))
         rows.append({"comparison": title, "contender": name, "median_rps": statistics.median(result.values(name)),
-                     f"{cpu_of}_cpu_us_per_request": cpu_us})
-        print(f"  {name:<18} median {rows[-1]['median_rps']:>12,.0f} req/s   {cpu_of} CPU {cpu_us:6.2f} us/request")
+                     f"{cpu_of}_cpu_us_per_request": cpu_us, f"{cpu_of}_kernel_us_per_request": kernel_us})
+        print(f"  {name:<18} median {rows[-1]['median_rps']:>12,.0f} req/s   {cpu_of} CPU {cpu_us:6.2f} us/request"
+              f" ({kernel_us:.2f} in the kernel)")
     for row, (name, _, target) in zip(rows, contenders):
         interval = result.ratio(name, peer_name, higher_is_better=True)
         row["ratio"], row["target"] = interval, target
         if per_core:
             row["per_core_ratio"] = judged = harness.median_ratio_interval(cpu_per_request(peer_name),
                                                                            cpu_per_request(name))
+            # What the contender would reach if its own code cost nothing and its kernel work
+            # stayed the same: the peer's CPU per request over the contender's kernel time alone.
+            # A target above this ceiling is out of reach of anything the contender does in user
+            # space (on loopback the kernel time includes the receiver's side of every packet).
+            row["per_core_ceiling"] = ceiling = harness.median_ratio_interval(
+                cpu_per_request(peer_name), cpu_per_request(name, kernel_only=True))
             print(f"  {name} / {peer_name}: requests/s {interval}; requests per {cpu_of} CPU-second {judged} "
-                  f"({harness.verdict(judged, target)})")
+                  f"({harness.verdict(judged, target)}); with no user time at all: {ceiling}"
+                  + (" (the target lies beyond it)" if ceiling.high < target else ""))
         else:
             judged = interval
             print(f"  {name} / {peer_name}: {interval} ({harness.verdict(interval, target)})")

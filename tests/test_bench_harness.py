@@ -84,10 +84,30 @@ def test_process_cpu_time_comes_from_proc_stat_of_that_process():
         assert child.stdout.readline().strip() == "spun"
         # /proc accounts in clock ticks: allow one tick of rounding each for utime and stime.
         assert harness.process_cpu_s(child.pid) >= 0.3 - 2 / harness.CLOCK_TICKS
+        # The split adds up to the total; a user-space spin is checked in the next test.
+        split = harness.process_cpu(child.pid)
+        assert split.total == pytest.approx(harness.process_cpu_s(child.pid), abs=2 / harness.CLOCK_TICKS)
     finally:
         child.stdin.close()
         child.wait(10)
     assert harness.process_cpu_s(os.getpid()) == pytest.approx(harness.self_cpu_s(), abs=0.05)
+
+
+def test_children_cpu_is_split_into_user_and_kernel_time():
+    # Two waited-for children, each bounded by its own account (os.times()): one spends 0.2 s of
+    # system time (the kernel fills 1 MiB from /dev/zero per call), the other 0.2 s of user time
+    # (arithmetic, reading its clock once per 10^5 steps). Each shows up on its own side.
+    kernel = ("import os\nf = open('/dev/zero', 'rb', buffering=0)\nbuf = bytearray(1 << 20)\n"
+              "while os.times().system < 0.2: f.readinto(buf)\n")
+    user = ("import os\nx = 0\nwhile os.times().user < 0.2:\n    for i in range(100_000): x += i\n")
+    spent = {}
+    for name, code in (("kernel", kernel), ("user", user)):
+        before = harness.children_cpu()
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+        spent[name] = harness.children_cpu() - before
+    assert spent["kernel"].system >= 0.2 - 0.02 and spent["kernel"].system > spent["kernel"].user
+    assert spent["user"].user >= 0.2 - 0.02 and spent["user"].user > spent["user"].system
+    assert harness.children_cpu_s() == pytest.approx(harness.children_cpu().total)
 
 
 def test_results_are_valid_json_with_machine_facts(tmp_path, monkeypatch):
