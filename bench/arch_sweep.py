@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 import http_peers  # noqa: E402
 from http_peers import ENGINE, NGINX_CONF, ROOT, free_port, missing_prerequisite, running  # noqa: E402
 
@@ -95,11 +96,11 @@ def answer_of(path: str, sc: int) -> bytes:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=3, help="repetitions of the whole sweep (medians need >= 3)")
-    ap.add_argument("--duration", type=int, default=3, help="seconds measured per cell (after 1 s warm-up)")
+    ap.add_argument("--reps", type=harness.count(), default=3, help="repetitions of the whole sweep (medians need >= 3)")
+    ap.add_argument("--duration", type=harness.count(), default=3, help="seconds measured per cell (after 1 s warm-up)")
     ap.add_argument("--arch", default="", help="comma-separated subset of the registry (default: all)")
-    ap.add_argument("--server-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--server-cpu", type=harness.count(0), default=1)
+    ap.add_argument("--client-cpu", type=harness.count(0), default=0)
     a = ap.parse_args()
     if why := missing_prerequisite(("nginx", "taskset")):
         print(f"bench: {why}", file=sys.stderr)

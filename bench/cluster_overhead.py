@@ -24,10 +24,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "bench"))
 
 from archlab.cluster import ShardedLoad, open_cluster  # noqa: E402
 from archlab.lab.session import run_spec  # noqa: E402
 from archlab.store import Store  # noqa: E402
+import harness  # noqa: E402
 
 SPEC = """[experiment]
 name = "cluster-overhead"
@@ -60,7 +62,7 @@ def one_cell(spec: Path, store: Store, executor) -> tuple[float, dict | None]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--reps", type=harness.count(), default=7)
     args = parser.parse_args()
     local_s, sharded_s, start_skew_ms, window_skew_ms = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="archlab-bench-cluster-") as tmp, open_cluster("local:2") as cluster:

@@ -18,7 +18,9 @@ on the calling thread.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -308,3 +310,31 @@ def chosen_parts(only: str | None, parts: Sequence[str]) -> set[str] | None:
         print(f"bench: --only takes {','.join(parts)}; got {','.join(sorted(unknown))}", file=sys.stderr)
         return None
     return chosen
+
+
+def count(minimum: int = 1) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``; anything else is refused in one line that
+    names the allowed values and what was received (argparse adds the option's name)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+    return parse
+
+
+def seconds(*, zero_allowed: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds > 0 (>= 0 with ``zero_allowed``)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (math.isfinite(value) and (value >= 0 if zero_allowed else value > 0)):
+            bound = ">= 0" if zero_allowed else "> 0"
+            raise argparse.ArgumentTypeError(f"expected a finite number {bound}, got {text!r}")
+        return value
+    return parse

@@ -270,12 +270,12 @@ def parse_arguments(description: str, extra=None) -> argparse.Namespace:
     """The options every peer benchmark takes (repetitions, duration, connections, CPUs);
     ``extra(parser)`` adds a benchmark's own."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=20, help="alternating repetitions after one warm-up (default 20)")
-    ap.add_argument("--duration", type=float, default=1.0, help="seconds per timed measurement (default 1)")
-    ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up before each measurement (default 1)")
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--server-cpu", type=int, default=1)
-    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--reps", type=harness.count(), default=20, help="alternating repetitions after one warm-up (default 20)")
+    ap.add_argument("--duration", type=harness.seconds(), default=1.0, help="seconds per timed measurement (default 1)")
+    ap.add_argument("--warmup", type=harness.seconds(zero_allowed=True), default=1.0, help="seconds of warm-up before each measurement (default 1)")
+    ap.add_argument("--connections", type=harness.count(), default=64)
+    ap.add_argument("--server-cpu", type=harness.count(0), default=1)
+    ap.add_argument("--client-cpu", type=harness.count(0), default=0)
     if extra is not None:
         extra(ap)
     return ap.parse_args()

@@ -283,14 +283,14 @@ def print_case(title: str, rows: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=100_000_000, help="samples of the Parquet case (default 10^8)")
-    parser.add_argument("--jtl-gb", type=float, default=1.0, help="size of the generated JTL file (default 1 GB)")
-    parser.add_argument("--reps", type=int, default=5, help="alternating repetitions per contender (fresh processes)")
+    parser.add_argument("--n", type=harness.count(), default=100_000_000, help="samples of the Parquet case (default 10^8)")
+    parser.add_argument("--jtl-gb", type=harness.seconds(), default=1.0, help="size of the generated JTL file (default 1 GB)")
+    parser.add_argument("--reps", type=harness.count(), default=5, help="alternating repetitions per contender (fresh processes)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--contenders", default=",".join(CONTENDERS[:3]),
                         help=f"comma-separated subset of {','.join(CONTENDERS)} (archlab always runs; "
                              "default leaves python-csv out)")
-    parser.add_argument("--cpu", type=int, default=0, help="the CPU every worker is pinned to")
+    parser.add_argument("--cpu", type=harness.count(0), default=0, help="the CPU every worker is pinned to")
     parser.add_argument("--worker", nargs=3, metavar=("CASE", "CONTENDER", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

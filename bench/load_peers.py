@@ -402,7 +402,7 @@ def debian_version(package: str) -> str:
 
 def _extra_options(ap) -> None:
     ap.add_argument("--only", metavar="PARTS", help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
-    ap.add_argument("--mc-connections", type=int, default=4, help="memcached: connections = memcslap threads (default 4)")
+    ap.add_argument("--mc-connections", type=harness.count(), default=4, help="memcached: connections = memcslap threads (default 4)")
 
 
 if __name__ == "__main__":

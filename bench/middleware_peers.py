@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_peers import ENGINE, ROOT, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+import harness  # noqa: E402
 from harness import chosen_parts  # noqa: E402
 from load_peers import memcached  # noqa: E402
 
@@ -298,7 +299,7 @@ def _extra_options(ap) -> None:
     ap.set_defaults(reps=10, connections=32)
     ap.add_argument("--only", metavar="PARTS", help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
     ap.add_argument("--archs", default="event-loop,seed", help="archlab architectures to compare (default event-loop,seed)")
-    ap.add_argument("--workers", type=int, default=8, help="workers of the hand-off architectures (default 8)")
+    ap.add_argument("--workers", type=harness.count(), default=8, help="workers of the hand-off architectures (default 8)")
 
 
 if __name__ == "__main__":

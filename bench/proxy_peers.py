@@ -50,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_peers import ENGINE, ROOT, _seconds, free_port, missing_prerequisite, parse_arguments  # noqa: E402
+import harness  # noqa: E402
 from harness import chosen_parts  # noqa: E402
 from middleware_peers import bootstrap_median_ci, cpu_seconds, stopping, wait_accepting  # noqa: E402
 
@@ -323,7 +324,7 @@ def _extra_options(ap) -> None:
     ap.add_argument("--only", metavar="PARTS", help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
     ap.add_argument("--archs", default="single-thread",
                     help="archlab architectures to compare, comma-separated (default single-thread)")
-    ap.add_argument("--backend-cpu", type=int, default=0, help="CPU of the two backends (default 0, the generator's)")
+    ap.add_argument("--backend-cpu", type=harness.count(0), default=0, help="CPU of the two backends (default 0, the generator's)")
 
 
 if __name__ == "__main__":

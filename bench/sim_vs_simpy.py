@@ -400,12 +400,12 @@ def cell(concurrency: int, cores: int, names: list[str], reps: int, directory: P
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[500])
-    parser.add_argument("--cores", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--reps", type=int, default=10, help="timed repetitions per contender (after one warm-up)")
+    parser.add_argument("--concurrency", type=harness.count(), nargs="+", default=[500])
+    parser.add_argument("--cores", type=harness.count(), nargs="+", default=[1, 4])
+    parser.add_argument("--reps", type=harness.count(), default=10, help="timed repetitions per contender (after one warm-up)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help=f"comma-separated subset of {','.join(CONTENDERS)} (archlab always runs)")
-    parser.add_argument("--cpu", type=int, default=0, help="the CPU this process is pinned to")
+    parser.add_argument("--cpu", type=harness.count(0), default=0, help="the CPU this process is pinned to")
     args = parser.parse_args()
     names = ["archlab"] + [n for n in dict.fromkeys(args.contenders.split(",")) if n and n != "archlab"]
     if unknown := [n for n in names if n not in CONTENDERS]:

@@ -44,6 +44,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 from harness import ROOT, machine_facts, median_ratio_interval, package_version, write_results  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "python"))
@@ -229,8 +230,8 @@ def main() -> int:
     ap.add_argument("--controller", help="RUN_ID of a live run of the adaptive pool (seed003-controller.toml)")
     ap.add_argument("--mix-change", help="A,B: run program A then B on one adaptive server, against static pools")
     ap.add_argument("--mix-spec", default="experiments/seed003-controller.toml")
-    ap.add_argument("--mix-reps", type=int, default=3)
-    ap.add_argument("--phase-s", type=float, default=6.0, help="window of each phase, seconds (default 6)")
+    ap.add_argument("--mix-reps", type=harness.count(), default=3)
+    ap.add_argument("--phase-s", type=harness.seconds(), default=6.0, help="window of each phase, seconds (default 6)")
     args = ap.parse_args()
 
     from archlab.cli.stores import open_store

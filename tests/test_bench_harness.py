@@ -120,3 +120,27 @@ def test_results_are_valid_json_with_machine_facts(tmp_path, monkeypatch):
     assert document["table"][0] == {"ratio": {"median": 2.0, "low": 1.5, "high": 2.5, "confidence": 0.95},
                                     "cpu": None}
     assert document["machine"]["tools"] == {"peer": "1.0"}
+
+
+def test_option_types_refuse_bad_values_in_one_line_naming_the_allowed_ones():
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bench", exit_on_error=False)
+    parser.add_argument("--reps", type=harness.count(), default=20)
+    parser.add_argument("--cpu", type=harness.count(0), default=0)
+    parser.add_argument("--duration", type=harness.seconds(), default=1.0)
+    parser.add_argument("--warmup", type=harness.seconds(zero_allowed=True), default=1.0)
+    ok = parser.parse_args(["--reps", "3", "--cpu", "0", "--duration", "0.5", "--warmup", "0"])
+    assert (ok.reps, ok.cpu, ok.duration, ok.warmup) == (3, 0, 0.5, 0.0)
+    for argv, message in [
+        (["--reps", "0"], "argument --reps: expected an integer >= 1, got '0'"),
+        (["--reps", "2.5"], "argument --reps: expected an integer >= 1, got '2.5'"),
+        (["--cpu", "-1"], "argument --cpu: expected an integer >= 0, got '-1'"),
+        (["--duration", "0"], "argument --duration: expected a finite number > 0, got '0'"),
+        (["--duration", "nan"], "argument --duration: expected a finite number > 0, got 'nan'"),
+        (["--warmup", "inf"], "argument --warmup: expected a finite number >= 0, got 'inf'"),
+        (["--warmup", "-1"], "argument --warmup: expected a finite number >= 0, got '-1'"),
+    ]:
+        with pytest.raises(argparse.ArgumentError) as refused:
+            parser.parse_args(argv)
+        assert str(refused.value) == message
