@@ -26,6 +26,11 @@ per-pair ratios with a bootstrap 95% interval; a target is met only when the int
    pair-by-pair ratio of CPU time per request (wrk's / archlab's), which steal time and
    waiting for a busy CPU do not inflate; the requests/s ratio is printed beside it.
 
+Every CPU time is split into user and kernel time. Beside each per-core ratio the bench prints
+the ratio the contender would reach with no user time at all (the peer's CPU per request over
+the contender's kernel time alone): on loopback the sender's CPU also runs the receiver's TCP
+input, so the kernel's share bounds what any server or generator code can show here.
+
 The server side is pinned to one CPU and the client to the other (taskset / --cpus). Traffic
 stays on 127.0.0.1. Results: ``bench/results/http_peers.json``.
 
