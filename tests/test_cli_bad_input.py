@@ -7,7 +7,9 @@ so an answer that is one line but says nothing useful fails too.
 Categories that a verb cannot meet are left out where the verb has no such input:
 ``architectures`` takes none (only its flags can be wrong); a missing ``--store`` is a valid,
 empty store for ``runs``; a truncated JMeter file is valid input (its complete rows are read),
-so the truncated JTL case is one cut inside its header line.
+so the truncated JTL case is one cut inside its header line. The endless cases hand each
+verb that parses a file whole ``/dev/zero``: it must stop at the lab's bound, not take the
+machine's memory.
 """
 
 from __future__ import annotations
@@ -228,6 +230,23 @@ CASES = [
     ("orders", "truncated", ["orders", "--claims", "spec-truncated.toml", "--table", "empty"], "--claims: expected valid TOML"),
     ("orders", "wrong types", ["orders", "--claims", "claims.toml", "--table", "binary"], "--table: expected a readable UTF-8 text file"),
     ("orders", "out of range", ["orders", "--claims", "claims.toml", "--table", "points-short.csv"], "--table: expected a results table as archlab prints it"),
+    # A file that never ends: every document the lab parses whole is read up to a bound (256 MiB).
+    ("run", "endless", ["run", "/dev/zero"], "spec: expected a readable UTF-8 TOML file, got '/dev/zero' (more than 256 MiB"),
+    ("tune", "endless", ["tune", "/dev/zero"], "spec: expected a readable UTF-8 TOML file, got '/dev/zero' (more than 256 MiB"),
+    ("simulate", "endless", ["simulate", "/dev/zero"], "MODEL: expected a readable TOML model file, got '/dev/zero' (more than"),
+    ("fit-usl", "endless", ["fit-usl", "/dev/zero"], "/dev/zero: expected a readable CSV file, got '/dev/zero' (more than"),
+    ("analyze", "endless hdr log", ["analyze", "--format", "hdr-log", "/dev/zero"],
+     "/dev/zero:1: expected a line of an HdrHistogram interval log (at most 16 Mi characters)"),
+    ("analyze", "endless percentiles", ["analyze", "--format", "percentiles", "/dev/zero"],
+     "/dev/zero: expected a readable percentile report, got more than 256 MiB"),
+    ("analyze", "endless memtier", ["analyze", "--format", "memtier", "/dev/zero"],
+     "/dev/zero: expected a readable memtier JSON result, got more than 256 MiB"),
+    ("analyze", "endless summary", ["analyze", "--format", "load-summary", "/dev/zero"],
+     "unreadable load summary /dev/zero: more than 256 MiB"),
+    ("orders", "endless claims", ["orders", "--claims", "/dev/zero", "--table", "empty"],
+     "--claims: expected a readable UTF-8 TOML file, got '/dev/zero' (more than 256 MiB"),
+    ("orders", "endless table", ["orders", "--claims", "claims.toml", "--table", "/dev/zero"],
+     "--table: expected a readable UTF-8 text file, got '/dev/zero' (more than 256 MiB"),
 ]
 
 

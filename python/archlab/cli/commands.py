@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archlab import documents
 from archlab.errors import Interrupted, ResumableFault, SpecError, StoreError
 from archlab.lab.adaptive import most_added
 from archlab.lab.engine import DataPlaneRegistry, repo_root
@@ -57,7 +58,7 @@ def _spec_cluster(args: argparse.Namespace, store: Store):
     else:
         path = Path(args.spec) if args.spec is not None else default_spec()
         try:
-            text, source = path.read_text(encoding="utf-8"), path.name
+            text, source = documents.read_text(path), path.name
         except (OSError, UnicodeDecodeError):
             return None
     return settings_in(text, source)

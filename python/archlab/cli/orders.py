@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archlab import documents
 from archlab.errors import SpecError
 from archlab.report.orders import Cells, load_claims, report, table_section
 
@@ -27,8 +28,10 @@ def run(args: argparse.Namespace) -> int:
     if args.table is not None:
         path = Path(args.table)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = documents.read_text(path)
+        except OSError as e:
+            raise SpecError("--table", "a readable UTF-8 text file", args.table, hint=e.strerror or str(e)) from None
+        except UnicodeDecodeError as e:
             raise SpecError("--table", "a readable UTF-8 text file", args.table, hint=type(e).__name__) from None
         cells = Cells.from_table(table_section(text, args.section, args.table), args.table)
     else:

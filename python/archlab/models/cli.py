@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import sys
 from pathlib import Path
 
+from archlab import documents
 from archlab.models.errors import ModelError
 from archlab.models.fromrun import check_run_laws, fit_run, fit_text, law_summary, ok_rows
 from archlab.models.queueing import machine_repairman, mminf, mmm, mmmb
@@ -150,7 +152,7 @@ def _read_columns(path: Path, n_column: str, x_column: str) -> tuple[list[float]
     one is refused naming the file, the line and the column."""
     line = 0
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with io.StringIO(documents.read_text(path), newline="") as fh:
             reader = csv.reader(fh)
             line = 1
             header = next(reader, None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Mapping, Sequence
 
+from archlab import documents
 from archlab.errors import SpecError
 from archlab.stats import mean_confidence_interval
 from archlab.store import RunView
@@ -191,8 +192,10 @@ def load_claims(path: Path) -> list[Claim]:
     and optionally ``workload`` and ``concurrency`` lists."""
     where = str(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
+        doc = tomllib.loads(documents.read_text(path))
+    except OSError as e:
+        raise SpecError("--claims", "a readable UTF-8 TOML file", where, hint=e.strerror or str(e)) from None
+    except UnicodeDecodeError as e:
         raise SpecError("--claims", "a readable UTF-8 TOML file", where, hint=str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError("--claims", "valid TOML", where, hint=str(e)) from None

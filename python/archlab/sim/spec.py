@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from archlab import documents
 from archlab.errors import SpecError
 from archlab.sim.simulation import Simulation, StopRule
 from archlab.spec.raw import toml_error
@@ -110,7 +111,7 @@ def load_spec(path: str | Path) -> SimulationSpec:
     """Read a model file and have the core check every cell of it."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = documents.read_bytes(path)
     except OSError as e:
         raise SpecError("MODEL", "a readable TOML model file", str(path), e.strerror or str(e)) from None
     try:

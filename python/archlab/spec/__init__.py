@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from archlab import documents
 from archlab.errors import SpecError
 from archlab.spec.model import FACTOR_NAMES, Cell, Experiment, Factor, LoadSettings, Placement, ServerOptions
 from archlab.spec.raw import RawSpec, parse_toml
@@ -74,9 +75,11 @@ def load_spec(path: str | Path, env: SpecEnvironment | None = None) -> tuple[Exp
     """Read and validate a spec file; returns the experiment and the raw text (kept in the run)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = documents.read_text(p)
     except FileNotFoundError:
         raise SpecError("spec", "a path to an existing TOML file", str(path)) from None
-    except (IsADirectoryError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise SpecError("spec", "a readable UTF-8 TOML file", str(path), hint=e.strerror or str(e)) from None
+    except UnicodeDecodeError as e:
         raise SpecError("spec", "a readable UTF-8 TOML file", str(path), hint=str(e)) from None
     return parse_spec(text, source=p.name, env=env), text

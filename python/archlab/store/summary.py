@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
+from archlab import documents
 from archlab.errors import ArchlabError
 from archlab.littles_law import Completions, LittlesLaw, Think, check_closed_window
 from archlab.store.records import Measurement
@@ -230,10 +231,12 @@ def _littles_law(doc: Mapping, m: Measurement) -> LittlesLaw | None:
 def read_summary(path: Path) -> LoadSummary:
     """The summary at ``path``; its HDR log's path made absolute."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(documents.read_text(path))
     except FileNotFoundError:
         raise SummaryError(f"the load generator wrote no summary at {path}") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise SummaryError(f"unreadable load summary {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SummaryError(f"unreadable load summary {path}: {e}") from None
     summary = parse_summary(doc, where=str(path))
     if summary.hdr_log is not None and not summary.hdr_log.is_absolute():

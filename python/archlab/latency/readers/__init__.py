@@ -25,7 +25,7 @@ from archlab.latency.readers.hdr import histogram_to_samples, read_hdr_log
 from archlab.latency.readers.jtl import (FAILED, JMETER5_DEFAULT_COLUMNS, JMETER213_DEFAULT_COLUMNS, JtlRows, nonempty, read_jtl,
                                          read_jtl_rows)
 from archlab.latency.readers.memtier import read_memtier_json
-from archlab.latency.readers.text import PercentileReport, parse_percentile_text, read_percentile_text
+from archlab.latency.readers.text import PercentileReport, parse_percentile_text, read_percentile_text, report_text
 from archlab.latency.samples import UNIT_SECONDS, Samples
 
 FORMATS = ("auto", "jtl", "hdr-log", "load-summary", "percentiles", "memtier", "column")
@@ -136,9 +136,7 @@ def read_file(path: str | Path, format: str = "auto", *, column: str | None = No
 
 
 def _percentiles(path: Path, unit: str | None) -> PercentileReport:
-    if not path.exists():
-        raise LatencyError(f"{path}: expected a latency file, got no such file")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = report_text(path)
     spectrum_unit = "ms" if any(marker in text for marker in _WRK2_MARKERS) else unit
     try:
         report = parse_percentile_text(text, unit=unit or spectrum_unit or "ms", spectrum_unit=spectrum_unit or "ms")

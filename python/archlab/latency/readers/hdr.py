@@ -11,9 +11,12 @@ are trimmed by whole intervals, using the intervals' start timestamps.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -55,10 +58,28 @@ class _Interval:
     payload: str
 
 
+#: The longest line an interval log may have: an interval's compressed histogram takes
+#: kilobytes; a file whose "line" goes on (``/dev/zero``, a binary file) is refused at this length
+#: rather than read into memory whole.
+MAX_LINE_CHARS = 16 * 2**20
+
+
+def _lines(path: Path, handle: TextIO) -> Iterator[tuple[int, str]]:
+    """The numbered lines of an open log, each at most :data:`MAX_LINE_CHARS` long."""
+    for number in itertools.count(1):
+        line = handle.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_CHARS:
+            raise LatencyError(f"{path}:{number}: expected a line of an HdrHistogram interval log (at most "
+                               f"{MAX_LINE_CHARS // 2**20} Mi characters), got a longer one")
+        yield number, line
+
+
 def _intervals(path: Path) -> list[_Interval]:
     try:
         with open(path, encoding="utf-8") as handle:
-            intervals = [i for number, line in enumerate(handle, 1) if (i := _interval(path, number, line.strip()))]
+            intervals = [i for number, line in _lines(path, handle) if (i := _interval(path, number, line.strip()))]
     except UnicodeDecodeError as error:
         raise LatencyError(f"{path}: expected an HdrHistogram interval log (UTF-8 text), got the byte "
                            f"{error.object[error.start]:#04x}") from None

@@ -15,6 +15,7 @@ import math
 import re
 from pathlib import Path
 
+from archlab import documents
 from archlab.latency.errors import LatencyError
 from archlab.latency.readers.hdr import decode_histogram, histogram_to_samples
 from archlab.latency.readers.text import PercentileReport
@@ -27,11 +28,13 @@ def read_memtier_json(path: str | Path, *, section: str = "Totals", bucket_value
     the file carries the compressed histogram."""
     path = Path(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(documents.read_text(path))
         stats = document["ALL STATS"]
     except FileNotFoundError:
         raise LatencyError(f"{path}: expected a memtier JSON result, got no such file") from None
-    except (OSError, ValueError, KeyError, TypeError) as error:  # ValueError: not UTF-8, or not JSON
+    except OSError as error:
+        raise LatencyError(f"{path}: expected a readable memtier JSON result, got {error.strerror or error}") from None
+    except (ValueError, KeyError, TypeError) as error:  # ValueError: not UTF-8, or not JSON
         raise LatencyError(f"{path}: expected a memtier JSON result (with \"ALL STATS\"), got {_clip(str(error))}") from None
     if not isinstance(stats, dict):
         raise LatencyError(f"{path}: expected a memtier JSON result (\"ALL STATS\" a table), got {type(stats).__name__}")

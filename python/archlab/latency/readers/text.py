@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from archlab import documents
 from archlab.latency.errors import LatencyError, check_choice
 from archlab.latency.samples import UNIT_SECONDS, Samples
 
@@ -82,12 +83,21 @@ def parse_percentile_text(text: str, *, unit: str = "ms", spectrum_unit: str = "
     return PercentileReport(unit, dict(sorted(percentiles.items())), mean, stdev, maximum, count, samples)
 
 
-def read_percentile_text(path: str | Path, *, unit: str = "ms", spectrum_unit: str = "ms") -> PercentileReport:
-    path = Path(path)
+def report_text(path: Path) -> str:
+    """The text of a percentile report file (undecodable bytes replaced), read up to the lab's
+    bound on documents."""
     if not path.exists():
         raise LatencyError(f"{path}: expected a percentile report, got no such file")
     try:
-        return parse_percentile_text(path.read_text(encoding="utf-8", errors="replace"), unit=unit,
-                                     spectrum_unit=spectrum_unit)
+        return documents.read_text(path, errors="replace")
+    except OSError as error:
+        raise LatencyError(f"{path}: expected a readable percentile report, got {error.strerror or error}") from None
+
+
+def read_percentile_text(path: str | Path, *, unit: str = "ms", spectrum_unit: str = "ms") -> PercentileReport:
+    path = Path(path)
+    text = report_text(path)
+    try:
+        return parse_percentile_text(text, unit=unit, spectrum_unit=spectrum_unit)
     except LatencyError as error:
         raise LatencyError(f"{path}: {error}") from None
