@@ -1,6 +1,7 @@
 """`archlab-engine serve` and `load` read their options and parameters whole as JSON
 (`--options FILE`, `--params FILE`, `-` for stdin), with flags beside the file winning; a bad
-value is one line naming the option; and `load` exits 1 with a one-line reason when no request
+value is one line naming the option, and a document that never ends (`/dev/zero`) is refused at
+64 MiB; and `load` exits 1 with a one-line reason when no request
 succeeded in its window (after writing its outputs), 0 otherwise. Real processes on loopback."""
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ def test_serve_options_from_json_with_flags_over_them(engine_path, tmp_path):
     done = run(engine_path, "serve", "--arch", "blocking", "--options", "-", "--check", stdin='{"threads": 0}')
     assert done.returncode == 2
     assert done.stderr == "archlab-engine: error: invalid --options -: threads: expected an integer in 1..=65536, got 0\n"
+
+
+def test_documents_that_never_end_are_refused_at_the_bound(engine_path):
+    # /dev/zero given where a document is read whole (options, params, a program file) stops
+    # at 64 MiB with one line, instead of reading until memory runs out.
+    bound = "more than 64 MiB, the most read of a file parsed whole"
+    done = run(engine_path, "serve", "--arch", "single-thread", "--options", "/dev/zero", "--check")
+    assert (done.returncode, done.stderr) == (2, f"archlab-engine: error: invalid --options /dev/zero: cannot read it ({bound})\n")
+    done = run(engine_path, "load", "--params", "/dev/zero", "--target", "127.0.0.1:9", "--json", "/dev/null")
+    assert (done.returncode, done.stderr) == (2, f"archlab-engine: error: invalid --params /dev/zero: cannot read it ({bound})\n")
+    done = run(engine_path, "serve", "--arch", "single-thread", "--programs", "/dev/zero", "--check")
+    assert done.returncode == 2 and bound in done.stderr and "Traceback" not in done.stderr
 
 
 def test_load_parameters_from_json_with_flags_over_them(engine_path, server, tmp_path):

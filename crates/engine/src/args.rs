@@ -7,8 +7,9 @@ pub use archlab_load::parse_duration;
 
 /// The text of a JSON document given to `--options`/`--params`: a file, or `-` for stdin.
 pub fn read_document(option: &str, path: &std::path::Path) -> Result<String, crate::CliError> {
+    use archlab_workload::text_file::{read_bounded, read_text, MAX_TEXT_FILE_BYTES};
     let read =
-        if path.as_os_str() == "-" { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
+        if path.as_os_str() == "-" { read_bounded(std::io::stdin(), MAX_TEXT_FILE_BYTES) } else { read_text(path) };
     read.map_err(|e| crate::CliError::usage(format!("invalid --{option} {}: cannot read it ({e})", path.display())))
 }
 

@@ -37,6 +37,7 @@ mod query;
 pub mod response;
 mod sort;
 mod stream;
+pub mod text_file;
 
 pub use call::{Context, DELAY_MAX_MS};
 pub use db::{

@@ -115,7 +115,7 @@ impl ProgramSet {
     /// Read and check a program file.
     pub fn load(path: &std::path::Path) -> Result<ProgramSet, ProgramError> {
         let source = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProgramError::unreadable(&source, &e))?;
+        let text = crate::text_file::read_text(path).map_err(|e| ProgramError::unreadable(&source, &e))?;
         ProgramSet::parse(&source, &text)
     }
 
