@@ -205,4 +205,4 @@ def draw(rows: list[dict], path: Path, plt) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

@@ -24,6 +24,7 @@ import math
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -338,3 +340,28 @@ def seconds(*, zero_allowed: bool = False) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"expected a finite number {bound}, got {text!r}")
         return value
     return parse
+
+
+def run_main(main: Callable[[], int]) -> NoReturn:
+    """Run a bench's ``main`` and exit with its status. Ctrl-C, and a peer or the engine failing
+    (a tool exits non-zero or hangs, a server does not come up), end in one line naming what
+    happened: the context managers that started processes have stopped them on the way out, and
+    no results file is written for a run that did not finish."""
+    name = Path(sys.argv[0]).name
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; no results written", file=sys.stderr)
+        sys.exit(130)
+    except subprocess.CalledProcessError as e:
+        why = (e.stderr or "").strip().splitlines()[-1:] if isinstance(e.stderr, str) else []
+        print(f"{name}: `{shlex.join(map(str, e.cmd))}` exited with status {e.returncode}"
+              + (f": {why[0]}" if why else ""), file=sys.stderr)
+        sys.exit(1)
+    except subprocess.TimeoutExpired as e:
+        print(f"{name}: `{shlex.join(map(str, e.cmd))}` did not finish within {e.timeout:g} s", file=sys.stderr)
+        sys.exit(1)
+    except RuntimeError as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(status)

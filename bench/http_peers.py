@@ -347,4 +347,4 @@ def peer_versions() -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 from http_peers import ENGINE, missing_prerequisite, parse_arguments  # noqa: E402
 
 CLIENT_ADDR, SERVER_ADDR = "10.200.0.1", "10.200.0.2"
@@ -273,4 +274,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

@@ -406,4 +406,4 @@ def _extra_options(ap) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

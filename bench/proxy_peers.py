@@ -328,8 +328,4 @@ def _extra_options(ap) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except RuntimeError as e:
-        print(f"bench: {e}", file=sys.stderr)
-        sys.exit(1)
+    harness.run_main(main)

@@ -463,4 +463,4 @@ def print_cell(n: int, k: int, done: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

@@ -361,4 +361,4 @@ def load_sweeps_light(store, run_ids: list[str]):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)

@@ -144,3 +144,33 @@ def test_option_types_refuse_bad_values_in_one_line_naming_the_allowed_ones():
         with pytest.raises(argparse.ArgumentError) as refused:
             parser.parse_args(argv)
         assert str(refused.value) == message
+
+
+def test_a_bench_ends_in_one_line_on_ctrl_c_and_on_a_failing_peer(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["demo.py"])
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    def peer_fails() -> int:
+        subprocess.run([sys.executable, "-c", "import sys; sys.exit('wrk: cannot connect')"], capture_output=True,
+                       text=True, check=True)
+        return 0
+
+    def server_silent() -> int:
+        raise RuntimeError("no answer from http://127.0.0.1:1/ within 10 s")
+
+    for main, status, line in [
+        (interrupted, 130, "demo.py: interrupted; no results written"),
+        (peer_fails, 1, "exited with status 1: wrk: cannot connect"),
+        (server_silent, 1, "demo.py: no answer from http://127.0.0.1:1/ within 10 s"),
+        (lambda: 0, 0, None),
+    ]:
+        with pytest.raises(SystemExit) as ended:
+            harness.run_main(main)
+        assert ended.value.code == status
+        err = capsys.readouterr().err
+        if line is None:
+            assert err == ""
+        else:
+            assert len(err.splitlines()) == 1 and line in err, err
