@@ -328,8 +328,8 @@ def count(minimum: int = 1) -> Callable[[str], int]:
     return parse
 
 
-def seconds(*, zero_allowed: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number of seconds > 0 (>= 0 with ``zero_allowed``)."""
+def number(*, zero_allowed: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number > 0 (>= 0 with ``zero_allowed``): a duration, a size."""
     def parse(text: str) -> float:
         try:
             value = float(text)

@@ -276,8 +276,8 @@ def parse_arguments(description: str, extra=None) -> argparse.Namespace:
     ``extra(parser)`` adds a benchmark's own."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=harness.count(), default=20, help="alternating repetitions after one warm-up (default 20)")
-    ap.add_argument("--duration", type=harness.seconds(), default=1.0, help="seconds per timed measurement (default 1)")
-    ap.add_argument("--warmup", type=harness.seconds(zero_allowed=True), default=1.0, help="seconds of warm-up before each measurement (default 1)")
+    ap.add_argument("--duration", type=harness.number(), default=1.0, help="seconds per timed measurement (default 1)")
+    ap.add_argument("--warmup", type=harness.number(zero_allowed=True), default=1.0, help="seconds of warm-up before each measurement (default 1)")
     ap.add_argument("--connections", type=harness.count(), default=64)
     ap.add_argument("--server-cpu", type=harness.count(0), default=1)
     ap.add_argument("--client-cpu", type=harness.count(0), default=0)

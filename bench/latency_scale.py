@@ -284,7 +284,7 @@ def print_case(title: str, rows: list[dict]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=harness.count(), default=100_000_000, help="samples of the Parquet case (default 10^8)")
-    parser.add_argument("--jtl-gb", type=harness.seconds(), default=1.0, help="size of the generated JTL file (default 1 GB)")
+    parser.add_argument("--jtl-gb", type=harness.number(), default=1.0, help="size of the generated JTL file (default 1 GB)")
     parser.add_argument("--reps", type=harness.count(), default=5, help="alternating repetitions per contender (fresh processes)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--contenders", default=",".join(CONTENDERS[:3]),

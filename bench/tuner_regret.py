@@ -231,7 +231,7 @@ def main() -> int:
     ap.add_argument("--mix-change", help="A,B: run program A then B on one adaptive server, against static pools")
     ap.add_argument("--mix-spec", default="experiments/seed003-controller.toml")
     ap.add_argument("--mix-reps", type=harness.count(), default=3)
-    ap.add_argument("--phase-s", type=harness.seconds(), default=6.0, help="window of each phase, seconds (default 6)")
+    ap.add_argument("--phase-s", type=harness.number(), default=6.0, help="window of each phase, seconds (default 6)")
     args = ap.parse_args()
 
     from archlab.cli.stores import open_store

@@ -128,8 +128,8 @@ def test_option_types_refuse_bad_values_in_one_line_naming_the_allowed_ones():
     parser = argparse.ArgumentParser(prog="bench", exit_on_error=False)
     parser.add_argument("--reps", type=harness.count(), default=20)
     parser.add_argument("--cpu", type=harness.count(0), default=0)
-    parser.add_argument("--duration", type=harness.seconds(), default=1.0)
-    parser.add_argument("--warmup", type=harness.seconds(zero_allowed=True), default=1.0)
+    parser.add_argument("--duration", type=harness.number(), default=1.0)
+    parser.add_argument("--warmup", type=harness.number(zero_allowed=True), default=1.0)
     ok = parser.parse_args(["--reps", "3", "--cpu", "0", "--duration", "0.5", "--warmup", "0"])
     assert (ok.reps, ok.cpu, ok.duration, ok.warmup) == (3, 0, 0.5, 0.0)
     for argv, message in [
