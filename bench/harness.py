@@ -270,12 +270,19 @@ def package_version(name: str) -> str:
 
 
 def write_results(bench: str, table: list[dict], facts: dict, settings: dict, raw: dict | None = None) -> Path:
-    """bench/results/<bench>.json: the table, the settings it was measured with, the machine, and
-    the raw repetitions (so that intervals can be recomputed)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    """bench/results/<bench>.json: the table, the settings it was measured with, the machine, the
+    time it was measured and the raw repetitions (so that intervals can be recomputed). The same
+    document is kept as bench/results/history/<bench>-<UTC time>.json, so that the next run does
+    not erase the figures of this one."""
+    measured_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    document = {"bench": bench, "measured_at": measured_at, "machine": facts, "settings": settings, "table": table,
+                "raw": raw or {}}
+    text = json.dumps(_clean(document), indent=1, default=_plain, allow_nan=False)
+    history = RESULTS / "history"
+    history.mkdir(parents=True, exist_ok=True)
+    (history / f"{bench}-{measured_at.replace('-', '').replace(':', '')}.json").write_text(text)
     path = RESULTS / f"{bench}.json"
-    document = {"bench": bench, "machine": facts, "settings": settings, "table": table, "raw": raw or {}}
-    path.write_text(json.dumps(_clean(document), indent=1, default=_plain, allow_nan=False))
+    path.write_text(text)
     return path
 
 

@@ -120,6 +120,10 @@ def test_results_are_valid_json_with_machine_facts(tmp_path, monkeypatch):
     assert document["table"][0] == {"ratio": {"median": 2.0, "low": 1.5, "high": 2.5, "confidence": 0.95},
                                     "cpu": None}
     assert document["machine"]["tools"] == {"peer": "1.0"}
+    # The run is also kept under its time, so that the next one does not erase it.
+    kept = list((tmp_path / "history").glob("demo-*.json"))
+    assert len(kept) == 1 and kept[0].read_text() == path.read_text()
+    assert kept[0].name == f"demo-{document['measured_at'].replace('-', '').replace(':', '')}.json"
 
 
 def test_option_types_refuse_bad_values_in_one_line_naming_the_allowed_ones():
