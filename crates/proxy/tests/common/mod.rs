@@ -147,6 +147,20 @@ pub fn direct_get(server: SocketAddr, key: &str) -> Option<(u32, Vec<u8>)> {
     c.get(&[key]).unwrap().pop().map(|(_, flags, data)| (flags, data))
 }
 
+/// `key` as `server` holds it once a write has reached it, or None after 5 s. A `noreply` write
+/// goes to every server without the middleware waiting for any of them, so a server other than
+/// the one a later get reads from may store it a moment after that get is answered.
+pub fn direct_get_eventually(server: SocketAddr, key: &str) -> Option<(u32, Vec<u8>)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = direct_get(server, key);
+        if got.is_some() || Instant::now() >= deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A counter of memcached's `stats` (e.g. `cmd_get`, which counts keys).
 pub fn server_stat(server: SocketAddr, name: &str) -> u64 {
     let mut c = Client::connect(server);
