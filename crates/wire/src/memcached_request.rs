@@ -8,7 +8,8 @@
 //! yields complete items one at a time, borrowed from the buffer: a [`Request`] or a [`Reject`]
 //! (the error line to answer). It is a state machine with three states - reading a command
 //! line, waiting for the data block of a `set` whose header is parsed, swallowing the data block
-//! of a refused storage command - so a request split across reads is scanned once, a
+//! of a refused storage command - and a final one, closed ([`RequestReader::closed`]), after
+//! which it takes nothing more - so a request split across reads is scanned once, a
 //! pipelined read yields several items, and each client has its own state (interleaved clients
 //! never mix). Data blocks are framed by the length in their header, never by searching for
 //! CR LF, so values may hold any bytes. Memory is bounded: a command line longer than
@@ -19,12 +20,16 @@
 //!
 //! Answers follow memcached (`doc/protocol.txt`, `proto_text.c`): an unknown command gets
 //! `ERROR` and the connection stays usable; a storage command outside the subset (`add`,
-//! `replace`, `append`, `prepend`, `cas`) gets `ERROR` and its data block is swallowed; a
-//! malformed line gets `CLIENT_ERROR <why>`; a data block not followed by CR LF gets
-//! `CLIENT_ERROR bad data chunk`. Unlike memcached, a `set` refused for its key or flags still
-//! has its data block swallowed whenever its length is readable, so the block is never read as
-//! commands. A refused `set ... noreply` is answered with nothing (memcached's `noreply`
-//! suppresses its error strings too), but counted by the caller through [`Reject`].
+//! `replace`, `append`, `prepend`, `cas`, and the meta set `ms <key> <datalen> ...`) gets
+//! `ERROR` and its data block is swallowed, so one request gets one answer; a malformed line
+//! gets `CLIENT_ERROR <why>`; a data block not followed by CR LF gets `CLIENT_ERROR bad data
+//! chunk`. Unlike memcached, a `set` refused for its key or flags still has its data block
+//! swallowed whenever its length is readable, so the block is never read as commands. A
+//! refused `set ... noreply` is answered with nothing (memcached's `noreply` suppresses its
+//! error strings too), but counted by the caller through [`Reject`]. Two inputs end the
+//! connection's requests without an item: `quit` (memcached answers what came before and
+//! closes), and a command starting with the binary protocol's magic byte 0x80, which this
+//! text-only reader cannot frame ([`Closed`] says which; the caller closes the connection).
 
 use crate::memcached::{is_valid_key, Retrieval, MAX_KEY_BYTES};
 use std::borrow::Cow;
@@ -156,6 +161,24 @@ impl Reject {
     }
 }
 
+/// The request magic byte of memcached's binary protocol (`protocol_binary.h`). No text command
+/// starts with it (commands are ASCII), so at a command's start it can only be a binary client.
+pub const BINARY_REQUEST_MAGIC: u8 = 0x80;
+
+/// Why a reader takes nothing more from its connection ([`RequestReader::closed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// After the item [`Reject::LineTooLong`] (answered, then the connection is closed).
+    LineTooLong,
+    /// The client sent `quit`: the requests before it are answered, then the connection is
+    /// closed, as memcached does (`close_after_write`); nothing after it is read.
+    Quit,
+    /// A command began with [`BINARY_REQUEST_MAGIC`]: the client speaks the binary protocol,
+    /// which the middleware does not. The connection is closed without an answer (see
+    /// [`RequestReader::closed`] for why).
+    BinaryProtocol,
+}
+
 /// One item read from a client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Item<'a> {
@@ -191,8 +214,8 @@ enum State {
     Swallow {
         remaining: u64,
     },
-    /// After [`Reject::LineTooLong`]: everything is ignored.
-    Closed,
+    /// Everything is ignored from here on.
+    Closed(Closed),
 }
 
 /// What one step of the line state found, as positions (items are built from them afterwards,
@@ -201,6 +224,7 @@ enum Found {
     Retrieval { cmd: Retrieval, keys_at: usize, keys_len: usize, key_count: usize },
     Set(SetHeader),
     Reject { reject: Reject, silent: bool, swallow: Option<u64> },
+    Quit,
 }
 
 /// The per-connection request reader (see the module documentation).
@@ -249,13 +273,32 @@ impl RequestReader {
             State::Line { .. } => self.buffered() > 0,
             State::Data(_) => true,
             State::Swallow { remaining } => remaining > 0,
-            State::Closed => false,
+            State::Closed(_) => false,
         }
     }
 
-    /// True after [`Reject::LineTooLong`]: the reader ignores everything from then on.
+    /// True after [`Reject::LineTooLong`], `quit` or a binary-protocol request: the reader
+    /// ignores everything from then on.
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Closed)
+        self.closed().is_some()
+    }
+
+    /// Why the reader takes nothing more, once it does not. [`Closed::Quit`] and
+    /// [`Closed::BinaryProtocol`] yield no item: a caller that has taken every item checks this
+    /// and ends the connection once the requests before are answered.
+    ///
+    /// A binary request is not answered, for three reasons: an answer this text-only reader
+    /// could frame (`ERROR`) would be read by a binary client as a garbled 24-byte header; a
+    /// binary error frame needs the request's 24-byte header (opcode, opaque), and waiting for
+    /// it would leave a client that sent less hanging; and a closed connection is what every
+    /// client library reports at once as a failed request. memcached with `-B ascii` instead
+    /// reads the bytes as a text line and stays silent until 2048 bytes without an end, so such
+    /// a client hangs until its own timeout.
+    pub fn closed(&self) -> Option<Closed> {
+        match self.state {
+            State::Closed(why) => Some(why),
+            _ => None,
+        }
     }
 
     /// Free space of at least `min` bytes at the end of the buffer, for a read to fill; then
@@ -332,7 +375,7 @@ impl RequestReader {
         loop {
             let avail = self.end - self.start;
             match self.state {
-                State::Closed => return None,
+                State::Closed(_) => return None,
                 State::Swallow { remaining } => {
                     let n = remaining.min(avail as u64);
                     self.consume(n as usize);
@@ -367,6 +410,10 @@ impl RequestReader {
                 }
                 State::Line { scanned } => {
                     let window = &self.buf[self.start..self.end];
+                    if window.first() == Some(&BINARY_REQUEST_MAGIC) {
+                        self.close(Closed::BinaryProtocol);
+                        return None;
+                    }
                     let Some(nl) = window[scanned..].iter().position(|&b| b == b'\n').map(|i| i + scanned) else {
                         if self.line_too_long(window, window.len()) {
                             return Some(self.close_too_long());
@@ -399,6 +446,10 @@ impl RequestReader {
                             }
                             return Some((Item::Reject { reject, silent }, stamp));
                         }
+                        Found::Quit => {
+                            self.close(Closed::Quit);
+                            return None;
+                        }
                     }
                 }
             }
@@ -419,9 +470,14 @@ impl RequestReader {
 
     fn close_too_long(&mut self) -> (Item<'static>, u64) {
         let stamp = self.oldest_stamp;
-        self.state = State::Closed;
-        self.start = self.end;
+        self.close(Closed::LineTooLong);
         (Item::Reject { reject: Reject::LineTooLong, silent: false }, stamp)
+    }
+
+    /// Take nothing more; what is buffered is dropped (it is never read).
+    fn close(&mut self, why: Closed) {
+        self.state = State::Closed(why);
+        self.start = self.end;
     }
 }
 
@@ -449,9 +505,13 @@ fn parse_line(line: &[u8], line_len: usize, limits: &RequestLimits) -> Found {
         b"set" => parse_set(tokens, line_len, limits),
         // Storage commands outside the subset: ERROR, and their data block is not a command.
         b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
-            let fields: Vec<&[u8]> = tokens.map(|(_, t)| t).collect();
-            unknown(fields.get(3).and_then(|b| swallowable(b)))
+            unknown(tokens.nth(3).and_then(|(_, b)| swallowable(b)))
         }
+        // The meta set, `ms <key> <datalen> <flag>*`: its length is the 3rd token. memcached
+        // swallows the block of an `ms` it refuses whenever it read the length; so do we.
+        b"ms" => unknown(tokens.nth(1).and_then(|(_, b)| swallowable(b))),
+        // memcached's `quit` takes any further tokens.
+        b"quit" => Found::Quit,
         _ => unknown(None),
     }
 }

@@ -110,6 +110,53 @@ fn commands_outside_the_subset_get_error_and_the_connection_goes_on() {
 }
 
 #[test]
+fn a_meta_set_gets_one_answer_and_its_block_is_swallowed() {
+    // memcached 1.6 stores `ms k 5` + block (`HD`); outside the subset it is one `ERROR`, and its
+    // block, which may hold anything, is never read as commands.
+    assert_eq!(
+        read_all(b"ms k 5\r\nvalue\r\nms k 9 T0 F3 q\r\nget x\r\nab\r\nget k\r\n"),
+        [reject(Reject::UnknownCommand), reject(Reject::UnknownCommand), get(Retrieval::Get, &["k"])]
+    );
+    // Without a readable length there is nothing to swallow (memcached reads the block as
+    // commands too); meta commands without a block are one line each.
+    assert_eq!(
+        read_all(b"ms k many\r\nmg k v\r\nms\r\n"),
+        [reject(Reject::UnknownCommand), reject(Reject::UnknownCommand), reject(Reject::UnknownCommand)]
+    );
+}
+
+#[test]
+fn quit_ends_the_requests_and_what_follows_is_never_read() {
+    let mut r = RequestReader::new(RequestLimits::default());
+    let mut out = Vec::new();
+    r.extend(b"get a\r\nquit\r\nget b\r\n", 0);
+    drain(&mut r, &mut out);
+    assert_eq!(out, [get(Retrieval::Get, &["a"])]);
+    assert_eq!((r.closed(), r.buffered(), r.in_request()), (Some(Closed::Quit), 0, false));
+    r.extend(b"get c\r\n", 0);
+    assert!(r.next_item().is_none() && r.buffered() == 0);
+    // memcached takes `quit` with further tokens; `quitx` is another command.
+    assert_eq!(read_chunks(RequestLimits::default(), [&b"quit now\r\n"[..]]).1.closed(), Some(Closed::Quit));
+    assert_eq!(read_all(b"quitx\r\n"), [reject(Reject::UnknownCommand)]);
+}
+
+#[test]
+fn a_binary_request_closes_at_its_first_byte() {
+    // A binary get header (magic, opcode 0, key length 1, body length 1) and its key: nothing
+    // is waited for, not even the rest of the header.
+    for input in [&[BINARY_REQUEST_MAGIC][..], b"\x80\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01k"] {
+        let (items, r) = read_chunks(RequestLimits::default(), [input]);
+        assert!(items.is_empty(), "{items:?}");
+        assert_eq!((r.closed(), r.buffered()), (Some(Closed::BinaryProtocol), 0));
+    }
+    // At any command's start, after text requests too; inside a value it is data.
+    let (items, r) = read_chunks(RequestLimits::default(), [&b"set k 0 0 1\r\n\x80\r\nget k\r\n\x80"[..]]);
+    assert_eq!(items, [set("k", 0, 0, b"\x80", false), get(Retrieval::Get, &["k"])]);
+    assert_eq!(r.closed(), Some(Closed::BinaryProtocol));
+    assert_eq!(read_all(b"get k\x80\r\n"), [Owned::Retrieval { cmd: Retrieval::Get, keys: vec![b"k\x80".to_vec()] }]);
+}
+
+#[test]
 fn malformed_sets_get_client_error_and_their_block_is_swallowed() {
     let long = "k".repeat(251);
     let cases: Vec<(Vec<u8>, Reject)> = vec![
