@@ -1,24 +1,27 @@
 //! A client connection as every thread of the middleware sees it: the socket (non-blocking,
-//! read only by the net thread, written by whichever thread answers), and the order of its
-//! requests.
+//! read only by the net thread, written by whichever thread answers, never waited on), the
+//! order of its requests, and its unwritten answers.
 //!
 //! memcached answers a connection's requests in order, but the hand-off may give two requests
 //! of one client to two workers. So a client has at most one request in the hand-off or at the
 //! servers (it is `busy`); the others it pipelined wait in its `pending` FIFO, in order, and
 //! the next one is handed off when the answer to the current one is written (memcached itself
-//! runs one connection's requests one after another). A worker that finishes a request whose
+//! runs one connection's requests one after another). A thread that finishes a request whose
 //! client has more pending passes the client back to the net thread ([`Client::finish`]
-//! returns true), so that only the net thread ever puts work on the hand-off. A client with
-//! [`MAX_PENDING`] requests waiting is not read until half of them are answered, so a client
-//! that pipelines without reading cannot make the middleware buffer without bound.
+//! returns true; the next request is then `due`), so that only the net thread ever puts work
+//! on the hand-off. A client with [`MAX_PENDING`] requests waiting is not read until half of
+//! them are answered.
 //!
-//! Writes: a worker writes the whole answer, waiting (poll) while the socket buffer is full,
-//! for at most the server timeout ([`Client::write_blocking`]); the event loop writes what the
-//! socket takes and keeps the rest in the client's output buffer, flushed on writability
-//! ([`Client::write_or_buffer`], [`Client::flush`]); while more than
-//! [`MAX_UNWRITTEN_BYTES`] wait there, the client's next request is held back, and a client
-//! whose buffered answers make no progress for the server timeout is disconnected, as a worker
-//! disconnects it.
+//! Writes never wait: the answering thread (a worker, or the net thread in the event loop)
+//! writes what the socket takes now and appends the rest to the client's output buffer
+//! ([`Client::write_or_buffer`]); the net thread writes that buffer when the socket becomes
+//! writable ([`Client::flush`]). So a client that does not read costs no thread any time, and
+//! cannot hold a worker from the other clients. Its memory stays bounded: while more than
+//! [`MAX_UNWRITTEN_BYTES`] of its answers wait unwritten, its next request is held back (it
+//! stays `due`, and is handed off when a flush brings the backlog under the bound), so a
+//! client buffers at most that bound plus one answer, plus [`MAX_PENDING`] requests read; and a
+//! client whose buffered answers make no progress for the server timeout is disconnected by
+//! the net thread ([`Client::stuck_since`], [`Client::abandon`]).
 
 use super::request::{Op, Timeline};
 use archlab_netio::{Interest, Poller, Trigger};
@@ -27,12 +30,13 @@ use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 /// Requests a client may have waiting behind its current one before it is no longer read.
 pub const MAX_PENDING: usize = 256;
-/// Unwritten answer bytes (event loop) above which a client's next request is held back.
+/// Unwritten answer bytes above which a client's next request is held back.
 pub const MAX_UNWRITTEN_BYTES: usize = 1024 * 1024;
+/// Output buffer capacity a client keeps once its answers are written.
+const KEPT_OUTPUT_CAPACITY: usize = 64 * 1024;
 
 /// A request waiting for its client's earlier requests.
 #[derive(Debug)]
@@ -51,21 +55,33 @@ pub(crate) struct Job {
 
 #[derive(Debug, Default)]
 struct State {
+    /// A request is under way (handed off, at the servers, being answered) or `due`.
     busy: bool,
+    /// The net thread owes the client the hand-off of its next request (the first of
+    /// `pending`): the one before is answered, or the next waits for `out` to drain under
+    /// [`MAX_UNWRITTEN_BYTES`].
+    due: bool,
     pending: VecDeque<Pending>,
     /// Not read: too many requests wait.
     paused: bool,
     /// The client will send nothing more (or is gone).
     eof: bool,
-    /// Answer bytes the socket did not take yet (event loop).
+    /// Answer bytes the socket did not take yet: `out[out_at..]`.
     out: Vec<u8>,
     out_at: usize,
     /// Close once `out` is written (after `CLIENT_ERROR line too long`).
     close_after_flush: bool,
-    /// The next request is held back until `out` drains below [`MAX_UNWRITTEN_BYTES`].
-    held: bool,
     /// When the socket last took bytes of `out` (or `out` began), for the write timeout.
     out_progress_ns: u64,
+    /// The poller registration: None while the net thread waits for nothing from the socket
+    /// (not registered, so that a peer's hang-up cannot wake it in a loop).
+    armed: Option<(Interest, Trigger)>,
+}
+
+impl State {
+    fn unwritten(&self) -> usize {
+        self.out.len() - self.out_at
+    }
 }
 
 #[derive(Debug)]
@@ -74,17 +90,6 @@ pub(crate) struct Client {
     /// The net thread's poller token.
     pub token: u64,
     state: Mutex<State>,
-}
-
-/// A client after the answer to its current request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Finished {
-    /// Nothing waits: the next request read will be dispatched at once.
-    Idle,
-    /// Another request waits (the client stays busy).
-    More,
-    /// Nothing waits and the input has ended: the connection can be closed.
-    Ended,
 }
 
 /// What a flush of buffered answers left.
@@ -113,46 +118,49 @@ impl Client {
         self.state.lock().unwrap()
     }
 
-    /// A request read from the client: dispatch it if none is under way, else queue it.
+    /// A request read from the client: dispatch it if none is under way and the client's
+    /// unwritten answers are under the bound, else queue it (held back: it is `due`, and goes
+    /// when a flush releases it).
     pub fn admit(&self, p: Pending) -> Admit {
         let mut s = self.state();
-        if s.busy {
-            s.pending.push_back(p);
-            Admit::Queued { waiting: s.pending.len() }
-        } else {
+        if !s.busy && s.unwritten() <= MAX_UNWRITTEN_BYTES {
             s.busy = true;
-            Admit::Dispatch(p)
+            return Admit::Dispatch(p);
         }
+        if !s.busy {
+            s.busy = true;
+            s.due = true;
+        }
+        s.pending.push_back(p);
+        Admit::Queued { waiting: s.pending.len() }
     }
 
-    /// The current request is answered. Unless the client is [`Finished::Idle`] now, the net
-    /// thread must see it again: to dispatch the next request ([`Client::take_next`]) or to
-    /// close a connection whose input has ended.
-    pub fn finish(&self) -> Finished {
+    /// The current request is answered (written or buffered). True when the net thread must
+    /// see the client again: to hand off its next request ([`Client::take_next`]), to watch
+    /// its buffered answers, or to close a connection whose input has ended.
+    pub fn finish(&self) -> bool {
         let mut s = self.state();
-        if !s.pending.is_empty() {
-            return Finished::More;
-        }
-        s.busy = false;
-        if s.eof {
-            Finished::Ended
+        if s.pending.is_empty() {
+            s.busy = false;
         } else {
-            Finished::Idle
+            s.due = true;
         }
+        s.due || s.eof || s.unwritten() > 0
     }
 
-    /// The next waiting request (after `finish` returned true), and whether the client should
-    /// be read again (it was paused and few enough requests wait now).
+    /// The next request to hand off, if one is due and the unwritten answers allow it, and
+    /// whether the client should be read again (it was paused and few enough requests wait
+    /// now). Harmless on a client that owes nothing: a client may be returned more than once.
     pub fn take_next(&self) -> (Option<Pending>, bool) {
         let mut s = self.state();
-        if !s.pending.is_empty() && s.out.len() - s.out_at > MAX_UNWRITTEN_BYTES {
-            // Answers pile up unread: the next request waits for the client to read.
-            s.held = true;
-            return (None, false);
-        }
-        let next = s.pending.pop_front();
-        if next.is_none() {
-            s.busy = false;
+        let mut next = None;
+        if s.due && s.unwritten() <= MAX_UNWRITTEN_BYTES {
+            s.due = false;
+            next = s.pending.pop_front();
+            if next.is_none() {
+                // Its requests were dropped (the connection failed): nothing is under way.
+                s.busy = false;
+            }
         }
         let resume = s.paused && !s.eof && s.pending.len() <= MAX_PENDING / 2;
         if resume {
@@ -165,50 +173,33 @@ impl Client {
         self.state().paused = true;
     }
 
-    /// The client sent its last byte (or failed): requests already read are still answered.
-    /// Returns true when nothing is under way, so the connection can be closed now.
+    /// The client sent its last byte (or failed, `drop_pending`: requests read but not handed
+    /// off are dropped): requests under way are still answered. Returns true when nothing is
+    /// under way or unwritten, so the connection can be closed now.
     pub fn end_of_input(&self, drop_pending: bool) -> bool {
         let mut s = self.state();
         s.eof = true;
         if drop_pending {
             s.pending.clear();
+            if s.due {
+                s.due = false;
+                s.busy = false;
+            }
         }
-        !s.busy && s.out_at == s.out.len()
+        !s.busy && s.unwritten() == 0
     }
 
     /// Whether the connection is done: no more input, nothing under way, nothing to write.
     pub fn is_done(&self) -> bool {
         let s = self.state();
-        s.eof && !s.busy && s.out_at == s.out.len()
+        s.eof && !s.busy && s.unwritten() == 0
     }
 
-    /// Write all of `bytes`, waiting while the socket buffer is full, at most `timeout` in all.
-    pub fn write_blocking(&self, bytes: &[u8], timeout: Duration) -> io::Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            archlab_metrics::counters::count_write();
-            match (&self.stream).write(rest) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => rest = &rest[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() || !wait_writable(&self.stream, left)? {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Write what the socket takes now and buffer the rest (behind anything already
-    /// buffered); true when bytes remain buffered (wait for writability, then [`Client::flush`]).
+    /// Write what the socket takes of `bytes` now and buffer the rest (behind anything already
+    /// buffered, which must go first); true when bytes remain buffered. Never waits.
     pub fn write_or_buffer(&self, bytes: &[u8]) -> io::Result<bool> {
         let mut s = self.state();
-        if s.out_at < s.out.len() {
+        if s.unwritten() > 0 {
             s.out.extend_from_slice(bytes);
             return Ok(true);
         }
@@ -226,7 +217,7 @@ impl Client {
     /// Write buffered bytes. Closes the connection once empty if an answer asked for it.
     pub fn flush(&self) -> io::Result<Flushed> {
         let mut s = self.state();
-        while s.out_at < s.out.len() {
+        while s.unwritten() > 0 {
             let n = write_some(&self.stream, &s.out[s.out_at..])?;
             if n == 0 {
                 break;
@@ -234,14 +225,16 @@ impl Client {
             s.out_at += n;
             s.out_progress_ns = super::stats::now();
         }
-        let unwritten = s.out.len() - s.out_at;
-        let release = s.held && unwritten <= MAX_UNWRITTEN_BYTES;
-        if release {
-            s.held = false;
-        }
+        let unwritten = s.unwritten();
+        let release = s.due && unwritten <= MAX_UNWRITTEN_BYTES;
         if unwritten == 0 {
-            s.out.clear();
             s.out_at = 0;
+            if s.out.capacity() > KEPT_OUTPUT_CAPACITY {
+                // A client that once took a large answer does not keep its memory.
+                s.out = Vec::new();
+            } else {
+                s.out.clear();
+            }
             if s.close_after_flush {
                 let _ = self.stream.shutdown(Shutdown::Both);
             }
@@ -252,19 +245,20 @@ impl Client {
     /// Answers buffered and not taken by the socket since `since_ns`: the client does not read.
     pub fn stuck_since(&self, since_ns: u64) -> bool {
         let s = self.state();
-        s.out_at < s.out.len() && s.out_progress_ns < since_ns
+        s.unwritten() > 0 && s.out_progress_ns < since_ns
     }
 
-    /// Give up on a client that does not read: drop its buffered answers and waiting requests
-    /// and close the connection (the net thread then sees its end).
+    /// Give up on a client that does not read, or whose socket failed: drop its buffered
+    /// answers and waiting requests and close the connection. A request under way is still
+    /// finished (its write fails); the net thread must see the client again to remove it.
     pub fn abandon(&self) {
         let mut s = self.state();
-        s.out.clear();
+        s.out = Vec::new();
         s.out_at = 0;
         s.pending.clear();
         s.eof = true;
-        if s.held {
-            s.held = false;
+        if s.due {
+            s.due = false;
             s.busy = false;
         }
         drop(s);
@@ -273,29 +267,51 @@ impl Client {
 
     /// Whether answers are buffered.
     pub fn has_unwritten(&self) -> bool {
-        let s = self.state();
-        s.out_at < s.out.len()
+        self.state().unwritten() > 0
     }
 
     /// Close the connection once buffered answers are written (now, if there are none).
     pub fn close_after_flush(&self) {
         let mut s = self.state();
         s.close_after_flush = true;
-        if s.out_at == s.out.len() {
+        if s.unwritten() == 0 {
             let _ = self.stream.shutdown(Shutdown::Both);
         }
     }
 
-    /// Register or re-register with `poller` for what the client waits for now: reading
-    /// unless paused or ended, writing while answers are buffered.
-    pub fn arm(&self, poller: &Poller, first: bool) -> io::Result<()> {
-        let s = self.state();
-        let interest = Interest { readable: !s.paused && !s.eof, writable: s.out_at < s.out.len() };
+    /// Register with `poller` for what the client waits for now - reading unless paused or
+    /// ended, writing while answers are buffered - or deregister when it waits for nothing.
+    /// Level-triggered while it is read (a read takes a bounded share per event);
+    /// edge-triggered while it is only written, which is exact because a flush writes until
+    /// the socket is full, and keeps a peer that has shut down its side (a hang-up stays
+    /// pending) from waking the net thread in a loop while its answers drain. Only the net
+    /// thread calls it (it owns the poller).
+    pub fn arm(&self, poller: &Poller) -> io::Result<()> {
+        let mut s = self.state();
+        let interest = Interest { readable: !s.paused && !s.eof, writable: s.unwritten() > 0 };
+        let want = match interest {
+            Interest { readable: true, .. } => Some((interest, Trigger::Level)),
+            Interest { writable: true, .. } => Some((interest, Trigger::Edge)),
+            _ => None,
+        };
+        if s.armed == want {
+            return Ok(());
+        }
         let fd = self.stream.as_raw_fd();
-        if first {
-            poller.register(fd, self.token, interest, Trigger::Level)
-        } else {
-            poller.reregister(fd, self.token, interest, Trigger::Level)
+        match (s.armed, want) {
+            (_, None) => poller.deregister(fd)?,
+            (None, Some((interest, trigger))) => poller.register(fd, self.token, interest, trigger)?,
+            (Some(_), Some((interest, trigger))) => poller.reregister(fd, self.token, interest, trigger)?,
+        }
+        s.armed = want;
+        Ok(())
+    }
+
+    /// Forget the registration (the net thread deregistered the socket to drop the client).
+    pub fn disarm(&self, poller: &Poller) {
+        let mut s = self.state();
+        if s.armed.take().is_some() {
+            let _ = poller.deregister(self.stream.as_raw_fd());
         }
     }
 }
@@ -310,25 +326,5 @@ fn write_some(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => Err(e),
         };
-    }
-}
-
-/// Wait until `stream` is writable, at most `timeout`; false on timeout.
-fn wait_writable(stream: &TcpStream, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    match rc {
-        rc if rc < 0 => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(true)
-            } else {
-                Err(e)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(true),
     }
 }

@@ -1,7 +1,8 @@
 //! What can go wrong with a request, as a closed set of classes counted in the statistics
 //! ([`ErrorClass`]), and the `SERVER_ERROR` line a client receives when a memcached server
 //! fails it ([`Failure`]). Every request that does not end in a normal answer (a value, a
-//! miss, `STORED`) counts exactly once, in the class of its first failure.
+//! miss, `STORED`) counts exactly once, in the class of its first failure; a client
+//! disconnected with answers it never read counts once more, in [`ErrorClass::ClientWrite`].
 
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -21,7 +22,12 @@ pub enum ErrorClass {
     LineTooLong,
     /// The client closed its connection in the middle of a request.
     ClientClosedMidRequest,
-    /// The reply could not be written: the client is gone or did not read for `server_timeout`.
+    /// A command began with the binary protocol's magic byte: the connection is closed.
+    BinaryProtocol,
+    /// A client's answers could not be written: the client is gone, or its buffered answers
+    /// made no progress for `server_timeout` (it does not read) and it was disconnected. Counted
+    /// once per write that failed or per client disconnected; answers already buffered were
+    /// counted when they were handed to the client's socket.
     ClientWrite,
     /// A server answered `ERROR`, `CLIENT_ERROR` or `SERVER_ERROR` (relayed to the client).
     ServerErrorReply,
@@ -38,12 +44,13 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 13] = [
         ErrorClass::UnknownCommand,
         ErrorClass::ClientError,
         ErrorClass::TooLarge,
         ErrorClass::LineTooLong,
         ErrorClass::ClientClosedMidRequest,
+        ErrorClass::BinaryProtocol,
         ErrorClass::ClientWrite,
         ErrorClass::ServerErrorReply,
         ErrorClass::NotStored,
@@ -61,6 +68,7 @@ impl ErrorClass {
             ErrorClass::TooLarge => "too_large",
             ErrorClass::LineTooLong => "line_too_long",
             ErrorClass::ClientClosedMidRequest => "client_closed_mid_request",
+            ErrorClass::BinaryProtocol => "binary_protocol",
             ErrorClass::ClientWrite => "client_write",
             ErrorClass::ServerErrorReply => "server_error_reply",
             ErrorClass::NotStored => "not_stored",

@@ -10,7 +10,8 @@
 //! round go out in one `write` per server (pipelining). Replies are read as they come and
 //! matched to waiters in order (memcached answers a connection's requests in order); when a
 //! call's last part is answered, the answer is built and written to the client, what the
-//! socket does not take being kept in the client's buffer and written on writability.
+//! socket does not take being kept in the client's buffer and written on writability by the
+//! net thread's code (`net_thread`, `client`), as in the hand-off designs.
 //! Requests queue in the links' output buffers and, at the servers, in their sockets; nothing
 //! blocks but `epoll_wait`. Expected bottleneck: this one thread's CPU (one core), with fewer
 //! system calls per request than the hand-off designs as load grows (one server write and
@@ -146,8 +147,6 @@ pub(crate) struct EventLoop {
     free: Vec<usize>,
     /// Calls dispatched and not yet written to any server (the queue of this design).
     unsent: usize,
-    /// Clients with buffered answers, watched for the write timeout.
-    unread: Vec<Arc<Client>>,
     answer: Vec<u8>,
     request: Vec<u8>,
 }
@@ -179,7 +178,6 @@ impl EventLoop {
             calls: Vec::new(),
             free: Vec::new(),
             unsent: 0,
-            unread: Vec::new(),
             answer: Vec::new(),
             request: Vec::new(),
         }
@@ -308,14 +306,13 @@ impl EventLoop {
         let waiting: Vec<Waiter> = link.waiting.drain(..).collect();
         for w in waiting {
             shared.servers[i].count_failure(f);
-            self.deliver(poller, w.call, w.part, Err(f), returns);
+            self.deliver(w.call, w.part, Err(f), returns);
         }
     }
 
     /// A part's outcome; the call completes with its last part.
     fn deliver(
         &mut self,
-        poller: &Poller,
         id: usize,
         part: usize,
         result: Result<(ReplyKind, &[u8]), Failure>,
@@ -369,14 +366,13 @@ impl EventLoop {
         };
         drop(outcomes);
         let silent = matches!(&call.job.op, Op::Set(s) if s.noreply);
-        self.answer_client(poller, call.job, outcome, silent, returns);
+        self.answer_client(call.job, outcome, silent, returns);
     }
 
     /// Write the answer in `self.answer` (unless `silent`), record the request, let the net
     /// thread see the client again if needed.
     fn answer_client(
         &mut self,
-        poller: &Poller,
         job: Job,
         outcome: Result<(RequestType, usize, usize), ErrorClass>,
         silent: bool,
@@ -385,14 +381,10 @@ impl EventLoop {
         let Job { client, mut t, .. } = job;
         let mut outcome = outcome;
         if !silent && !self.answer.is_empty() {
+            // What the socket does not take is buffered; `finished` below hands the client to
+            // the net thread's part of this thread, which writes it on writability.
             match client.write_or_buffer(&self.answer) {
-                Ok(true) => {
-                    let _ = client.arm(poller, false);
-                    if !self.unread.iter().any(|c| Arc::ptr_eq(c, &client)) {
-                        self.unread.push(client.clone());
-                    }
-                }
-                Ok(false) => {}
+                Ok(_) => {}
                 Err(_) => {
                     let _ = client.stream.shutdown(std::net::Shutdown::Both);
                     if outcome.is_ok() {
@@ -437,7 +429,7 @@ impl EventLoop {
                 Err(_) => return self.fail_link(poller, i, Failure::Closed, returns),
             };
             self.links[i].in_end += n;
-            if let Err(f) = self.match_replies(poller, i, returns) {
+            if let Err(f) = self.match_replies(i, returns) {
                 return self.fail_link(poller, i, f, returns);
             }
             let link = &self.links[i];
@@ -449,20 +441,14 @@ impl EventLoop {
 
     /// Hand every complete reply buffered on link `i` to its waiter. The buffer is taken out
     /// of the link meanwhile, so that replies can be lent to `deliver` without a copy.
-    fn match_replies(&mut self, poller: &Poller, i: usize, returns: &mut Vec<Arc<Client>>) -> Result<(), Failure> {
+    fn match_replies(&mut self, i: usize, returns: &mut Vec<Arc<Client>>) -> Result<(), Failure> {
         let input = std::mem::take(&mut self.links[i].input);
-        let result = self.match_in(poller, i, &input, returns);
+        let result = self.match_in(i, &input, returns);
         self.links[i].input = input;
         result
     }
 
-    fn match_in(
-        &mut self,
-        poller: &Poller,
-        i: usize,
-        input: &[u8],
-        returns: &mut Vec<Arc<Client>>,
-    ) -> Result<(), Failure> {
+    fn match_in(&mut self, i: usize, input: &[u8], returns: &mut Vec<Arc<Client>>) -> Result<(), Failure> {
         loop {
             let link = &mut self.links[i];
             if link.in_at == link.in_end {
@@ -482,7 +468,7 @@ impl EventLoop {
             self.shared.servers[i].health.succeeded();
             let reply = &input[link.in_at..link.in_at + len];
             link.in_at += len;
-            self.deliver(poller, w.call, w.part, Ok((kind, reply)), returns);
+            self.deliver(w.call, w.part, Ok((kind, reply)), returns);
         }
     }
 }
@@ -499,7 +485,7 @@ impl Backend for EventLoop {
                 let mut job = job;
                 let at = now();
                 (job.t.dequeue_ns, job.t.server_send_ns, job.t.server_recv_ns) = (at, at, at);
-                self.answer_client(poller, job, Err(class), false, returns);
+                self.answer_client(job, Err(class), false, returns);
                 if close {
                     // After the answer: it is written (or buffered) first.
                     client.close_after_flush();
@@ -541,7 +527,7 @@ impl Backend for EventLoop {
             }
             if let Err(f) = self.queue(poller, id, p, server, expect) {
                 self.shared.servers[server].count_failure(f);
-                self.deliver(poller, id, p, Err(f), returns);
+                self.deliver(id, p, Err(f), returns);
             } else {
                 self.shared.servers[server].requests.fetch_add(1, Ordering::Relaxed);
             }
@@ -597,22 +583,6 @@ impl Backend for EventLoop {
         let timeout = self.timeout();
         let at = now();
         let mut next: Option<u64> = None;
-        // Clients that have not read their answers for the server timeout are disconnected.
-        let recorder = &self.recorder;
-        self.unread.retain(|c| {
-            if !c.has_unwritten() {
-                return false;
-            }
-            if c.stuck_since(at.saturating_sub(timeout.as_nanos() as u64)) {
-                c.abandon();
-                recorder.lock().unwrap().error(ErrorClass::ClientWrite);
-                return false;
-            }
-            true
-        });
-        if !self.unread.is_empty() {
-            next = Some(at + timeout.as_nanos() as u64 / 4);
-        }
         for i in 0..self.links.len() {
             if let Some(deadline) = self.links[i].deadline_ns(timeout) {
                 if deadline <= at {

@@ -9,12 +9,15 @@
 //! connection to every server, take requests from it: a `set` is sent to every server and
 //! succeeds only if all store it; a get or a non-sharded multi-get goes to the chosen server;
 //! a sharded multi-get is split into one request per server and the values are merged back
-//! into key order ([`reply`]). The worker writes the answer to the client itself. Requests
-//! queue in the FIFO (and behind a client's own earlier requests, [`client`]); the net thread
-//! blocks only in epoll; workers block on the FIFO, on the servers' replies and on a client's
-//! full socket buffer. Expected bottleneck: the servers' service time when they are slow, else
-//! the wake-ups of the hand-off and of the blocking reads (several context switches per
-//! request).
+//! into key order ([`reply`]). The worker writes the answer to the client itself, without
+//! waiting: what the client's socket does not take stays in the client's buffer and the net
+//! thread writes it when the socket becomes writable, so a client that does not read holds no
+//! worker ([`client`]). Requests queue in the FIFO (and behind a client's own earlier
+//! requests, which are held back while more than 1 MiB of its answers wait unwritten,
+//! [`client`]); the net thread blocks only in epoll; workers block on the FIFO and on the
+//! servers' replies, never on a client. Expected bottleneck: the servers' service time when
+//! they are slow, else the wake-ups of the hand-off and of the blocking reads (several context
+//! switches per request).
 //!
 //! The alternatives change one piece: `Arch::Ring` and `Arch::Actor` replace the FIFO by
 //! `archlab-handoff`'s ring or actors; `Arch::EventLoop` replaces hand-off and workers by
@@ -46,7 +49,7 @@ pub use stats::{ServerReport, StatsReport, WindowReport};
 
 use archlab_handoff::{ActorConfig, Dispatch, HandOffSpec, QueueConfig, RingConfig, WaitStrategy};
 use archlab_netio::Waker;
-use client::{Client, Finished, Job};
+use client::{Client, Job};
 use net_thread::{Backend, NetThread};
 use stats::Collector;
 use std::fmt;
@@ -118,7 +121,7 @@ impl ServerCounters {
 pub(crate) struct Shared {
     pub config: MiddlewareConfig,
     pub servers: Vec<ServerCounters>,
-    /// Clients a worker finished with that the net thread must see again (see `Finished`).
+    /// Clients a worker finished with that the net thread must see again (see `Client::finish`).
     pub returns: Mutex<Vec<Arc<Client>>>,
     /// Wakes the net thread (returns, stop).
     pub waker: Waker,
@@ -134,10 +137,11 @@ impl Shared {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A request of `client` is answered (written, or failed): let the net thread dispatch the
-    /// client's next request or close it if needed, and count the request out.
+    /// A request of `client` is answered (written or buffered, or failed): let the net thread
+    /// dispatch the client's next request, watch its buffered answers or close it if needed,
+    /// and count the request out.
     pub fn finished(&self, client: &Arc<Client>, returns: Option<&mut Vec<Arc<Client>>>) {
-        if client.finish() != Finished::Idle {
+        if client.finish() {
             match returns {
                 Some(local) => local.push(client.clone()),
                 None => {

@@ -8,16 +8,21 @@
 //!
 //! A client has one request under way at a time (see `client`): the others wait in its FIFO
 //! and come back here when the current one is answered - through `Shared::returns` and the
-//! waker from a worker, directly from the event loop. When told to stop, it closes the
-//! listener, stops reading (requests read but not started are dropped) and keeps serving the
-//! back end until no request is in flight or the drain deadline passes.
+//! waker from a worker, directly from the event loop. This thread also writes every answer a
+//! client's socket did not take at once, when the socket becomes writable, hands off a
+//! client's held-back request once its unwritten answers drain under the bound, and
+//! disconnects a client whose unwritten answers make no progress for the server timeout (it
+//! does not read). A client that sends `quit` or a binary-protocol request has its input
+//! ended: what it sent before is answered, then the connection is closed. When told to stop,
+//! it closes the listener, stops reading (requests read but not started are dropped) and
+//! keeps serving the back end until no request is in flight or the drain deadline passes.
 
 use super::client::{Admit, Client, Pending, MAX_PENDING};
 use super::request::{Op, Timeline};
 use super::stats::{now, SharedRecorder};
 use super::{ErrorClass, Shared};
 use archlab_netio::{Event, Interest, Poller, Trigger};
-use archlab_wire::memcached_request::{Item, Request, RequestLimits, RequestReader};
+use archlab_wire::memcached_request::{Closed, Item, Request, RequestLimits, RequestReader};
 use std::io::{self, Read};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -70,6 +75,10 @@ pub(crate) struct NetThread {
     /// The round-robin server of the next retrieval.
     next_server: usize,
     returns: Vec<Arc<Client>>,
+    /// Clients with unwritten answers, watched for the write timeout.
+    unread: Vec<Arc<Client>>,
+    /// When `unread` is next checked (lab clock, ns).
+    unread_check_ns: u64,
 }
 
 impl NetThread {
@@ -95,6 +104,8 @@ impl NetThread {
             limits,
             next_server: 0,
             returns: Vec::new(),
+            unread: Vec::new(),
+            unread_check_ns: 0,
         })
     }
 
@@ -122,6 +133,9 @@ impl NetThread {
             self.serve_returns();
             timeout = self.backend.after_events(&self.poller, &mut self.returns);
             self.serve_returns();
+            if let Some(check_in) = self.check_unread() {
+                timeout = Some(timeout.map_or(check_in, |t| t.min(check_in)));
+            }
             if self.shared.stop.load(Ordering::Acquire) {
                 let deadline = *drain_deadline.get_or_insert_with(|| self.stop_reading());
                 if self.shared.in_flight.load(Ordering::Acquire) == 0 || Instant::now() >= deadline {
@@ -160,7 +174,7 @@ impl NetThread {
                         self.conns.len() - 1
                     });
                     let client = Arc::new(Client::new(stream, CLIENT_BASE + slot as u64));
-                    if client.arm(&self.poller, true).is_err() {
+                    if client.arm(&self.poller).is_err() {
                         self.free.push(slot);
                         continue;
                     }
@@ -189,10 +203,13 @@ impl NetThread {
                         self.remove(slot);
                         return;
                     }
-                    let _ = client.arm(&self.poller, false);
+                    let _ = client.arm(&self.poller);
                 }
                 Err(_) => {
-                    self.end(slot, true);
+                    // The answers can never be delivered: drop them with the connection.
+                    client.abandon();
+                    self.recorder.lock().unwrap().error(ErrorClass::ClientWrite);
+                    self.returns.push(client);
                     return;
                 }
             }
@@ -233,12 +250,26 @@ impl NetThread {
     }
 
     /// Turn the complete items in a client's reader into requests; false when the client was
-    /// paused (too many requests wait) and must not be read now.
+    /// paused (too many requests wait) or its input ended, and must not be read now.
     fn take_requests(&mut self, slot: usize) -> bool {
         let servers = self.shared.servers.len();
         loop {
             let Some(conn) = self.conns[slot].as_mut() else { return false };
-            let Some((item, arrival_ns)) = conn.reader.next_item() else { return true };
+            let Some((item, arrival_ns)) = conn.reader.next_item() else {
+                return match conn.reader.closed() {
+                    // Answered by its reject item, which closes the connection.
+                    None | Some(Closed::LineTooLong) => true,
+                    Some(Closed::Quit) => {
+                        self.end(slot, false);
+                        false
+                    }
+                    Some(Closed::BinaryProtocol) => {
+                        self.recorder.lock().unwrap().error(ErrorClass::BinaryProtocol);
+                        self.end(slot, false);
+                        false
+                    }
+                };
+            };
             let server = self.next_server;
             if matches!(item, Item::Request(Request::Retrieval { .. })) {
                 self.next_server = (self.next_server + 1) % servers;
@@ -250,7 +281,7 @@ impl NetThread {
                 Admit::Dispatch(p) => self.dispatch(client, p),
                 Admit::Queued { waiting } if waiting >= MAX_PENDING => {
                     client.pause();
-                    let _ = client.arm(&self.poller, false);
+                    let _ = client.arm(&self.poller);
                     return false;
                 }
                 Admit::Queued { .. } => {}
@@ -267,7 +298,8 @@ impl NetThread {
         self.recorder.lock().unwrap().queue_length(length);
     }
 
-    /// Clients whose request was answered: dispatch their next one, read them again, or close.
+    /// Clients whose request was answered, or whose held-back request may go: dispatch their
+    /// next one, watch their unwritten answers, read them again, or close.
     fn serve_returns(&mut self) {
         while let Some(client) = self.returns.pop() {
             let slot = (client.token - CLIENT_BASE) as usize;
@@ -279,14 +311,48 @@ impl NetThread {
             if !ours {
                 continue;
             }
+            if client.is_done() {
+                self.remove(slot);
+                continue;
+            }
+            if client.has_unwritten() && !self.unread.iter().any(|c| Arc::ptr_eq(c, &client)) {
+                self.unread.push(client.clone());
+            }
+            let _ = client.arm(&self.poller);
             if resume {
-                let _ = client.arm(&self.poller, false);
                 // Requests already read while paused.
                 self.take_requests(slot);
-            } else if client.is_done() {
-                self.remove(slot);
             }
         }
+    }
+
+    /// Disconnect the clients whose unwritten answers made no progress for the server timeout
+    /// (checked every quarter of it); returns when to check next, if any client is watched.
+    fn check_unread(&mut self) -> Option<Duration> {
+        if self.unread.is_empty() {
+            return None;
+        }
+        let timeout_ns = self.shared.config.server_timeout.as_nanos() as u64;
+        let at = now();
+        if at >= self.unread_check_ns {
+            self.unread_check_ns = at + timeout_ns / 4;
+            let (recorder, returns) = (&self.recorder, &mut self.returns);
+            self.unread.retain(|c| {
+                if !c.has_unwritten() {
+                    return false;
+                }
+                if c.stuck_since(at.saturating_sub(timeout_ns)) {
+                    c.abandon();
+                    recorder.lock().unwrap().error(ErrorClass::ClientWrite);
+                    // Seen again to be removed once nothing is under way.
+                    returns.push(c.clone());
+                    return false;
+                }
+                true
+            });
+            self.serve_returns();
+        }
+        (!self.unread.is_empty()).then(|| Duration::from_nanos(self.unread_check_ns.saturating_sub(at)))
     }
 
     /// The client's input ended (or failed, `failed`): close now, or once its requests are done.
@@ -295,13 +361,13 @@ impl NetThread {
         if conn.client.end_of_input(failed) {
             self.remove(slot);
         } else {
-            let _ = conn.client.arm(&self.poller, false);
+            let _ = conn.client.arm(&self.poller);
         }
     }
 
     fn remove(&mut self, slot: usize) {
         if let Some(conn) = self.conns[slot].take() {
-            let _ = self.poller.deregister(conn.client.stream.as_raw_fd());
+            conn.client.disarm(&self.poller);
             self.free.push(slot);
         }
     }

@@ -56,7 +56,8 @@ pub struct Timeline {
     pub server_send_ns: u64,
     /// The last server reply complete.
     pub server_recv_ns: u64,
-    /// The reply to the client written.
+    /// The reply handed to the client's socket (what it did not take is buffered, written
+    /// later by the net thread).
     pub reply_ns: u64,
 }
 

@@ -3,9 +3,11 @@
 //! hand-off: a `set` is written to every server, then every reply is read (the servers work in
 //! parallel; the request waits for the slowest); a retrieval is written as planned (whole to
 //! one server, or one part per server) and its replies are read likewise; the answer is built
-//! (`reply`) and written to the client by this thread. It blocks on the hand-off, on each
-//! server's reply (at most the server timeout of silence, and a request gives up once the
-//! timeout has passed since its first write) and on a client's full socket buffer.
+//! (`reply`) and written to the client by this thread without waiting: what the client's
+//! socket does not take is left in the client's buffer for the net thread (`client`). It
+//! blocks on the hand-off and on each server's reply (at most the server timeout of silence,
+//! and a request gives up once the timeout has passed since its first write), never on a
+//! client.
 //!
 //! A server that fails a request (silent, closed, garbage) loses this worker's connection; the
 //! worker reconnects on a later request once the backoff allows, and until then routes
@@ -238,12 +240,17 @@ impl Worker {
         self.shared.finished(&client, None);
     }
 
-    /// Write the answer; a client that is gone or does not read is disconnected.
+    /// Write the answer, or as much as the client's socket takes now: the rest is buffered
+    /// and written by the net thread when the socket is writable, so a client that does not
+    /// read never holds this worker. A client that is gone is disconnected.
     fn write(&self, client: &Client) -> Result<(), ErrorClass> {
-        client.write_blocking(&self.answer, self.shared.config.server_timeout).map_err(|_| {
-            let _ = client.stream.shutdown(Shutdown::Both);
-            ErrorClass::ClientWrite
-        })
+        match client.write_or_buffer(&self.answer) {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let _ = client.stream.shutdown(Shutdown::Both);
+                Err(ErrorClass::ClientWrite)
+            }
+        }
     }
 
     fn set(&mut self, s: &SetOp, t: &mut Timeline) -> Result<(RequestType, usize, usize), ErrorClass> {
