@@ -139,6 +139,31 @@ impl Client {
     pub fn closed(&mut self) -> bool {
         self.buf.is_empty() && self.fill() == 0
     }
+
+    /// Everything the peer sends until it closes the connection (a reset after its last bytes
+    /// counts as a close), or an error saying what was received when it did not close within
+    /// `within`.
+    pub fn read_until_closed(&mut self, within: Duration) -> Result<Vec<u8>, String> {
+        let deadline = Instant::now() + within;
+        let mut got = std::mem::take(&mut self.buf);
+        let mut chunk = [0u8; 65536];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("not closed within {within:?}; received {:?}", String::from_utf8_lossy(&got)));
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+        self.stream.set_read_timeout(Some(ANSWER_WITHIN)).unwrap();
+        Ok(got)
+    }
 }
 
 /// A value straight from one memcached server, bypassing the middleware.
