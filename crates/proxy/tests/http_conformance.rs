@@ -25,8 +25,11 @@ const CLOSE_IDLE_UNDER_PRESSURE: &[&str] = &["blocking", "blocking-ring", "block
 /// `a_peers_close_is_always_noticed` settles once the clients are gone.
 fn proxied(name: &'static str) -> Subject {
     Subject::new(name, CLOSE_IDLE_UNDER_PRESSURE.contains(&name), move || {
-        let options =
-            ProxyOptions { idle_timeout_ms: 300, probe_interval_ms: 100, ..options(&[backend("single-thread")]) };
+        let options = ProxyOptions {
+            backend_idle_timeout_ms: 300,
+            probe_interval_ms: 100,
+            ..options(&[backend("single-thread")])
+        };
         start_proxy(name, ServerOptions::default(), options).0
     })
 }

@@ -127,7 +127,7 @@ enum Wake {
 impl LoopForwarder {
     pub fn new(proxy: Arc<Proxy>) -> LoopForwarder {
         let n = proxy.balancer.backends().len();
-        let pool = LoopPool::new(n, Duration::from_millis(proxy.options.idle_timeout_ms));
+        let pool = LoopPool::new(n, Duration::from_millis(proxy.options.backend_idle_timeout_ms));
         LoopForwarder {
             rng: thread_rng(proxy.options.seed),
             proxy,

@@ -57,7 +57,7 @@ impl Proxy {
         let backends: Vec<Arc<Backend>> =
             options.backends.0.iter().enumerate().map(|(i, b)| Arc::new(Backend::new(b.addr, b.weight, i))).collect();
         let balancer = Balancer::new(options.policy, backends, options.hash_balance);
-        let pool = SharedPool::new(options.backends.0.len(), Duration::from_millis(options.idle_timeout_ms));
+        let pool = SharedPool::new(options.backends.0.len(), Duration::from_millis(options.backend_idle_timeout_ms));
         Ok(Arc::new(Proxy { options, balancer, pool, unavailable: AtomicU64::new(0) }))
     }
 

@@ -203,8 +203,9 @@ archlab_options::option_set! {
         seed: u64 = 1, Int::<u64>::new(0, u64::MAX);
         /// Connections to one backend, open at once (pooled and in use).
         max_conns: usize = 1024, Int::<usize>::new(1, 1 << 20);
-        /// A pooled keep-alive connection idle this long is closed, in ms.
-        idle_timeout_ms: u64 = 30_000, MILLIS;
+        /// A pooled keep-alive connection to a backend idle this long is closed, in ms (the
+        /// clients' own idle timeout is the server's `idle_timeout_ms`).
+        backend_idle_timeout_ms: u64 = 30_000, MILLIS;
         /// Time a backend has to accept a connection, in ms.
         connect_timeout_ms: u64 = 1_000, MILLIS;
         /// Time between two reads of a backend's response before the proxy gives up (504), in ms.
@@ -314,6 +315,15 @@ mod tests {
         let o = ProxyOptions::from_json(r#"{"hash_key": "header:X-User", "health_path": "/health"}"#).unwrap();
         assert_eq!(o.hash_key, HashKey::Header("x-user".into()));
         assert_eq!(o.to_json()["health_path"], "/health");
+    }
+
+    #[test]
+    fn no_option_is_both_the_servers_and_the_proxys() {
+        // One flag per name on `archlab-engine proxy`, one owner per key of its JSON object: a
+        // name in both sets would be listed twice by --help and set only one of the two.
+        let server = ServerOptions::names();
+        let shared: Vec<_> = ProxyOptions::names().into_iter().filter(|n| server.contains(n)).collect();
+        assert!(shared.is_empty(), "options of both the server and the proxy: {shared:?}");
     }
 
     #[test]

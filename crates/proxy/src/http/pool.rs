@@ -1,6 +1,6 @@
 //! Keep-alive connections to backends: a [`BackendConn`] holds one of the backend's
 //! `max_conns` reservations for as long as it is open; idle ones wait in a pool until a request
-//! takes them or they have been idle for `idle_timeout_ms`.
+//! takes them or they have been idle for `backend_idle_timeout_ms`.
 //!
 //! Two pools, one per way of waiting: [`SharedPool`] (one per proxy, a short mutex per
 //! backend) for threads that may block, which take any idle connection; [`LoopPool`] (one per
