@@ -34,7 +34,8 @@ enum Seen {
 
 fn seen(r: &Result<Parse<'_>, HttpError>) -> Seen {
     match r {
-        Ok(Parse::Partial) => Seen::Partial,
+        // Waiting for a body whose head asked for `100 Continue` is waiting all the same.
+        Ok(Parse::Partial | Parse::ExpectsContinue) => Seen::Partial,
         Ok(Parse::Complete { request, consumed }) => Seen::Complete {
             method: request.method.as_str().to_owned(),
             path: request.path.to_owned(),
@@ -119,7 +120,7 @@ fn check_pipeline(buf: &[u8], limits: &Limits) {
         check_one(&buf[at..], &r);
         match r {
             Ok(Parse::Complete { consumed, .. }) => at += consumed,
-            Ok(Parse::Partial) | Err(_) => break,
+            Ok(Parse::Partial | Parse::ExpectsContinue) | Err(_) => break,
         }
     }
     assert!(at <= buf.len());

@@ -58,12 +58,32 @@ pub struct InBuf {
     max: usize,
     /// Bytes consumed since the connection opened (moves on with every request answered).
     consumed: u64,
+    /// `consumed` when a `100 Continue` was last sent: equal to it while the request it was
+    /// sent for is still the one at the front.
+    continued_at: Option<u64>,
 }
 
 impl InBuf {
     /// `max`: the largest buffer a valid request can need (header limit + body limit).
     pub fn new(max: usize) -> InBuf {
-        InBuf { buf: vec![0; INITIAL_IN.min(max.max(1))], start: 0, end: 0, max: max.max(1), consumed: 0 }
+        InBuf {
+            buf: vec![0; INITIAL_IN.min(max.max(1))],
+            start: 0,
+            end: 0,
+            max: max.max(1),
+            consumed: 0,
+            continued_at: None,
+        }
+    }
+
+    /// Whether the request at the front was already sent its `100 Continue`.
+    pub fn continue_sent(&self) -> bool {
+        self.continued_at == Some(self.consumed)
+    }
+
+    /// Note that the request at the front was sent its `100 Continue` (once per request).
+    pub fn mark_continue_sent(&mut self) {
+        self.continued_at = Some(self.consumed);
     }
 
     pub fn filled(&self) -> &[u8] {

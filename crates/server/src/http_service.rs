@@ -2,7 +2,8 @@
 //!
 //! Given the bytes a connection has received, [`serve_buffered`] answers every complete
 //! request in them (pipelining), runs each request's workload, and appends the responses to
-//! the output buffer, stopping at a partial request. Refused requests (400/431/413) get their
+//! the output buffer, stopping at a partial request (after a `100 Continue` for a head that
+//! asks for one and waits for its body). Refused requests (400/431/413) get their
 //! error response and close the connection; a workload error (404, 400 for a bad parameter)
 //! is an ordinary response on a healthy connection.
 //!
@@ -77,6 +78,15 @@ pub fn serve_buffered(
         let keep_alive;
         match http::parse_request(input.filled(), limits) {
             Ok(Parse::Partial) => return Flow::KeepOpen,
+            Ok(Parse::ExpectsContinue) => {
+                // The client waits for this before sending its body (RFC 9110 §10.1.1); once per
+                // request, and never when the body came with the head (that is `Complete`).
+                if !input.continue_sent() {
+                    out.vec().extend_from_slice(http::CONTINUE_RESPONSE);
+                    input.mark_continue_sent();
+                }
+                return Flow::KeepOpen;
+            }
             Ok(Parse::Complete { .. }) if out.pending() >= scratch.max_output => {
                 count_limit(LimitEvent::OutputWaited);
                 return Flow::Drain;

@@ -45,6 +45,18 @@ pub use request::{header_slots, parse_request, parse_request_head, HeaderSlots, 
 pub(crate) use response::format_usize;
 pub use response::{error_response, request_timeout_response, write_response, write_response_head};
 
+/// The interim response that invites a client to send the body it announced with
+/// `Expect: 100-continue` ([`Parse::ExpectsContinue`]).
+pub const CONTINUE_RESPONSE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Whether `name` is a framing field (`Content-Length`, `Transfer-Encoding`, `Host`): one that
+/// no `Connection` header can make hop-by-hop. Every parser here refuses a message whose
+/// `Connection` names one, so a relay that drops the fields `Connection` names never drops one
+/// of these.
+pub fn is_framing_field(name: &str) -> bool {
+    headers::is_framing_field(name.as_bytes())
+}
+
 /// Size limits enforced while parsing a request.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -119,6 +131,10 @@ pub struct Request<'a> {
 pub enum Parse<'a> {
     /// More bytes are needed.
     Partial,
+    /// More bytes are needed, and the head that arrived asks for `100 Continue` before its
+    /// body (`Expect: 100-continue` on an HTTP/1.1 request whose body is not all here): a
+    /// server sends [`CONTINUE_RESPONSE`] once (RFC 9110 §10.1.1), or its client waits for it.
+    ExpectsContinue,
     /// A whole request (head and body) occupying `consumed` bytes at the start of the buffer.
     Complete { request: Request<'a>, consumed: usize },
 }
@@ -291,11 +307,25 @@ pub(crate) mod headers {
         }
     }
 
+    /// Error text for a `Connection` header that names a framing field.
+    pub(crate) const CONNECTION_NAMES_FRAMING: &str =
+        "Connection names Content-Length, Transfer-Encoding or Host (framing fields are never hop-by-hop)";
+
+    /// The fields that say where a message ends or what it is for: `Content-Length`,
+    /// `Transfer-Encoding` and `Host`. A recipient that dropped one of them because
+    /// `Connection` named it, while still framing the message with it, would forward a body
+    /// the next hop reads as another message (request smuggling), so a message whose
+    /// `Connection` names one is refused whole, requests and responses alike.
+    pub(crate) fn is_framing_field(name: &[u8]) -> bool {
+        [&b"content-length"[..], b"transfer-encoding", b"host"].iter().any(|f| name.eq_ignore_ascii_case(f))
+    }
+
     /// What the `Connection` headers of a message said, accumulated over all of them.
     #[derive(Default, Clone, Copy)]
     pub(crate) struct ConnectionTokens {
         close: bool,
         keep_alive: bool,
+        names_framing: bool,
     }
 
     impl ConnectionTokens {
@@ -307,7 +337,19 @@ pub(crate) mod headers {
                     self.close = true;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
                     self.keep_alive = true;
+                } else if is_framing_field(token) {
+                    self.names_framing = true;
                 }
+            }
+        }
+
+        /// The one rule for requests and responses: `Connection` may not name a framing
+        /// field ([`is_framing_field`]); the error names what was wrong.
+        pub(crate) fn check(self) -> Result<(), &'static str> {
+            if self.names_framing {
+                Err(CONNECTION_NAMES_FRAMING)
+            } else {
+                Ok(())
             }
         }
 

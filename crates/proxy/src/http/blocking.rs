@@ -3,12 +3,14 @@
 //!
 //! Mechanism: for each request in the client's input, pick a backend, take an idle pooled
 //! connection or connect (blocking, within `connect_timeout_ms`), write the rewritten head and
-//! the body as it arrives from the client, then read the response and relay it into the
-//! client's output, flushing to the client every [`STREAM_FLUSH_BYTES`] so that a large body
-//! streams through a bounded buffer. The thread blocks in `connect`, in `write` to the
-//! backend, in `read` from the backend (each read at most `backend_timeout_ms`: SO_RCVTIMEO, set
-//! once per connection), and in `poll` on the client while a body streams in or out (at most
-//! `client_timeout_ms`). Requests queue in front of this thread as they do for the workloads;
+//! the body as it arrives from the client (never blocking on the backend's socket, and reading
+//! the backend meanwhile: a `100 Continue` is relayed at once, an early final answer ends the
+//! body), then read the response and relay it into the client's output, flushing to the client
+//! every [`STREAM_FLUSH_BYTES`] so that a large body streams through a bounded buffer. The
+//! thread blocks in `connect`, in `write` of the head to the backend, in `read` from the backend
+//! (each read at most `backend_timeout_ms`: SO_RCVTIMEO, set once per connection), and in `poll`
+//! on the client and the backend while a body streams in or out (at most `client_timeout_ms`
+//! for the client, `backend_timeout_ms` for the backend). Requests queue in front of this thread as they do for the workloads;
 //! a thread holds its backend connection for one exchange and returns it to the shared pool.
 
 use crate::http::backend::{Backend, Failure};
@@ -110,6 +112,11 @@ impl BlockingForwarder {
                     if x.keep_backend {
                         self.proxy.pool.put(b);
                     }
+                    if x.body_cut() {
+                        // Answered before its body was read whole: nothing can tell where the
+                        // next request would start.
+                        return Outcome::Refuse;
+                    }
                     return Outcome::Answered { keep: x.keep_client };
                 }
                 Err(AttemptError::Client) => return Outcome::Close,
@@ -165,21 +172,8 @@ impl BlockingForwarder {
     ) -> Result<(), AttemptError> {
         let sending = |e: io::Error| AttemptError::Backend(write_fault(e));
         write_all(&mut b.stream, &x.backend_head).map_err(sending)?;
-        let mut sent = x.head_len;
-        loop {
-            let have = conn.input.filled().len().min(x.request_len);
-            if have > sent {
-                write_all(&mut b.stream, &conn.input.filled()[sent..have]).map_err(sending)?;
-                sent = have;
-            }
-            if sent >= x.request_len {
-                break;
-            }
-            if !client_read(conn, self.proxy.client_timeout()) {
-                return Err(AttemptError::Client);
-            }
-        }
-        loop {
+        self.send_body(conn, x, b)?;
+        while !x.is_done() {
             counters::count_read();
             let relayed = match b.stream.read(&mut self.buf) {
                 Ok(0) => x.backend_closed(),
@@ -201,6 +195,68 @@ impl BlockingForwarder {
                 Relay::More => {}
             }
         }
+        Ok(())
+    }
+
+    /// Forward the request's body as it arrives from the client, watching the backend
+    /// meanwhile: an interim answer (`100 Continue`, which a client that sent
+    /// `Expect: 100-continue` waits for before sending its body) is relayed at once, and a final
+    /// answer ends the forwarding (the exchange then has `body_cut`). Writes never block, so a
+    /// backend that answers and stops reading cannot hold this thread until the write timeout.
+    fn send_body(
+        &mut self,
+        conn: &mut ClientConn<'_>,
+        x: &mut Exchange,
+        b: &mut BackendConn,
+    ) -> Result<(), AttemptError> {
+        let mut sent = x.head_len;
+        while sent < x.request_len {
+            let have = conn.input.filled().len().min(x.request_len);
+            if have > sent {
+                match send_nowait(b.stream.as_raw_fd(), &conn.input.filled()[sent..have]) {
+                    Ok(n) => {
+                        sent += n;
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(AttemptError::Backend(write_fault(e))),
+                }
+            }
+            let (client_in, backend_out) = (have < x.request_len, have > sent);
+            let timeout = if backend_out { self.proxy.backend_timeout() } else { self.proxy.client_timeout() };
+            let ready = wait_both(conn.stream.as_raw_fd(), client_in, b.stream.as_raw_fd(), backend_out, timeout);
+            let Some((client_ready, backend_ready)) = ready else {
+                return Err(if backend_out {
+                    AttemptError::Backend(Fault {
+                        failure: Failure::Timeout,
+                        detail: "the backend did not take the request in time".into(),
+                    })
+                } else {
+                    AttemptError::Client
+                });
+            };
+            if backend_ready {
+                counters::count_read();
+                let relayed = match b.stream.read(&mut self.buf) {
+                    Ok(0) => x.backend_closed(),
+                    Ok(n) => x.relay(&self.buf[..n], conn.output.vec()),
+                    Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => continue,
+                    Err(_) => x.backend_closed(),
+                };
+                relayed.map_err(AttemptError::Backend)?;
+                if conn.output.pending() > 0 && !client_flush(conn, self.proxy.client_timeout()) {
+                    return Err(AttemptError::Client);
+                }
+                if x.body_cut() {
+                    return Ok(());
+                }
+            }
+            if client_ready && !client_read(conn, self.proxy.client_timeout()) {
+                return Err(AttemptError::Client);
+            }
+        }
+        x.mark_body_forwarded();
+        Ok(())
     }
 }
 
@@ -290,6 +346,52 @@ fn write_all(s: &mut TcpStream, mut bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write what the socket takes now, without waiting (`MSG_DONTWAIT`): `WouldBlock` when it
+/// takes nothing.
+fn send_nowait(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+    loop {
+        counters::count_write();
+        // SAFETY: `bytes` is valid for its length; `fd` is an open socket.
+        let n = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Wait until the client is readable (if `client_in`), the backend readable (always: it may
+/// answer at any time), or the backend writable (if `backend_out`), for at most `timeout`:
+/// (client ready, backend ready), or None when the time passed. A hang-up or error counts as
+/// ready: the read or write that follows says what it was.
+fn wait_both(
+    client: RawFd,
+    client_in: bool,
+    backend: RawFd,
+    backend_out: bool,
+    timeout: Duration,
+) -> Option<(bool, bool)> {
+    let backend_events = libc::POLLIN | if backend_out { libc::POLLOUT } else { 0 };
+    let mut fds = [
+        libc::pollfd { fd: if client_in { client } else { -1 }, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: backend, events: backend_events, revents: 0 },
+    ];
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    loop {
+        // SAFETY: two valid pollfds (a negative fd is ignored by poll).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if rc > 0 {
+            return Some((fds[0].revents != 0, fds[1].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0));
+        }
+        if rc == 0 || io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+            return None;
+        }
+    }
 }
 
 /// Wait until `fd` is ready for `events` (POLLIN, POLLOUT) or `timeout` passes.

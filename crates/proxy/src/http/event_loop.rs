@@ -8,7 +8,9 @@
 //! [`LoopForwarder::drive`]: flush what the client can take, then advance the exchange as far
 //! as the sockets allow (read the client's request, connect, write the request, read and relay
 //! the response), stopping only at `EAGAIN`; an edge is never waited for that may already have
-//! passed. A response is read from the backend only while less than [`RELAY_HIGH_WATER`] of it
+//! passed. While a request's body waits, the backend is read too: its `100 Continue` reaches a
+//! client that waits for it before sending the body, and a final answer that comes first ends
+//! the forwarding of the body. A response is read from the backend only while less than [`RELAY_HIGH_WATER`] of it
 //! waits for a slow client, so memory per connection stays bounded. Deadlines (connect,
 //! backend silence, a stalled request body) are a heap of (instant, slot) the loop asks for in
 //! `due`; a deadline that moved later is pushed again when its old entry comes up.
@@ -205,7 +207,29 @@ impl LoopForwarder {
             match flight.step {
                 Step::WaitConn => return Next::Keep,
                 Step::Sending => match self.send(flight, conn) {
-                    Progress::Blocked => return self.armed(st, idx),
+                    // Not connected yet: nothing to read, and a read would mistake a refused
+                    // connection for one closed before the answer.
+                    Progress::Blocked if !flight.connected => return self.armed(st, idx),
+                    Progress::Blocked => {
+                        // While the body waits (for the client, or for room at the backend),
+                        // the backend may invite it (`100 Continue`, relayed at once) or answer
+                        // before it is whole (then the rest is never forwarded).
+                        let pending = conn.output.pending();
+                        match self.receive(flight, conn) {
+                            Progress::Blocked if conn.output.pending() == pending => return self.armed(st, idx),
+                            Progress::Blocked => {} // flush the interim answer, then go on
+                            Progress::Advanced => {
+                                if flight.x.body_cut() {
+                                    flight.step = Step::Receiving;
+                                }
+                                if flight.x.is_done() {
+                                    self.finish(st, conn);
+                                }
+                            }
+                            Progress::Failed(fault) => self.failed(st, conn, idx, ctx, fault),
+                            Progress::ClientGone => return Next::Close,
+                        }
+                    }
                     Progress::Advanced => {}
                     Progress::Failed(fault) => self.failed(st, conn, idx, ctx, fault),
                     Progress::ClientGone => return Next::Close,
@@ -373,6 +397,7 @@ impl LoopForwarder {
                 }
             }
             if flight.body_sent >= flight.x.request_len {
+                flight.x.mark_body_forwarded();
                 flight.step = Step::Receiving;
                 flight.deadline = Instant::now() + self.proxy.backend_timeout();
                 return Progress::Advanced;
@@ -422,6 +447,13 @@ impl LoopForwarder {
                 drop(b);
             }
             self.wake_one(flight.backend);
+        }
+        if flight.x.body_cut() {
+            // Answered before its body was read whole: nothing can tell where the next request
+            // would start, so the connection ends once the answer is out.
+            conn.closing = true;
+            st.after_flush = Some(End::Linger);
+            return;
         }
         conn.input.consume(flight.x.request_len);
         if !flight.x.keep_client {

@@ -4,18 +4,26 @@
 //!
 //! Request: the head is parsed with the server's own parser and limits
 //! (`archlab_wire::http::parse_request_head`: the same 400/413/431 refusals, Transfer-Encoding
-//! on requests refused as the server refuses it), then rewritten for the backend: HTTP/1.1,
-//! hop-by-hop fields dropped (RFC 9110 §7.6.1: `Connection` and every field it names,
+//! on requests refused as the server refuses it, and so are a `Connection` naming a framing
+//! field and a missing, repeated or contradicted Host), then rewritten for the backend:
+//! HTTP/1.1, hop-by-hop fields dropped (RFC 9110 §7.6.1: `Connection` and every field it names,
 //! `Proxy-Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`, `Upgrade`), `Via: 1.x archlab`
 //! and the client's address appended to `X-Forwarded-For`, `Host` added when an HTTP/1.0 client
-//! sent none. The body follows as it arrives, Content-Length framed.
+//! sent none. Framing is the proxy's own: the body is forwarded as the one `Content-Length` the
+//! proxy writes from the length it parsed, never a copy of the client's fields, so the bytes a
+//! backend receives always split into exactly the requests the proxy counted. The body follows
+//! as it arrives; the driver watches the backend meanwhile, so that an interim `100 Continue`
+//! reaches a client waiting for it (`Expect: 100-continue`), and a final answer that comes
+//! before the whole body ends the forwarding of the body ([`Exchange::body_cut`]).
 //!
-//! Response: the head is parsed with `parse_relayed_response_head` and rewritten the same way
-//! (hop-by-hop dropped, `Via` added, `Connection` set to what the proxy does with the client
-//! connection); interim 1xx responses are relayed to HTTP/1.1 clients and the final one awaited.
-//! The body is relayed as it arrives: Content-Length bytes, chunked framing verbatim to an
-//! HTTP/1.1 client (payload only, then close, to an HTTP/1.0 one), or everything until the
-//! backend closes (then the client connection closes too: nothing else can delimit it).
+//! Response: the head is parsed with `parse_relayed_response_head` (a `Connection` naming a
+//! framing field is a bad gateway answer) and rewritten the same way (hop-by-hop dropped, `Via`
+//! added, `Content-Length` written by the proxy, `Connection` set to what the proxy does with
+//! the client connection); interim 1xx responses are relayed to HTTP/1.1 clients and the final
+//! one awaited. The body is relayed as it arrives: Content-Length bytes, chunked framing
+//! verbatim to an HTTP/1.1 client (payload only, then close, to an HTTP/1.0 one), or everything
+//! until the backend closes (then the client connection closes too: nothing else can delimit
+//! it).
 //!
 //! Failures ([`Fault`]): a backend that refuses the connection or closes it before any byte of
 //! its response fails an idempotent request (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
@@ -28,8 +36,8 @@ use crate::http::backend::Failure;
 use crate::http::options::HashKey;
 use crate::http::policy::hash_bytes;
 use archlab_wire::http::{
-    header_slots, parse_relayed_response_head, parse_request_head, Chunk, ChunkedFraming, Header, HttpError, Limits,
-    ResponseError, ResponseFraming,
+    header_slots, is_framing_field, parse_relayed_response_head, parse_request_head, Chunk, ChunkedFraming, Header,
+    HttpError, Limits, ResponseError, ResponseFraming,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
@@ -96,7 +104,9 @@ pub fn idempotent(method: &str) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE")
 }
 
-/// Header names that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1).
+/// Header names that are hop-by-hop whatever `Connection` says (RFC 9110 §7.6.1). Framing
+/// fields never are: a message whose `Connection` names one never gets this far (the parsers
+/// of `archlab_wire::http` refuse it), and [`hop_by_hop`] keeps them regardless.
 fn always_hop_by_hop(name: &str) -> bool {
     const NAMES: [&str; 6] = ["connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade"];
     NAMES.iter().any(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))
@@ -111,7 +121,12 @@ fn named_by_connection(headers: &[Header<'_>], name: &str) -> bool {
 }
 
 fn hop_by_hop(headers: &[Header<'_>], name: &str) -> bool {
-    always_hop_by_hop(name) || named_by_connection(headers, name)
+    always_hop_by_hop(name) || (named_by_connection(headers, name) && !is_framing_field(name))
+}
+
+/// `Content-Length: n`, written by the proxy from the length it framed the body with.
+fn push_length(out: &mut Vec<u8>, n: u64) {
+    push_header(out, "Content-Length", n.to_string().as_bytes());
 }
 
 fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
@@ -177,6 +192,11 @@ pub struct Exchange {
     pub keep_client: bool,
     /// Whether the backend connection may carry another request after this response.
     pub keep_backend: bool,
+    /// The whole body has gone to the backend on this attempt (the driver says so).
+    body_forwarded: bool,
+    /// The final answer came before the whole body went to the backend: the rest is never
+    /// forwarded, and neither connection carries another request.
+    body_cut: bool,
 }
 
 impl Exchange {
@@ -197,8 +217,8 @@ impl Exchange {
         out.extend_from_slice(head.target.as_bytes());
         out.extend_from_slice(b" HTTP/1.1\r\n");
         let mut forwarded_for: Vec<u8> = Vec::new();
-        let mut has_host = false;
         let mut key: &[u8] = b"";
+        let mut length_written = false;
         if *hash_key == HashKey::Path {
             key = head.target.split_once('?').map_or(head.target, |(p, _)| p).as_bytes();
         }
@@ -218,11 +238,27 @@ impl Exchange {
                 forwarded_for.extend_from_slice(h.value.trim_ascii());
                 continue;
             }
-            has_host |= h.name.eq_ignore_ascii_case("host");
+            if h.name.eq_ignore_ascii_case("content-length") {
+                // The framing the proxy forwards is the length it framed the body with, written
+                // by the proxy: one field, one number (`5, 5` and repeats fold into it).
+                if !length_written {
+                    push_length(&mut out, head.body_len as u64);
+                    length_written = true;
+                }
+                continue;
+            }
+            if head.version_minor == 0 && h.name.eq_ignore_ascii_case("expect") {
+                // An HTTP/1.0 request's expectation means nothing (RFC 9110 §10.1.1); forwarded
+                // as HTTP/1.1 it would ask the backend for a `100` no one waits for.
+                continue;
+            }
             push_header(&mut out, h.name, h.value);
         }
-        if !has_host {
-            push_header(&mut out, "Host", b"archlab-backend");
+        if head.host.is_none() {
+            // Only HTTP/1.0 gets here (the parser refuses HTTP/1.1 without Host); an
+            // absolute-form target names its host (RFC 9112 §3.2.2).
+            let host = head.authority.map_or(&b"archlab-backend"[..], str::as_bytes);
+            push_header(&mut out, "Host", host);
         }
         if let Some(ip) = client.map(|c| c.ip()) {
             if !forwarded_for.is_empty() {
@@ -254,7 +290,23 @@ impl Exchange {
             status: 0,
             keep_client: false,
             keep_backend: false,
+            body_forwarded: head.body_len == 0,
+            body_cut: false,
         }))
+    }
+
+    /// The whole body of this attempt has been written to the backend.
+    pub fn mark_body_forwarded(&mut self) {
+        self.body_forwarded = true;
+    }
+
+    /// Whether the final answer came before the whole body went to the backend (RFC 9110
+    /// §10.1.1: a server may answer an `Expect: 100-continue` request, or any request, before
+    /// reading its body). The driver then stops forwarding the body; the client connection
+    /// closes after the answer, lingering, since part of its body was never read; the backend
+    /// connection is not reused.
+    pub fn body_cut(&self) -> bool {
+        self.body_cut
     }
 
     /// Whether the client connection may stay open after an error response of the proxy's own.
@@ -274,6 +326,8 @@ impl Exchange {
         self.sent_at = Instant::now();
         self.response = Response::Head(Vec::new());
         self.response_started = false;
+        self.body_forwarded = self.request_len == self.head_len;
+        self.body_cut = false;
     }
 
     /// Relay `bytes` received from the backend, appending what the client gets to `out`.
@@ -359,8 +413,10 @@ impl Exchange {
         }
         let framing = r.framing_for(self.head_request);
         let payload_only = framing == ResponseFraming::Chunked && self.client_minor == 0;
-        self.keep_client = self.client_keep_alive && framing != ResponseFraming::UntilClose && !payload_only;
-        self.keep_backend = r.keep_alive && !r.length_and_encoding;
+        self.body_cut = !self.body_forwarded;
+        self.keep_client =
+            self.client_keep_alive && framing != ResponseFraming::UntilClose && !payload_only && !self.body_cut;
+        self.keep_backend = r.keep_alive && !r.length_and_encoding && !self.body_cut;
         self.status = r.status;
         let chunked = (framing == ResponseFraming::Chunked && !payload_only).then_some(r.length_and_encoding);
         write_head(out, &r, chunked, if self.keep_client { "keep-alive" } else { "close" });
@@ -416,15 +472,23 @@ fn write_head(
     connection: &str,
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(r.status.to_string().as_bytes());
+    // Three digits, as received (a status below 100 keeps its leading zero).
+    out.extend_from_slice(format!("{:03}", r.status).as_bytes());
     out.push(b' ');
     out.extend_from_slice(r.reason.as_bytes());
     out.extend_from_slice(b"\r\n");
+    let mut length_written = false;
     for h in r.headers {
         if hop_by_hop(r.headers, h.name) {
             continue;
         }
-        if chunked.is_some() && h.name.eq_ignore_ascii_case("content-length") {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            // As for requests: the length the proxy relays the body by, written once by the
+            // proxy, never the backend's field(s) copied; none when the body goes on chunked.
+            if let (None, ResponseFraming::Length(n), false) = (chunked, r.framing, length_written) {
+                push_length(out, n);
+                length_written = true;
+            }
             continue;
         }
         push_header(out, h.name, h.value);
@@ -508,17 +572,76 @@ mod tests {
         assert!(head.contains("Via: 1.1 archlab\r\n"), "{head}");
         assert!(head.contains("Content-Length: 3\r\n"), "{head}");
         assert!(!x.idempotent);
-        assert!(begin(b"DELETE /x HTTP/1.1\r\n\r\n").idempotent);
+        assert!(begin(b"DELETE /x HTTP/1.1\r\nHost: h\r\n\r\n").idempotent);
         let x = begin(b"GET /x HTTP/1.0\r\n\r\n");
         assert!(text(&x.backend_head)
             .contains("Host: archlab-backend\r\nX-Forwarded-For: 10.0.0.7\r\nVia: 1.0 archlab\r\n"));
     }
 
     #[test]
+    fn framing_is_written_by_the_proxy_as_one_length() {
+        for lengths in ["Content-Length: 3, 3\r\n", "Content-Length: 3\r\ncontent-length: 003\r\n"] {
+            let req = format!("POST /x HTTP/1.1\r\nHost: h\r\n{lengths}X: y\r\n\r\nabc");
+            let head = text(&begin(req.as_bytes()).backend_head);
+            assert_eq!(head.matches("Content-Length").count(), 1, "{head}");
+            assert!(head.contains("Host: h\r\nContent-Length: 3\r\nX: y\r\n"), "{head}");
+        }
+        // No length field, no body: none is invented.
+        assert!(!text(&begin(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n").backend_head).contains("Content-Length"));
+        // Responses alike.
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        let mut out = Vec::new();
+        let r = x.relay(b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nok", &mut out);
+        assert_eq!(r.unwrap(), Relay::Done);
+        assert_eq!(text(&out).matches("Content-Length: 2\r\n").count(), 1, "{}", text(&out));
+        // A response whose Connection names its framing is a bad gateway answer.
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        let e = x.relay(b"HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 5\r\n\r\nhello", &mut out);
+        assert_eq!(e.unwrap_err().failure, Failure::BadResponse);
+    }
+
+    #[test]
+    fn host_and_expect_are_forwarded_as_the_request_means_them() {
+        // HTTP/1.0 without Host: the absolute-form target's authority, else a placeholder.
+        let head = text(&begin(b"GET http://a.test/x HTTP/1.0\r\n\r\n").backend_head);
+        assert!(head.contains("\r\nHost: a.test\r\n"), "{head}");
+        // An HTTP/1.0 expectation is dropped (nobody waits for its 100); HTTP/1.1's goes on.
+        let req = b"PUT /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx";
+        assert!(!text(&begin(req).backend_head).contains("Expect"));
+        let req = b"PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx";
+        assert!(text(&begin(req).backend_head).contains("Expect: 100-continue\r\n"));
+    }
+
+    #[test]
+    fn a_final_answer_before_the_whole_body_ends_both_connections() {
+        let req = b"POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 900000\r\n\r\n";
+        // The backend invites the body, which is then forwarded: the exchange goes on normally.
+        let mut x = Exchange::begin(req, &Limits::default(), None, &HashKey::Path, true).unwrap().unwrap();
+        x.attempt();
+        let mut out = Vec::new();
+        assert_eq!(x.relay(b"HTTP/1.1 100 Continue\r\n\r\n", &mut out).unwrap(), Relay::More);
+        assert!(text(&out).starts_with("HTTP/1.1 100 Continue\r\n") && !x.head_relayed && !x.body_cut());
+        x.mark_body_forwarded();
+        assert_eq!(x.relay(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", &mut out).unwrap(), Relay::Done);
+        assert!(!x.body_cut() && x.keep_client && x.keep_backend);
+        // The backend answers at once: the body is cut, neither connection is reused.
+        let mut x = Exchange::begin(req, &Limits::default(), None, &HashKey::Path, true).unwrap().unwrap();
+        x.attempt();
+        let mut out = Vec::new();
+        let r = x.relay(b"HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n", &mut out);
+        assert_eq!(r.unwrap(), Relay::Done);
+        assert!(x.body_cut() && !x.keep_client && !x.keep_backend);
+        assert!(text(&out).contains("Connection: close\r\n"), "{}", text(&out));
+        // A retry forwards the body again: nothing is cut yet.
+        x.attempt();
+        assert!(!x.body_cut());
+    }
+
+    #[test]
     fn responses_are_relayed_byte_for_byte_in_any_split() {
         let response = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nKeep-Alive: timeout=5\r\n\r\nhello";
         for split in 1..response.len() {
-            let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+            let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
             x.attempt();
             let mut out = Vec::new();
             assert_eq!(x.relay(&response[..split], &mut out).unwrap(), Relay::More, "split {split}");
@@ -535,7 +658,7 @@ mod tests {
     fn chunked_responses_pass_verbatim_or_lose_their_framing_for_http_1_0() {
         let body = "4\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n";
         let response = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{body}");
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         let mut out = Vec::new();
         assert_eq!(x.relay(response.as_bytes(), &mut out).unwrap(), Relay::Done);
         assert!(text(&out).ends_with(&format!("Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n{body}")));
@@ -548,7 +671,7 @@ mod tests {
 
     #[test]
     fn close_delimited_bodies_end_with_the_backend_and_close_the_client() {
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         let mut out = Vec::new();
         assert_eq!(x.relay(b"HTTP/1.1 200 OK\r\n\r\npart", &mut out).unwrap(), Relay::More);
         assert_eq!(x.backend_closed().unwrap(), Relay::Done);
@@ -558,23 +681,23 @@ mod tests {
 
     #[test]
     fn failures_are_classified() {
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         assert_eq!(x.backend_closed().unwrap_err().failure, Failure::ClosedBeforeResponse);
         assert!(x.may_retry());
         let mut out = Vec::new();
         let e = x.relay(b"SSH-2.0-OpenSSH\r\n\r\n", &mut out).unwrap_err();
         assert_eq!((e.failure, e.status()), (Failure::BadResponse, ErrorStatus::BadGateway));
         assert!(!x.may_retry(), "a response byte was received");
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         x.relay(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", &mut out).unwrap();
         assert_eq!(x.backend_closed().unwrap_err().failure, Failure::ClosedMidResponse);
         assert!(x.head_relayed);
         // Bytes after the end of a response: the backend connection is not reused.
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         x.relay(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naGARBAGE", &mut out).unwrap();
         assert!(x.is_done() && !x.keep_backend);
         // An interim response is relayed, then the final one.
-        let mut x = begin(b"GET / HTTP/1.1\r\n\r\n");
+        let mut x = begin(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         let mut out = Vec::new();
         let r = x.relay(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", &mut out).unwrap();
         assert_eq!((r, x.status), (Relay::Done, 204));

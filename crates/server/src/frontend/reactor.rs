@@ -663,9 +663,11 @@ fn drive<W: WritePath>(conn: &mut Conn<W::State>, ctx: Ctx<'_>, writes: &mut W, 
 
 /// Answer the complete requests buffered, and note what the connection must do next.
 fn answer<W: WritePath>(conn: &mut Conn<W::State>, limits: &Limits, scratch: &mut Scratch, writes: &mut W) {
-    let before = conn.output.pending();
+    let (before, consumed) = (conn.output.pending(), conn.input.consumed());
     let flow = serve_buffered(&mut conn.input, &mut conn.output, limits, scratch, KeepAlive::AsRequested);
-    if conn.output.pending() > before {
+    // A request was answered (not only invited to send its body with `100 Continue`, whose
+    // write says nothing about its class's responses).
+    if conn.output.pending() > before && conn.input.consumed() != consumed {
         writes.responded(&mut conn.state, scratch.last_class());
     }
     match flow {

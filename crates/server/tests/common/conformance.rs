@@ -80,6 +80,11 @@ macro_rules! conformance_suite {
                     c::malformed_requests_are_refused_and_closed_while_others_are_served(&subject())
                 }
                 #[test]
+                fn an_expected_body_is_invited_before_it_is_sent() {
+                    let _g = shared();
+                    c::an_expected_body_is_invited_before_it_is_sent(&subject())
+                }
+                #[test]
                 fn a_thousand_concurrent_connections_are_all_served() {
                     let _g = shared();
                     c::a_thousand_concurrent_connections_are_all_served(&subject())
@@ -195,7 +200,7 @@ pub fn pipelined_requests_are_answered_in_order(subject: &Subject) {
 pub fn malformed_requests_are_refused_and_closed_while_others_are_served(subject: &Subject) {
     let arch = subject.name.as_str();
     let huge_header = format!("GET /echo?size=1 HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "a".repeat(9000));
-    let cases: [(&str, &[u8], u16); 5] = [
+    let cases: [(&str, &[u8], u16); 10] = [
         ("bad request line", b"GARBAGE\r\n\r\n", 400),
         ("header block over 8 KiB", huge_header.as_bytes(), 431),
         ("body over the limit", b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n", 413),
@@ -205,6 +210,18 @@ pub fn malformed_requests_are_refused_and_closed_while_others_are_served(subject
             400,
         ),
         ("bad header", b"GET / HTTP/1.1\r\nHo st: t\r\n\r\n", 400),
+        // A request smuggle through a relay that drops the fields `Connection` names: the body
+        // framed by the dropped length would reach the next hop as a request of its own.
+        (
+            "Connection naming Content-Length",
+            b"POST /echo?size=1 HTTP/1.1\r\nHost: t\r\nConnection: Content-Length\r\nContent-Length: 44\r\n\r\n\
+              GET /response?size=3000 HTTP/1.1\r\nX-Ignore: ",
+            400,
+        ),
+        ("Connection naming Host", b"GET /echo?size=1 HTTP/1.1\r\nHost: t\r\nConnection: Host\r\n\r\n", 400),
+        ("two Host fields", b"GET /echo?size=1 HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n", 400),
+        ("HTTP/1.1 without Host", b"GET /echo?size=1 HTTP/1.1\r\n\r\n", 400),
+        ("absolute-form target against Host", b"GET http://u/echo?size=1 HTTP/1.1\r\nHost: t\r\n\r\n", 400),
     ];
     let addr = subject.start();
     // An innocent connection opened before the attacks and used after them.
@@ -221,6 +238,42 @@ pub fn malformed_requests_are_refused_and_closed_while_others_are_served(subject
         reopened_if_closed(&mut other, addr);
         assert_eq!(get(&mut other, "/echo?size=2").status, 200, "{arch}: served after {what}");
     }
+}
+
+/// RFC 9110 §10.1.1: a client that sends `Expect: 100-continue` waits for `100 Continue` (or a
+/// final answer) before sending its body. The property waits for the interim answer with the
+/// body unsent, so a server or proxy that waits for the body first stalls it until the read
+/// timeout fails it (curl would wait its expect timeout, 1 s, on every upload). The body then
+/// goes, 900 KB as in the upload that showed the stall, and must be echoed whole; the
+/// connection goes on.
+pub fn an_expected_body_is_invited_before_it_is_sent(subject: &Subject) {
+    let arch = subject.name.as_str();
+    let addr = subject.start();
+    let mut s = connect(addr);
+    let body: Vec<u8> = (0..900_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    for round in 0..2 {
+        write!(
+            s,
+            "POST /echo?size=0 HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        let end = loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end;
+            }
+            assert!(read_more(&mut s, &mut buf), "{arch}: round {round}: closed while the body was announced");
+        };
+        let interim = String::from_utf8_lossy(&buf[..end]).into_owned();
+        assert!(interim.starts_with("HTTP/1.1 100 "), "{arch}: round {round}: {interim}");
+        buf.drain(..end + 4);
+        s.write_all(&body).unwrap();
+        let r = read_response(&mut s, &mut buf);
+        assert_eq!((r.status, r.body.len()), (200, body.len()), "{arch}: round {round}: {}", r.head);
+        assert!(r.body == body, "{arch}: round {round}: the body came back changed");
+    }
+    assert_eq!(get(&mut s, "/echo?size=3").body.len(), 3, "{arch}: after the uploads");
 }
 
 pub fn a_thousand_concurrent_connections_are_all_served(subject: &Subject) {

@@ -58,8 +58,8 @@ fn reason_for(e: httparse::Error) -> &'static str {
 /// RFC 9112 §6.3) get `body_len` 0 without one; any other response without Content-Length is
 /// [`ResponseError::NoContentLength`], and so is a chunked one (Transfer-Encoding without
 /// Content-Length; with both it is `Malformed`). Keep-alive follows the request rules: version default,
-/// overridden by `Connection: close` / `keep-alive`. A head not ended within 64 KiB is
-/// `Malformed`.
+/// overridden by `Connection: close` / `keep-alive`; a `Connection` naming a framing field is
+/// `Malformed`, as for requests. A head not ended within 64 KiB is `Malformed`.
 pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, ResponseError> {
     let window = &buf[..buf.len().min(MAX_RESPONSE_HEAD_BYTES)];
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -88,6 +88,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, ResponseE
             connection.add(h.value);
         }
     }
+    connection.check().map_err(ResponseError::Malformed)?;
     if transfer_encoding {
         // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3), and the generator cannot
         // decode chunked bodies: either way it cannot know where this body ends.

@@ -95,7 +95,7 @@ fn drain(buf: &[u8], specs: &[Spec], lens: &[usize]) -> usize {
                 off += consumed;
                 n += 1;
             }
-            Ok(Parse::Partial) => return n,
+            Ok(Parse::Partial | Parse::ExpectsContinue) => return n,
             Err(e) => panic!("valid request refused: {e:?}"),
         }
     }

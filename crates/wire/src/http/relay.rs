@@ -71,8 +71,9 @@ fn reason_for(e: httparse::Error) -> &'static str {
 }
 
 /// Parse the head of a response to relay; `Ok(None)` while incomplete. A head that does not end
-/// within 64 KiB, a malformed line, or Content-Length values that are not numbers or disagree
-/// are [`ResponseError::Malformed`] (a proxy answers 502).
+/// within 64 KiB, a malformed line, Content-Length values that are not numbers or disagree, or
+/// a `Connection` header naming a framing field are [`ResponseError::Malformed`] (a proxy
+/// answers 502 and does not reuse the connection).
 pub fn parse_relayed_response_head<'b, 'h>(
     buf: &'b [u8],
     slots: &'h mut HeaderSlots<'b>,
@@ -104,6 +105,7 @@ pub fn parse_relayed_response_head<'b, 'h>(
             connection.add(h.value);
         }
     }
+    connection.check().map_err(ResponseError::Malformed)?;
     let framing = match (final_coding, content_length) {
         (Some(coding), _) if coding.eq_ignore_ascii_case(b"chunked") => ResponseFraming::Chunked,
         (Some(_), _) => ResponseFraming::UntilClose,

@@ -20,9 +20,14 @@ pub(crate) mod reason {
     pub(crate) const LENGTH_AND_ENCODING: &str = "both Content-Length and Transfer-Encoding";
     pub(crate) const TRANSFER_ENCODING: &str =
         "Transfer-Encoding is not supported (chunked request bodies are not implemented; send Content-Length)";
+    pub(crate) const CONNECTION_NAMES_FRAMING: &str = super::headers::CONNECTION_NAMES_FRAMING;
+    pub(crate) const MISSING_HOST: &str = "HTTP/1.1 request without Host";
+    pub(crate) const DUPLICATE_HOST: &str = "more than one Host field";
+    pub(crate) const BAD_HOST: &str = "invalid Host value";
+    pub(crate) const HOST_MISMATCH: &str = "absolute-form target whose authority differs from Host";
 
     /// Every reason, for the response table and the tests.
-    pub(crate) const ALL: [&str; 10] = [
+    pub(crate) const ALL: [&str; 15] = [
         BAD_METHOD_OR_TARGET,
         BAD_VERSION,
         BAD_HEADER_NAME,
@@ -33,6 +38,11 @@ pub(crate) mod reason {
         CONFLICTING_CONTENT_LENGTH,
         LENGTH_AND_ENCODING,
         TRANSFER_ENCODING,
+        CONNECTION_NAMES_FRAMING,
+        MISSING_HOST,
+        DUPLICATE_HOST,
+        BAD_HOST,
+        HOST_MISMATCH,
     ];
 }
 
@@ -65,6 +75,16 @@ pub struct RequestHead<'b, 'h> {
     pub head_len: usize,
     /// The body's Content-Length (0 without one), already checked against the limit.
     pub body_len: usize,
+    /// Whether the head had a Content-Length field (all of them agreeing on `body_len`).
+    pub has_content_length: bool,
+    /// The Host field's value, trimmed (one at most: a second is refused).
+    pub host: Option<&'b [u8]>,
+    /// The authority of an absolute-form target (`http://authority/path`), which then equals
+    /// `host` when there is one.
+    pub authority: Option<&'b str>,
+    /// `Expect: 100-continue` on an HTTP/1.1 request (an HTTP/1.0 one's is ignored, RFC 9110
+    /// §10.1.1).
+    pub expects_continue: bool,
     /// Every header as received, in order.
     pub headers: &'h [httparse::Header<'b>],
 }
@@ -110,6 +130,8 @@ pub fn parse_request_head<'b, 'h>(
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut connection = ConnectionTokens::default();
+    let mut host: Option<&[u8]> = None;
+    let mut expects_continue = false;
     for h in req.headers.iter() {
         if headers::name_is(h.name, "content-length") {
             headers::merge_content_length(&mut content_length, h.value).map_err(HttpError::BadRequest)?;
@@ -117,7 +139,30 @@ pub fn parse_request_head<'b, 'h>(
             transfer_encoding = true;
         } else if headers::name_is(h.name, "connection") {
             connection.add(h.value);
+        } else if headers::name_is(h.name, "host") {
+            // RFC 9112 §3.2: more than one Host, or an invalid one, is a 400.
+            if host.is_some() {
+                return Err(HttpError::BadRequest(reason::DUPLICATE_HOST));
+            }
+            let value = h.value.trim_ascii();
+            if !value.iter().all(|&b| is_host_byte(b)) {
+                return Err(HttpError::BadRequest(reason::BAD_HOST));
+            }
+            host = Some(value);
+        } else if headers::name_is(h.name, "expect") {
+            expects_continue |= h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         }
+    }
+    connection.check().map_err(HttpError::BadRequest)?;
+    let authority = absolute_form_authority(target);
+    match (host, authority) {
+        (None, _) if version_minor >= 1 => return Err(HttpError::BadRequest(reason::MISSING_HOST)),
+        // RFC 9112 §3.2.2 lets a recipient take the target's authority over Host; refusing the
+        // disagreement instead (as HAProxy does) leaves no two hops a way to see different hosts.
+        (Some(h), Some(a)) if !h.eq_ignore_ascii_case(a.as_bytes()) => {
+            return Err(HttpError::BadRequest(reason::HOST_MISMATCH))
+        }
+        _ => {}
     }
     if transfer_encoding {
         return Err(HttpError::BadRequest(if content_length.is_some() {
@@ -138,13 +183,36 @@ pub fn parse_request_head<'b, 'h>(
         head_len,
         // Fits: body_len <= max_body_bytes, a usize.
         body_len: body_len as usize,
+        has_content_length: content_length.is_some(),
+        host,
+        authority,
+        expects_continue: expects_continue && version_minor >= 1,
         headers: req.headers,
     }))
 }
 
+/// A byte of a Host value: `uri-host [":" port]` of RFC 3986 (reg-name, IPv4, or an IP literal
+/// in brackets). Anything else (`@`, `/`, space, ...) would let two parsers read two hosts.
+fn is_host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b)
+}
+
+/// The authority of an absolute-form request target (`scheme://authority[/path]`), None for
+/// any other form. A userinfo part (`user@host`) is kept in it, so that it never equals a Host.
+fn absolute_form_authority(target: &str) -> Option<&str> {
+    let (scheme, rest) = target.split_once("://")?;
+    let mut chars = scheme.bytes();
+    let starts_alpha = chars.next().is_some_and(|b| b.is_ascii_alphabetic());
+    if !starts_alpha || !chars.all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) {
+        return None;
+    }
+    Some(rest.split(['/', '?', '#']).next().unwrap_or(""))
+}
+
 /// Parse one request at the start of `buf`.
 ///
-/// Returns `Partial` until the head and the whole Content-Length body are in `buf`; then
+/// Returns `Partial` until the head and the whole Content-Length body are in `buf`
+/// (`ExpectsContinue` instead once a head with `Expect: 100-continue` waits for its body); then
 /// `Complete` with `consumed` = head + body bytes, so the caller drops exactly one request and
 /// calls again for the next pipelined one. Refusals (all of which end the connection):
 /// - no end of head within the first `limits.max_header_bytes` bytes, or more than 64 header
@@ -154,7 +222,11 @@ pub fn parse_request_head<'b, 'h>(
 ///   decided as soon as the head is parsed, before the body arrives;
 /// - malformed request line or headers, non-numeric or conflicting Content-Length, any
 ///   Transfer-Encoding (chunked is not supported), or both Content-Length and
-///   Transfer-Encoding -> [`HttpError::BadRequest`] (400) with a reason.
+///   Transfer-Encoding -> [`HttpError::BadRequest`] (400) with a reason;
+/// - a `Connection` header naming Content-Length, Transfer-Encoding or Host (framing fields
+///   are never hop-by-hop) -> 400;
+/// - Host as RFC 9112 §3.2 requires: missing on HTTP/1.1, more than one, an invalid value, or
+///   an absolute-form target whose authority differs from it -> 400.
 ///
 /// Keep-alive: HTTP/1.1 defaults to persistent, HTTP/1.0 to close; `Connection` tokens
 /// `close` / `keep-alive` (case-insensitive, comma lists, any number of headers) override,
@@ -167,7 +239,7 @@ pub fn parse_request<'a>(buf: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Ht
     // Cannot overflow: body_len <= max_body_bytes (a usize) and head_len <= buf.len().
     let consumed = head.head_len.saturating_add(head.body_len);
     if buf.len() < consumed {
-        return Ok(Parse::Partial);
+        return Ok(if head.expects_continue { Parse::ExpectsContinue } else { Parse::Partial });
     }
     let (path, query) = head.target.split_once('?').unwrap_or((head.target, ""));
     Ok(Parse::Complete {

@@ -199,6 +199,11 @@ static BAD_REQUESTS: [(&str, &[u8]); reason::ALL.len()] = bad_request_table!(
     CONFLICTING_CONTENT_LENGTH,
     LENGTH_AND_ENCODING,
     TRANSFER_ENCODING,
+    CONNECTION_NAMES_FRAMING,
+    MISSING_HOST,
+    DUPLICATE_HOST,
+    BAD_HOST,
+    HOST_MISMATCH,
 );
 
 /// The complete, pre-built response for a refused request (`Connection: close`).
@@ -210,7 +215,7 @@ pub fn error_response(e: HttpError) -> &'static [u8] {
     match e {
         HttpError::HeaderTooLarge => HEADER_TOO_LARGE,
         HttpError::PayloadTooLarge => PAYLOAD_TOO_LARGE,
-        // A linear scan over ten entries, on the error path only.
+        // A linear scan over fifteen entries, on the error path only.
         HttpError::BadRequest(r) => {
             BAD_REQUESTS.iter().find(|(known, _)| *known == r).map_or(BAD_REQUEST, |(_, resp)| resp)
         }
