@@ -297,3 +297,124 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
     s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
     s
 }
+
+/// How a [`Capture`] backend answers.
+#[derive(Clone)]
+pub enum Answer {
+    /// Each request as the oracle reads it (`archlab_wire::http_oracle`): 200 with the body
+    /// `METHOD TARGET BODY_LENGTH`, so that a client can tell which request its answer was for.
+    Echo,
+    /// These bytes, once per connection, as soon as a request head is whole (before its body:
+    /// a server answering an `Expect: 100-continue` request with a final status).
+    BeforeBody(Vec<u8>),
+    /// These bytes, once per request the oracle reads.
+    Raw(Vec<u8>),
+}
+
+/// What one connection of a [`Capture`] received.
+#[derive(Clone, Debug, Default)]
+pub struct Received {
+    pub bytes: Vec<u8>,
+    /// The peer closed (or reset) the connection.
+    pub closed: bool,
+}
+
+/// A backend that keeps every byte each of its connections receives, to be read with the
+/// oracle and compared with what the proxy accounted for, and answers as [`Answer`] says. A
+/// stream the oracle finds ambiguous is not answered (the connection is closed): what a proxy
+/// forwards must never be ambiguous.
+pub struct Capture {
+    pub addr: SocketAddr,
+    conns: Arc<std::sync::Mutex<Vec<Received>>>,
+}
+
+impl Capture {
+    pub fn start(answer: Answer) -> Capture {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns: Arc<std::sync::Mutex<Vec<Received>>> = Arc::default();
+        let all = conns.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let index = {
+                    let mut all = all.lock().unwrap();
+                    all.push(Received::default());
+                    all.len() - 1
+                };
+                let (all, answer) = (all.clone(), answer.clone());
+                std::thread::spawn(move || capture_conn(stream, &answer, &all, index));
+            }
+        });
+        Capture { addr, conns }
+    }
+
+    /// What every connection received so far, in the order they were accepted.
+    pub fn received(&self) -> Vec<Received> {
+        self.conns.lock().unwrap().clone()
+    }
+
+    /// Every whole request the backend received, as the oracle reads each connection's bytes;
+    /// panics on a stream the oracle finds ambiguous, naming it.
+    pub fn requests(&self) -> Vec<archlab_wire::http_oracle::Message> {
+        let mut all = Vec::new();
+        for (i, r) in self.received().iter().enumerate() {
+            match archlab_wire::http_oracle::requests(&r.bytes) {
+                Ok((requests, _)) => all.extend(requests),
+                Err(e) => panic!(
+                    "connection {i} received an ambiguous stream ({e:?}): {:?}",
+                    String::from_utf8_lossy(&r.bytes)
+                ),
+            }
+        }
+        all
+    }
+}
+
+fn capture_conn(mut s: TcpStream, answer: &Answer, all: &std::sync::Mutex<Vec<Received>>, index: usize) {
+    let _ = s.set_nodelay(true);
+    let mut answered = 0;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = s.read(&mut chunk).unwrap_or(0);
+        let bytes = {
+            let mut all = all.lock().unwrap();
+            let conn = &mut all[index];
+            conn.bytes.extend_from_slice(&chunk[..n]);
+            conn.closed = n == 0;
+            conn.bytes.clone()
+        };
+        if n == 0 {
+            return;
+        }
+        let reply = match answer {
+            Answer::BeforeBody(raw) => {
+                if answered > 0 || !bytes.windows(4).any(|w| w == b"\r\n\r\n") {
+                    continue;
+                }
+                answered = 1;
+                raw.clone()
+            }
+            Answer::Echo | Answer::Raw(_) => {
+                let Ok((requests, _)) = archlab_wire::http_oracle::requests(&bytes) else { return };
+                let mut reply = Vec::new();
+                for m in &requests[answered..] {
+                    match answer {
+                        Answer::Raw(raw) => reply.extend_from_slice(raw),
+                        _ => {
+                            let body = format!("{} {} {}", m.method(), m.target(), m.body.len());
+                            reply.extend_from_slice(
+                                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes(),
+                            );
+                        }
+                    }
+                }
+                answered = requests.len();
+                reply
+            }
+        };
+        if s.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
