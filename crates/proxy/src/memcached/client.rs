@@ -189,6 +189,11 @@ impl Client {
         !s.busy && s.unwritten() == 0
     }
 
+    /// Whether the client's input has ended (it sent its last byte, `quit`, or failed).
+    pub fn input_ended(&self) -> bool {
+        self.state().eof
+    }
+
     /// Whether the connection is done: no more input, nothing under way, nothing to write.
     pub fn is_done(&self) -> bool {
         let s = self.state();

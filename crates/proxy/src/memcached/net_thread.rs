@@ -214,7 +214,9 @@ impl NetThread {
                 }
             }
         }
-        if ev.readable || ev.closed {
+        // Once its input has ended, nothing more is read (a hang-up then only matters to the
+        // writes above), so a refusal that ended it is counted once.
+        if (ev.readable || ev.closed) && !conn.client.input_ended() {
             self.read(slot);
         }
     }
