@@ -31,9 +31,16 @@ Measured, with the contenders alternating (order rotated every repetition):
    median. Target: archlab >= 1.0x HAProxy per balancer core; moonshot 1.3x.
 2. added latency: wrk -t1 -c1 --latency, the p50 and p99 through each balancer minus those of
    the same requests sent to one backend directly in the same repetition.
+3. upload: a 900 KB POST with `Expect: 100-continue` by curl (a real client, which waits up to
+   1 s for the `100 Continue` before it sends the body), 10 per repetition through each
+   balancer; the median of curl's time_total per repetition, and its ratio to HAProxy's in the
+   same repetition. The backends send `100 Continue`; a balancer that reads the backend only
+   after the whole body stalls every upload for curl's expect timeout. Target: every archlab
+   architecture under 50 ms, the same order as HAProxy. `--archs all` takes every architecture
+   that can proxy.
 
 usage: .venv/bin/python bench/proxy_peers.py [--reps 5] [--duration 5] [--connections 64]
-       [--archs single-thread] [--only throughput,latency] [--backend-cpu 0]
+       [--archs single-thread|all|A,B] [--only throughput,latency,upload] [--backend-cpu 0]
 """
 
 from __future__ import annotations
@@ -55,7 +62,9 @@ from harness import chosen_parts  # noqa: E402
 from middleware_peers import bootstrap_median_ci, cpu_seconds, stopping, wait_accepting  # noqa: E402
 
 PATH = "/echo?size=12"
-PARTS = ("throughput", "latency")
+PARTS = ("throughput", "latency", "upload")
+UPLOAD_BYTES, UPLOAD_PATH, UPLOADS_PER_REP = 900_000, "/echo?size=0", 10
+UPLOAD_TARGET_S = 0.050  # issue 27: every proxying architecture uploads in under 50 ms
 RESULTS = ROOT / "bench" / "results"
 PEERS = ("haproxy", "nginx")
 TARGET, MOONSHOT = 1.0, 1.3  # issue 14: requests/s per balancer core against HAProxy
@@ -217,6 +226,42 @@ def wrk(target: str, cpu: int, connections: int, duration: float, pid: int | Non
     return result
 
 
+def proxy_architectures() -> list[str]:
+    """The architectures that can proxy, as `archlab-engine architectures` lists them."""
+    out = subprocess.run([str(ENGINE), "architectures"], capture_output=True, text=True, timeout=30, check=True).stdout
+    section = out.split("proxy (", 1)[1].splitlines()[1:]
+    return [line.split()[0] for line in section if line.strip() and "cannot" not in line]
+
+
+def curl_upload(target: str, cpu: int, body: Path) -> float:
+    """One POST of `body` with `Expect: 100-continue` by curl, pinned to `cpu`: curl's time_total (s)."""
+    cmd = ["taskset", "-c", str(cpu), "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total}",
+           "-H", "Expect: 100-continue", "--data-binary", f"@{body}", f"http://{target}{UPLOAD_PATH}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    fields = done.stdout.split()
+    if done.returncode != 0 or len(fields) != 2 or fields[0] != "200":
+        raise RuntimeError(f"curl upload through {target} exited {done.returncode}: "
+                           f"{(done.stderr or done.stdout).strip() or 'no output'}")
+    return float(fields[1])
+
+
+def upload_summary(results: dict[str, list[dict]], ours: list[str]) -> dict:
+    summary = {}
+    for name, runs in results.items():
+        ms = statistics.median(r["median_s"] for r in runs) * 1e3
+        verdict = ""
+        if name in ours:
+            verdict = "meets" if ms < UPLOAD_TARGET_S * 1e3 else "MISSES"
+            verdict = f"   ({verdict} < {UPLOAD_TARGET_S * 1e3:.0f} ms)"
+        summary[name] = {"median_ms": ms, "runs": runs}
+        if name in ours:
+            text, r = ratio_text([x["median_s"] for x in results[name]], [y["median_s"] for y in results["haproxy"]])
+            summary[name]["ratio_to_haproxy"] = r
+            verdict += f"   time / HAProxy's {text}"
+        print(f"    {name:<32} {ms:8.1f} ms per 900 KB upload{verdict}")
+    return summary
+
+
 def alternate(names: list[str], reps: int, run_one, show: str) -> dict[str, list[dict]]:
     """Run every contender once per repetition, the order rotated each time."""
     results: dict[str, list[dict]] = {n: [] for n in names}
@@ -263,10 +308,10 @@ def main() -> int:
     parts = chosen_parts(a.only, PARTS)
     if parts is None:
         return 2
-    archs = a.archs.split(",")
+    archs = proxy_architectures() if a.archs == "all" else a.archs.split(",")
     if a.reps < 5:
         print(f"bench: note: --reps {a.reps} is below the 5 pairs the figures are judged on", file=sys.stderr)
-    if why := missing_prerequisite(("wrk", "taskset", "haproxy", "nginx")):
+    if why := missing_prerequisite(("wrk", "taskset", "haproxy", "nginx", "curl")):
         print(f"bench: {why} (Debian packages wrk, haproxy, nginx-light; make bench-proxy installs them)", file=sys.stderr)
         return 1
     bc, gc, backc, n, d = a.server_cpu, a.client_cpu, a.backend_cpu, a.connections, a.duration
@@ -288,8 +333,9 @@ def main() -> int:
         procs["nginx"] = stack.enter_context(nginx(backends, bc))
         ours = [f"archlab {arch}" for arch in archs]
         # One short run through each, so that pools and caches are warm before the first measurement.
-        for target, pid in procs.values():
-            wrk(target, gc, n, 1, pid)
+        if parts & {"throughput", "latency"}:
+            for target, pid in procs.values():
+                wrk(target, gc, n, 1, pid)
         if "throughput" in parts:
             print(f"\n1. throughput: wrk -t1 -c{n}, round-robin over 2 backends", flush=True)
             results = alternate(list(procs), a.reps, lambda name: wrk(procs[name][0], gc, n, d, procs[name][1]),
@@ -313,6 +359,21 @@ def main() -> int:
                 print(f"    {name:<22} adds p50 {added[name]['p50_us']:7.1f} us   p99 {added[name]['p99_us']:7.1f} us "
                       "(median of per-repetition differences)")
             report["latency"] = {"added_us": added, "runs": results}
+        if "upload" in parts:
+            print(f"\n3. upload: {UPLOADS_PER_REP} x curl POST {UPLOAD_PATH} of {UPLOAD_BYTES:,} bytes with "
+                  "Expect: 100-continue per repetition; median time_total", flush=True)
+            body = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="archlab-upload-"))) / "body"
+            body.write_bytes(bytes(i % 251 for i in range(UPLOAD_BYTES)))
+
+            def uploads(name: str) -> dict:
+                times = [curl_upload(procs[name][0], gc, body) for _ in range(UPLOADS_PER_REP)]
+                return {"median_s": statistics.median(times), "max_s": max(times), "times_s": times}
+
+            for name in procs:
+                uploads(name)  # warm: backend connections open, buffers sized
+            results = alternate(list(procs), a.reps, uploads, lambda r: f"{r['median_s'] * 1e3:6.1f} ms")
+            print(f"  medians over {a.reps} repetitions; ratios: median of per-repetition ratios [bootstrap 95% interval]")
+            report["upload"] = upload_summary(results, ours)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "proxy_peers.json"
     out.write_text(json.dumps(report, indent=1, default=str))
@@ -323,7 +384,7 @@ def main() -> int:
 def _extra_options(ap) -> None:
     ap.add_argument("--only", metavar="PARTS", help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
     ap.add_argument("--archs", default="single-thread",
-                    help="archlab architectures to compare, comma-separated (default single-thread)")
+                    help="archlab architectures to compare, comma-separated, or all that can proxy (default single-thread)")
     ap.add_argument("--backend-cpu", type=harness.count(0), default=0, help="CPU of the two backends (default 0, the generator's)")
 
 
