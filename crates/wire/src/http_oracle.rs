@@ -104,6 +104,12 @@ fn head(s: &[u8]) -> Result<(String, Fields, usize), Unreadable> {
     Ok((String::from_utf8_lossy(start).into_owned(), headers, end + 4))
 }
 
+/// The last element of a comma-separated field value, trimmed; empty elements do not count
+/// (RFC 9110 §5.6.1: a recipient must accept and ignore them, so `chunked,` is chunked).
+fn last_element(value: &[u8]) -> &[u8] {
+    value.split(|&b| b == b',').map(<[u8]>::trim_ascii).rfind(|e| !e.is_empty()).unwrap_or(b"")
+}
+
 /// The framing fields of a head: the one Content-Length, and the last coding of
 /// Transfer-Encoding.
 fn framing_fields(headers: &Fields) -> Result<(Option<usize>, Option<Vec<u8>>), Unreadable> {
@@ -119,8 +125,7 @@ fn framing_fields(headers: &Fields) -> Result<(Option<usize>, Option<Vec<u8>>), 
             }
             length = Some(value.iter().fold(0usize, |n, d| n * 10 + usize::from(d - b'0')));
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            let last = value.split(|&b| b == b',').map(<[u8]>::trim_ascii).next_back().unwrap_or(b"");
-            coding = Some(last.to_ascii_lowercase());
+            coding = Some(last_element(value).to_ascii_lowercase());
         }
     }
     if length.is_some() && coding.is_some() {
@@ -258,9 +263,8 @@ pub fn ends_at_close(m: &Message, head_request: bool) -> bool {
     if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
         return false;
     }
-    let chunked = m.values("transfer-encoding").last().is_some_and(|v| {
-        v.split(|&b| b == b',').next_back().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-    });
+    let chunked =
+        m.values("transfer-encoding").last().is_some_and(|v| last_element(v).eq_ignore_ascii_case(b"chunked"));
     !chunked && m.values("content-length").next().is_none()
 }
 
@@ -311,6 +315,10 @@ mod tests {
         assert_eq!(response(s, false, false), Err(Unreadable::Incomplete));
         let (_, m) = response(s, false, true).unwrap();
         assert!(ends_at_close(&m, false) && m.body == b"until close");
+        // Empty list elements are ignored: `chunked,` is chunked.
+        let (_, m) =
+            response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, \r\n\r\n0\r\n\r\n", false, false).unwrap();
+        assert!(m.body.is_empty() && !ends_at_close(&m, false));
         let (_, m) = response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true, false).unwrap();
         assert!(m.body.is_empty() && !ends_at_close(&m, true));
     }
