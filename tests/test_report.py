@@ -11,6 +11,7 @@ e-Handbook 1.3.6.7.2).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,13 +19,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pytest import approx
 from conftest import missing_dependency
 
 from archlab.report import terminal_table as _terminal_table
 from archlab.report import write_html as _write_html
 from archlab.report.aggregate import Win
 from archlab.report.aggregate import aggregate as _aggregate
-from archlab.report.aggregate import group_by_load
+from archlab.report.aggregate import group_by_load, utilisation_law
 from archlab.report.provenance import provenance
 from archlab.store import Manifest, ResultRow
 
@@ -204,18 +206,70 @@ def test_means_and_intervals_match_hand_computation():
     assert tp.mean == pytest.approx(7550.0)
     assert tp.half_width == pytest.approx(T_975_1 * 50, abs=5e-4 * 50)
     assert tp.n == 2
-    # context switches: (1+0.25, 1.5+0.25) -> 1.5 ± 12.706·0.25.
+    # Per-request columns are pooled: the repetitions' totals over their requests (22,500 and
+    # 22,800 in the 3 s windows), with the half-width of the per-repetition values.
+    # context switches: 1.25 and 1.75 per request -> (1.25·22500 + 1.75·22800) / 45300 ± 12.706·0.25.
     cs = cell.metric("cs_per_request")
-    assert cs.mean == pytest.approx(1.5)
+    assert cs.mean == pytest.approx((1.25 * 22_500 + 1.75 * 22_800) / 45_300)
     assert cs.half_width == pytest.approx(T_975_1 * 0.25, abs=5e-4 * 0.25)
-    # syscalls: read 1 + write (1, 2) -> 2 and 3 -> 2.5.
-    assert cell.metric("syscalls_per_request").mean == pytest.approx(2.5)
-    # p99: 5·p50 + (0, 10), p50 = 16e6/throughput.
+    # syscalls: read 1 + write (1, 2) -> 2 and 3 per request.
+    assert cell.metric("syscalls_per_request").mean == pytest.approx((2 * 22_500 + 3 * 22_800) / 45_300)
+    # p99: 5·p50 + (0, 10), p50 = 16e6/throughput; a latency is a mean over repetitions.
     p99 = [5 * 16e6 / 7500, 5 * 16e6 / 7600 + 10]
     assert cell.metric("p99_us").mean == pytest.approx(sum(p99) / 2)
-    assert cell.metric("cpu_us_per_request").mean == pytest.approx((1e6 / 7500 + 1e6 / 7600) / 2)
+    # CPU: 1e6/X µs per request, so 3e6 µs in each window: 6e6 over 45,300 requests.
+    assert cell.metric("cpu_us_per_request").mean == pytest.approx(6e6 / 45_300)
     assert cell.errors == 1
     assert cell.failures == ()
+
+
+def _utilisation_rows(throughputs: tuple[float, ...], cpu_s: float = 0.95, duration_s: float = 3.0) -> list[ResultRow]:
+    """Repetitions of one cell on 1 CPU whose server used ``cpu_s`` of each window's CPU time,
+    at the given throughputs (CPU per request follows)."""
+    rows = []
+    for rep, x in enumerate(throughputs):
+        row = _ok_row("netty", WORKLOADS[1], 16, rep)
+        requests = int(x * duration_s)
+        row.update(throughput_rps=x, requests=requests, duration_s=duration_s, cpu_user_s=cpu_s, cpu_sys_s=0.0,
+                   cpu_us_per_request=cpu_s * 1e6 / requests, foreign_share=0.0, steal_share=0.0,
+                   load_avg_start=0.1, load_avg_end=0.1, measured_cpus=1)
+        rows.append(row)
+    return typed(rows)
+
+
+def test_per_request_columns_are_pooled_so_the_row_obeys_the_utilisation_law():
+    # Two repetitions at very different throughput, as in a disturbed run: 110 and 4.2 req/s,
+    # the server using 0.95 s of CPU in each 3 s window. The mean of the per-repetition CPU per request times
+    # the mean throughput claims several CPUs on one: the utilisation law (Denning and Buzen
+    # 1978) catches that aggregation; the pooled column (total CPU over total requests) passes.
+    rows = _utilisation_rows((110.0, 4.2))
+    cpu = [r.cost.cpu_us_per_request for r in rows]
+    mean_x = (110.0 + 4.2) / 2
+    planted = utilisation_law(mean_x, sum(cpu) / 2, cpus=1)
+    assert not planted.ok and planted.cpus_in_use > 2, planted
+    (cell,) = _aggregate(rows)
+    assert cell.metric("cpu_us_per_request").mean == pytest.approx(2 * 0.95e6 / (330 + 12))
+    law = cell.utilisation_law
+    assert law is not None and law.ok and law.cpus_in_use == pytest.approx(0.95 / 3, rel=0.01)
+    assert cell.utilisation == pytest.approx(0.95 / 3) and cell.bottleneck == "none saturated"
+    assert "utilisation law broken (the numbers" not in _terminal_table(rows, color=False)
+
+
+def test_the_bottleneck_is_named():
+    (saturated,) = _aggregate(_utilisation_rows((5000.0, 5100.0), cpu_s=2.85))
+    assert saturated.utilisation == pytest.approx(0.95) and saturated.bottleneck == "server CPU"
+    rows = _utilisation_rows((5000.0, 5100.0), cpu_s=1.5)
+    (half,) = _aggregate(rows)
+    assert half.bottleneck == "none saturated"
+    text = _terminal_table(rows, color=False)
+    assert "bottleneck" in text.splitlines()[0] and " 50%  none saturated" in text
+    bound = [r for r in _utilisation_rows((5000.0, 5100.0), cpu_s=1.5)]
+    bound[0] = dataclasses.replace(bound[0], measurement=dataclasses.replace(bound[0].measurement, generator_bound=True))
+    assert _aggregate(bound)[0].bottleneck == "generator"
+    # A row whose printed numbers break the law is marked and listed.
+    broken = [dataclasses.replace(r, cost=dataclasses.replace(r.cost, cpu_us_per_request=1e6 / 2000)) for r in rows]
+    text = _terminal_table(broken, color=False)
+    assert "utilisation law broken (the numbers" in text and "2.52 CPUs in use (throughput x CPU per request) on 1" in text
 
 
 def test_failed_repetitions_are_counted_and_excluded():
@@ -330,6 +384,56 @@ def test_littles_law_column_marks_the_violating_cell_and_explains_it():
     # Rows without a check (an open model, an old run): n/a, never a verdict.
     cell_lines = [ln for ln in terminal_table(synthetic_rows(), color=False).splitlines() if "±" in ln and " /" in ln]
     assert len(cell_lines) == 12 and all(re.search(r"\sn/a\s+\S+$", ln) for ln in cell_lines)
+
+
+def _with_conditions(rows: list[dict]) -> list[dict]:
+    """Every ok row quiet (1% foreign, load 0.2), but repetition 1 of netty, /echo, concurrency
+    16: 30% of the server's CPU went to other work and 4% was stolen."""
+    for row in rows:
+        if row["status"] == "ok":
+            bad = (row["architecture"], row["workload"], row["concurrency"], row["repetition"]) == ("netty", WORKLOADS[0], 16, 1)
+            row.update(foreign_share=0.30 if bad else 0.01, steal_share=0.04 if bad else 0.0,
+                       load_avg_start=0.2, load_avg_end=2.5 if bad else 0.2, measured_cpus=1)
+    return rows
+
+
+def test_disturbed_repetitions_are_flagged_and_leave_their_order_unestablished():
+    text = terminal_table(_with_conditions(synthetic_rows()), color=False)
+    assert "foreign" in text.splitlines()[0]
+    (bad,) = [ln for ln in text.splitlines() if "netty" in ln and "/echo" in ln and " 16 " in ln and "±" in ln]
+    assert " 34% !" in bad, bad  # foreign and steal, the cell's worst repetition
+    (good,) = [ln for ln in text.splitlines() if "netty" in ln and "/echo" in ln and " 128 " in ln and "±" in ln]
+    assert " 1% " in good and "!" not in good, good
+    # At a glance: the /echo group at concurrency 16, and no other, is not established.
+    glance = text.split("at a glance")[1].split("\n\n")[0].splitlines()
+    flagged = [i for i, ln in enumerate(glance) if "not established on a quiet machine" in ln]
+    assert len(flagged) == 1 and "netty rep 1 (34%)" in glance[flagged[0]], glance
+    assert "c=16" in next(ln for ln in reversed(glance[: flagged[0]]) if "/echo" in ln)
+    notes = text.split("disturbed repetitions (more than 5% of the measured CPUs went to other work):")[1].splitlines()
+    assert notes[1] == "  netty /echo?size=1024 conc=16 rep 1: 30% foreign, 4% steal, load average 0.20 -> 2.50; in the statistics"
+    # The disturbed repetition stays in the statistics: the mean is over both.
+    cell = _cell(aggregate(_with_conditions(synthetic_rows())), "netty", WORKLOADS[0], 16)
+    assert cell.ok_repetitions == 2 and [r.repetition for r in cell.disturbed] == [1]
+    # Without measured conditions (simulations, older runs): n/a, never a verdict.
+    assert all(" n/a " in ln for ln in terminal_table(synthetic_rows(), color=False).splitlines() if "±" in ln and " /" in ln)
+
+
+def test_a_run_that_repeated_disturbed_repetitions_sets_them_aside():
+    rows = typed(_with_conditions(synthetic_rows()))
+    cell = _cell(_aggregate(rows, max_foreign=0.05), "netty", WORKLOADS[0], 16)
+    assert [r.repetition for r in cell.set_aside] == [1] and not cell.disturbed
+    assert cell.ok_repetitions == 1 and cell.throughput.mean == approx(20_000.0 * (1 + 16 / 64))
+    text = _terminal_table(rows, color=False, max_foreign=0.05)
+    assert "not established on a quiet machine" not in text.split("at a glance")[1].split("\n\n")[0]
+    assert "rep 1: 30% foreign, 4% steal, load average 0.20 -> 2.50; repeated, left out of the statistics" in text
+    # A threshold above the disturbance sets nothing aside and flags nothing.
+    assert "disturbed repetitions" not in _terminal_table(rows, color=False, max_foreign=0.5)
+
+
+def test_disturbed_repetitions_are_marked_in_html(tmp_path):
+    page = write_html(MANIFEST, _with_conditions(synthetic_rows()), tmp_path / "report.html").read_text()
+    assert "not established on a quiet machine" in page and "Disturbed repetitions" in page
+    assert "netty · <code>/echo?size=1024</code> · c=16, repetition 1: 30% foreign" in page
 
 
 def test_littles_law_cell_is_marked_with_a_footnote_in_html(tmp_path):

@@ -78,10 +78,16 @@ ERRORS = [
     pytest.param({"servr": "threads = 4"}, "servr: expected a section one of experiment, factors, server, load, placement, db, network, tune, cluster, systems, got '[servr]'", id="unknown-section"),
     pytest.param(
         {"experiment": 'name = "t"\nrepetition = 2'},
-        "experiment.repetition: expected a key one of name, description, repetitions, warmup, duration, got 'repetition'",
+        "experiment.repetition: expected a key one of name, description, repetitions, warmup, duration, max_foreign, got 'repetition'",
         id="unknown-key",
     ),
     pytest.param({"experiment": 'name = "t"\nrepetitions = 0'}, "experiment.repetitions: expected an integer >= 1, got 0", id="repetitions-0"),
+    *(
+        pytest.param({"experiment": f'name = "t"\nmax_foreign = {v}'},
+                     f"experiment.max_foreign: expected a share of the measured CPUs' time above 0 and below 1, e.g. 0.05, got {shown}",
+                     id=f"max-foreign-{v}")
+        for v, shown in (("0", "0"), ("1", "1"), ("1.5", "1.5"), ('"5%"', "'5%'"), ("true", "True"), ("-0.1", "-0.1"))
+    ),
     pytest.param({"experiment": 'name = "t"\nrepetitions = "2"'}, "experiment.repetitions: expected an integer >= 1, or a table {min = N, max = M, extra_time = \"90s\"} with 2 <= min <= max, got '2'", id="repetitions-str"),
     pytest.param({"experiment": 'name = "t"\nduration = "3h"'}, "experiment.duration: expected a duration such as", id="duration-unit"),
     pytest.param({"experiment": 'name = "t"\nduration = "0s"'}, "experiment.duration: expected a duration > 0 and <= 24h, got '0s'", id="duration-zero"),
@@ -369,3 +375,12 @@ def test_ncopy_copies_option_reaches_the_server_and_is_range_checked():
     with pytest.raises(SpecError) as e:
         parse_spec(spec_text(server="copies = 0", factors=factors), "t", env)
     assert str(e.value) == "server.copies: expected an integer in 1..=65536, got 0"
+
+
+def test_max_foreign_is_kept_and_hashed_only_when_given(env):
+    plain = parse_spec(spec_text(), "t.toml", env)
+    strict = parse_spec(spec_text(experiment='name = "t"\nrepetitions = 1\nwarmup = "200ms"\nduration = "500ms"\nmax_foreign = 0.05'),
+                        "t.toml", env)
+    assert (plain.max_foreign, strict.max_foreign) == (None, 0.05)
+    assert "max_foreign" not in plain.to_dict() and strict.to_dict()["max_foreign"] == 0.05
+    assert plain.spec_hash() != strict.spec_hash()

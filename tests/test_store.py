@@ -34,7 +34,9 @@ BRIEF_COLUMNS = (
     # The distribution of a random think time (NULL: constant).
     "think_time "
     # Little's law on the window (archlab.littles_law).
-    "littles_law_ratio littles_law_planned_ratio littles_law_tolerance littles_law_ok littles_law_boundary_share"
+    "littles_law_ratio littles_law_planned_ratio littles_law_tolerance littles_law_ok littles_law_boundary_share "
+    # What else ran on the machine during the window (archlab.lab.interference).
+    "foreign_share steal_share load_avg_start load_avg_end measured_cpus"
 ).split()
 
 

@@ -255,11 +255,11 @@ def _finish(store: Store, handle: RunHandle, write_report: bool, tuning: _SweepA
 
 def _print_table(view: RunView) -> None:
     from archlab.report import terminal_table  # lazy: the report stack (matplotlib) is heavy
-    from archlab.report.glance import comparison_confidence
+    from archlab.report.glance import comparison_confidence, disturbance_limit
     from archlab.report.processes import process_lines
     from archlab.report.sources import column_source_lines
 
-    print(terminal_table(view.rows, confidence=comparison_confidence(view.manifest)))
+    print(terminal_table(view.rows, confidence=comparison_confidence(view.manifest), max_foreign=disturbance_limit(view.manifest)))
     for line in [*column_source_lines(view.manifest), *process_lines(view.rows)]:
         print(line)
 

@@ -53,7 +53,7 @@ def next_round(experiment: Experiment, rows: Iterable[ResultRow], rule: Adaptive
         groups[contention_key(cell)].append(cell)
     pairs: list[Pair] = []
     for contenders in groups.values():
-        wanted = _wanted(contenders, by_cell, rule)
+        wanted = _wanted(contenders, by_cell, rule, experiment.max_foreign)
         if not wanted:
             continue
         cost_s = window_s * len(wanted)
@@ -76,10 +76,16 @@ def most_added(experiment: Experiment) -> int:
     return most
 
 
-def _wanted(contenders: Sequence[Cell], by_cell: dict[str, list[ResultRow]], rule: AdaptiveRepetitions) -> list[Cell]:
-    """The contenders in an unseparated pair that may still get a repetition."""
+def _wanted(contenders: Sequence[Cell], by_cell: dict[str, list[ResultRow]], rule: AdaptiveRepetitions,
+            max_foreign: float | None = None) -> list[Cell]:
+    """The contenders in an unseparated pair that may still get a repetition. Repetitions the
+    run repeated as disturbed (over ``max_foreign``) are not evidence, as in the report."""
+    def evidence(r: ResultRow) -> bool:
+        disturbed = max_foreign is not None and r.conditions is not None and r.conditions.disturbed(max_foreign)
+        return r.ok and r.measurement is not None and not disturbed
+
     samples = {
-        c.cell_id: [r.measurement.throughput_rps for r in by_cell[c.cell_id] if r.ok and r.measurement is not None]
+        c.cell_id: [r.measurement.throughput_rps for r in by_cell[c.cell_id] if evidence(r) and r.measurement is not None]
         for c in contenders
     }
     unresolved = set(rank(samples, rule.level).unresolved_contenders())

@@ -122,10 +122,10 @@ def _all_pids() -> list[int]:
 
 
 # /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN, Linux >= 4.2 builds it by default).
-_HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     """Children of every thread of ``pid`` (a child's parent is the thread that forked it)."""
     out: list[int] = []
     try:
@@ -175,7 +175,7 @@ class ProcessTree:
         seen before. Without ``scan_environ`` the walk follows ``/proc/PID/task/TID/children``
         from those processes only (cheap enough to run every ``SAMPLE_PERIOD_S``); with it, the
         whole process table is read and every process carrying the token is added (at stop)."""
-        if scan_environ or not _HAS_CHILDREN_FILES:
+        if scan_environ or not HAS_CHILDREN_FILES:
             start_of, found = self._scan_all(scan_environ)
         else:
             start_of, found = self._walk_children()
@@ -211,7 +211,7 @@ class ProcessTree:
             if pid in found:
                 continue
             found.add(pid)
-            frontier += _children(pid)
+            frontier += children(pid)
         return {}, found
 
     def _scan_all(self, scan_environ: bool) -> tuple[dict[int, int], set[int]]:
@@ -220,9 +220,9 @@ class ProcessTree:
             st = read_stat(pid, with_switches=False)
             if st is not None:
                 stats[pid] = st
-        children: dict[int, list[int]] = {}
+        by_parent: dict[int, list[int]] = {}
         for st in stats.values():
-            children.setdefault(st.ppid, []).append(st.pid)
+            by_parent.setdefault(st.ppid, []).append(st.pid)
         frontier = [pid for pid, st in stats.items() if st.key in self.seen]
         if scan_environ:
             known = {pid for pid, _ in self.seen}
@@ -233,7 +233,7 @@ class ProcessTree:
             if pid in found:
                 continue
             found.add(pid)
-            frontier += children.get(pid, [])
+            frontier += by_parent.get(pid, [])
         return {pid: st.start_ticks for pid, st in stats.items()}, found
 
     def alive(self, scan_environ: bool = True) -> list[ProcStat]:

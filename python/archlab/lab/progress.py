@@ -10,7 +10,7 @@ import time
 from typing import TextIO
 
 from archlab.spec.model import Cell
-from archlab.store.records import CellRecord
+from archlab.store.records import DEFAULT_MAX_FOREIGN, CellRecord
 
 
 def _clock(seconds: float) -> str:
@@ -25,6 +25,9 @@ def describe_result(record: CellRecord) -> str:
         return f"FAILED: {first_line}"
     law = record.littles_law
     flag = f", Little's law flagged: X(R+Z)/N = {law.ratio:.3f}" if law is not None and not law.ok else ""
+    c = record.conditions
+    if c is not None and c.disturbed(DEFAULT_MAX_FOREIGN):
+        flag += f", disturbed: {c.foreign_share + c.steal_share:.0%} of the measured CPUs went to other work"
     return f"{m.throughput_rps / 1000:.1f} krps, p99 {m.p99_us / 1000:.2f} ms{flag}"
 
 
@@ -68,6 +71,13 @@ class Progress:
         self.done += 1
         self._last = f"{cell.cell_id} rep {repetition}: {describe_result(record)}"
         self._emit(f"[{self.done}/{self.total}] {self._last} | {self._eta()}")
+
+    def note(self, text: str) -> None:
+        """A line of its own, kept in the log and on the terminal (not rewritten)."""
+        if self.live:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def close(self) -> None:
         if self.live:

@@ -22,19 +22,19 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Protocol, TextIO
 
 from archlab.errors import ArchlabError, Interrupted, ProcessFailed, ResumableFault
-from archlab.lab import adaptive, network, probes
+from archlab.lab import adaptive, disturbed, interference, network, probes
 from archlab.lab.engine import Engine, load_params, serve_options
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
 from archlab.lab.progress import Progress
 from archlab.lab.services import DatabaseMeter, Postgres, needs_postgres, postgres, start_for_cell
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import is_system_level
-from archlab.store.records import CellRecord, ServerCost
+from archlab.store.records import CellRecord, Conditions, ServerCost
 from archlab.store.runs import RunHandle
 from archlab.store.summary import LoadSummary, read_summary
 
@@ -100,12 +100,39 @@ class RepFiles:
 @dataclass
 class Window:
     """The server probes bracketing the measurement window, and where each came from (a
-    :class:`probes.ProcSample` of an archlab server, a tree sample of a foreign system)."""
+    :class:`probes.ProcSample` of an archlab server, a tree sample of a foreign system), with
+    the machine at each edge (:mod:`archlab.lab.interference`). Its edges are set only through
+    :meth:`opened`, :meth:`reopen` and :meth:`close`, so the machine is read with every probe."""
 
     start: Any
     start_source: str
     end: Any | None = None
     end_source: str = "after load exit"
+    machine_start: interference.Snapshot | None = None
+    machine_end: interference.Snapshot | None = None
+    #: The processes the lab started, whose CPU time is the lab's (the rest is foreign).
+    group: ProcessGroup | None = field(default=None, repr=False)
+
+    @classmethod
+    def opened(cls, sample: Any, source: str, group: ProcessGroup) -> "Window":
+        return cls(start=sample, start_source=source, machine_start=_machine(group), group=group)
+
+    def reopen(self, sample: Any, source: str) -> None:
+        """Move the start to now (the generator announced its measurement)."""
+        self.start, self.start_source, self.machine_start = sample, source, _machine(self.group)
+
+    def close(self, sample: Any, source: str) -> None:
+        self.end, self.end_source, self.machine_end = sample, source, _machine(self.group)
+
+    def interference(self, measured_cpus: Iterable[int]) -> interference.Interference | None:
+        """What else ran on the machine between the edges, about ``measured_cpus``."""
+        if self.machine_start is None or self.machine_end is None:
+            return None
+        return interference.between(self.machine_start, self.machine_end, measured_cpus)
+
+
+def _machine(group: ProcessGroup | None) -> interference.Snapshot:
+    return interference.take(p.pid for p in group.processes) if group is not None else interference.take()
 
 
 class LoadExecutor(Protocol):
@@ -145,6 +172,26 @@ class CellFailed(ArchlabError):
     """A pair ran to the end but its result is unusable (e.g. no request completed)."""
 
 
+class Measured(NamedTuple):
+    """What one repetition of any kind of cell gives: the generator's summary, the cost of the
+    system under test (None for a remote target), the probe file's content, and what else ran on
+    the machine meanwhile (None where it was not read)."""
+
+    summary: LoadSummary
+    cost: ServerCost | None
+    probe_doc: dict
+    conditions: Conditions | None = None
+
+
+def with_interference(window: Window, measured_cpus: Iterable[int], probe_doc: dict) -> Conditions | None:
+    """Add the window's interference on ``measured_cpus`` to ``probe_doc``; the row's summary of it."""
+    found = window.interference(measured_cpus)
+    if found is None:
+        return None
+    probe_doc["interference"] = found.to_dict()
+    return found.conditions()
+
+
 def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConfig(), stream: TextIO | None = None,
             load_executor: LoadExecutor | None = None) -> str:
     """Run the pending pairs of ``handle``, the load generator locally or through
@@ -168,11 +215,19 @@ def execute(handle: RunHandle, engine: Engine, config: RunnerConfig = RunnerConf
                 try:
                     # The base repetitions, then any the spec's adaptive rule adds (archlab.lab.adaptive).
                     for cell, rep in adaptive.schedule(handle, pending, progress.extend):
-                        progress.cell_started(cell, rep)
-                        record = _run_pair(group, engine, handle, cell, rep, config, database, systems, load_executor)
-                        with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
-                            handle.record(cell, rep, record)
-                        progress.cell_finished(cell, rep, record)
+                        for attempt in range(1 + disturbed.MAX_REPEATS):
+                            progress.cell_started(cell, rep)
+                            record = _run_pair(group, engine, handle, cell, rep, config, database, systems, load_executor)
+                            with group.critical():  # a finished pair is not thrown away by a late Ctrl-C
+                                handle.record(cell, rep, record)
+                            progress.cell_finished(cell, rep, record)
+                            if attempt == disturbed.MAX_REPEATS or not disturbed.should_repeat(handle.experiment, record):
+                                break
+                            # Disturbed ([experiment] max_foreign): the cell again (archlab.lab.disturbed).
+                            again = disturbed.next_repetition(handle, cell)
+                            progress.note(disturbed.repeat_note(cell, rep, record, again))
+                            progress.extend(1)
+                            rep = again
                 finally:
                     try:
                         if systems is not None:
@@ -272,10 +327,9 @@ def _run_pair(
 
             assert systems is not None  # a spec with system levels declares systems
 
-            summary, cost, probe_doc = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems,
-                                                           load_executor)
+            measured = system_cell.measure(group, engine, handle.experiment, cell, rep, files, config, systems, load_executor)
         else:
-            summary, cost, probe_doc = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
+            measured = _measure(group, engine, handle.experiment, cell, rep, files, config, database, load_executor)
     except ResumableFault as e:
         files.error.write_text(str(e) + "\n")
         raise
@@ -287,16 +341,17 @@ def _run_pair(
             summary_path=files.summary if files.summary.exists() else None,
             hdr_log_path=files.hdr_log if files.hdr_log.exists() else None,
         )
-    files.probe.write_text(json.dumps(probe_doc, indent=2) + "\n")
+    files.probe.write_text(json.dumps(measured.probe_doc, indent=2) + "\n")
     # Little's law on the window (closed model): the row says whether X (R + Z) = N holds
     # within its sampling error (archlab.littles_law), so an inconsistent row is flagged.
     return CellRecord(
         status="ok",
-        measurement=summary.measurement,
-        cost=cost,
+        measurement=measured.summary.measurement,
+        cost=measured.cost,
         summary_path=files.summary,
         hdr_log_path=files.hdr_log if files.hdr_log.exists() else None,
-        littles_law=summary.littles_law,
+        littles_law=measured.summary.littles_law,
+        conditions=measured.conditions,
     )
 
 
@@ -310,7 +365,7 @@ def _measure(
     config: RunnerConfig,
     database: Postgres | None = None,
     load_executor: LoadExecutor | None = None,
-) -> tuple[LoadSummary, ServerCost, dict]:
+) -> Measured:
     # Services the workload needs (the downstream of /call) live exactly as long as the server.
     downstream = start_for_cell(group, engine.path, cell, exp.placement, files.directory, config.ready_timeout_s)
     try:
@@ -366,7 +421,7 @@ def _measure(
             {"process": "server", "what": cell.architecture, "measured": "counted by the server", "cost": vars(cost)},
             meter.row(db_start, db_end, measurement.requests),
         ]
-    return summary, cost, probe_doc
+    return Measured(summary, cost, probe_doc, with_interference(window, exp.placement.server_cpus, probe_doc))
 
 
 def _run_load(group: ProcessGroup, argv: list[str], server: ManagedProcess, exp: Experiment, files: RepFiles, config: RunnerConfig,
@@ -396,11 +451,11 @@ def run_load(group: ProcessGroup, argv: list[str], probe: Callable[[], Any], che
     ``check_alive`` after them."""
     if load_executor is None:
         return drive_load(group, argv, probe, check_alive, exp, files, config)
-    window = Window(start=probe(), start_source="before load start")
+    window = Window.opened(probe(), "before load start", group)
     limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
     load_executor.run_load(argv, files.directory, limit_s, label)
     check_alive()
-    window.end = probe()
+    window.close(probe(), "after load exit")
     return window
 
 
@@ -415,9 +470,8 @@ def drive_load(
 ) -> Window:
     """Run the load generator to its end, calling ``probe`` at the window's edges (before it
     starts and after it exits when it does not announce them) and ``check_alive`` after it."""
-    before = probe()  # fallback if the generator never announces its window
+    window = Window.opened(probe(), "before load start", group)  # if the generator never announces its window
     load = group.start("load generator", argv, files.load_stderr)
-    window = Window(start=before, start_source="before load start")
     limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
     deadline = time.monotonic() + limit_s
     try:
@@ -429,9 +483,9 @@ def drive_load(
             if line is None:
                 break
             if line == "phase measure":
-                window.start, window.start_source = probe(), "phase measure"
+                window.reopen(probe(), "phase measure")
             elif line == "phase end":
-                window.end, window.end_source = probe(), "phase end"
+                window.close(probe(), "phase end")
         load_exit = load.wait_exit(5.0)
     finally:
         group.stop(load)
@@ -439,7 +493,7 @@ def drive_load(
     if load_exit != 0:
         raise load.failure(describe_exit(load_exit))
     if window.end is None:
-        window.end = probe()
+        window.close(probe(), "after load exit")
     return window
 
 

@@ -65,8 +65,7 @@ def drive_spread(
     would be. Returns the probes bracketing the measurement window."""
     shard_dir = files.directory / "shards"
     shares = shard_params(params, targets, shard_dir)
-    before = probe()
-    window = Window(start=before, start_source="before load start")
+    window = Window.opened(probe(), "before load start", group)
     lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
     procs: list[ManagedProcess] = []
     limit_s = exp.warmup_s + exp.duration_s + exp.load.timeout_s + config.load_slack_s
@@ -91,11 +90,11 @@ def drive_spread(
             elif line == "phase measure":
                 measuring.add(k)
                 if len(measuring) == len(procs):
-                    window.start, window.start_source = probe(), f"phase measure of the last of {len(procs)} generators"
+                    window.reopen(probe(), f"phase measure of the last of {len(procs)} generators")
             elif line == "phase end":
                 ended.add(k)
                 if len(ended) == len(procs):
-                    window.end, window.end_source = probe(), f"phase end of the last of {len(procs)} generators"
+                    window.close(probe(), f"phase end of the last of {len(procs)} generators")
         exits = [p.wait_exit(_EXIT_WAIT_S) for p in procs]
     finally:
         for p in procs:
@@ -105,7 +104,7 @@ def drive_spread(
         if code != 0:
             raise procs[k].failure(describe_exit(code))
     if window.end is None:
-        window.end = probe()
+        window.close(probe(), "after load exit")
     _merge(shard_dir, shares, targets, params.get("seed"), files)
     return window
 

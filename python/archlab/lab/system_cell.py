@@ -20,11 +20,10 @@ from archlab.lab import foreign
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.process_tree import TreeSample, tree_cost
 from archlab.lab.processes import ProcessGroup
-from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
+from archlab.lab.runner import CellFailed, LoadExecutor, Measured, RepFiles, RunnerConfig, run_load, with_interference
 from archlab.lab.services import DatabaseMeter, Postgres
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
-from archlab.store.records import ServerCost
 from archlab.store.summary import LoadSummary, read_summary
 
 
@@ -119,7 +118,7 @@ def _load_argv(engine: Engine, address: str, cell: Cell, exp: Experiment, files:
 def measure(
     group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig, pool: SystemPool,
     load_executor: LoadExecutor | None = None,
-) -> tuple[LoadSummary, ServerCost | None, dict]:
+) -> Measured:
     spec = find_system(exp.systems, cell.architecture)
     if spec.topology is not None:
         from archlab.lab import topology  # it builds on this module
@@ -131,9 +130,11 @@ def measure(
         remote = dataclasses.replace(cell, workload=spec.target.base_path + cell.workload)
         address = _target(_connect_host(spec.target.host), spec.target.port)
         argv = _load_argv(engine, address, remote, exp, files, records, rep)
-        run_load(group, argv, lambda: None, lambda: None, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
+        window = run_load(group, argv, lambda: None, lambda: None, exp, files, config, load_executor, f"{cell.cell_id}-rep{rep}")
         summary = _summary(files)
-        return summary, None, {"remote_target": spec.target.url, "column_sources": sources}
+        probe_doc: dict[str, object] = {"remote_target": spec.target.url, "column_sources": sources}
+        # The system is elsewhere: what ran here disturbed the generator, on the client CPUs.
+        return Measured(summary, None, probe_doc, with_interference(window, exp.placement.client_cpus, probe_doc))
     if spec.uses_database and pool.database is not None and pool.database.process.poll() is not None:
         raise pool.database.process.failure("exited during the run")
     system = pool.get(spec) if spec.reusable else pool.start(spec, files.directory)
@@ -160,7 +161,7 @@ def measure(
     assert isinstance(start, TreeSample) and isinstance(end, TreeSample)
     cost = tree_cost(start, end, summary.measurement.requests, system.rss_samples)
     t0 = system.rss_samples[0][0] if system.rss_samples else start.taken_at
-    probe_doc: dict[str, object] = {
+    probe_doc = {
         "system": spec.name,
         "start": {"source": window.start_source, "members": [dataclasses.asdict(m) for m in start.members]},
         "end": {"source": window.end_source, "members": [dataclasses.asdict(m) for m in end.members]},
@@ -177,7 +178,7 @@ def measure(
             {"process": "system", "what": f"system {spec.name}", "measured": "from /proc", "cost": vars(cost)},
             database.row(*db_window, summary.measurement.requests),
         ]
-    return summary, cost, probe_doc
+    return Measured(summary, cost, probe_doc, with_interference(window, spec.cpus or exp.placement.server_cpus, probe_doc))
 
 
 def _summary(files: RepFiles) -> LoadSummary:

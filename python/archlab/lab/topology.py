@@ -40,13 +40,13 @@ from archlab.errors import ProcessFailed, ResumableFault
 from archlab.lab import foreign, presets, probes, process_tree, spread
 from archlab.lab.engine import Engine, load_params
 from archlab.lab.processes import ManagedProcess, ProcessGroup, describe_exit
-from archlab.lab.runner import CellFailed, LoadExecutor, RepFiles, RunnerConfig, run_load
+from archlab.lab.runner import CellFailed, LoadExecutor, Measured, RepFiles, RunnerConfig, run_load, with_interference
 from archlab.spec.model import Cell, Experiment
 from archlab.spec.systems import SystemSpec, column_sources, find_system
 from archlab.spec.topology import Topology, memcached_workload
 from archlab.spec.units import format_cpu_list
 from archlab.store.records import ServerCost
-from archlab.store.summary import LoadSummary, read_summary
+from archlab.store.summary import read_summary
 
 Probe = Literal["rusage", "tree"]
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -508,7 +508,7 @@ def _remove_cgroup(quota: dict) -> None:
 def measure(
     group: ProcessGroup, engine: Engine, exp: Experiment, cell: Cell, rep: int, files: RepFiles, config: RunnerConfig,
     load_executor: LoadExecutor | None = None,
-) -> tuple[LoadSummary, ServerCost, dict]:
+) -> Measured:
     """One repetition of a cell whose architecture is a topology: start, load the front, probe
     every process, stop; the row's cost is the sum over the processes (per process in the
     probe file). The load of one front goes through ``load_executor`` when given (a cluster's
@@ -566,7 +566,8 @@ def measure(
     }
     if load_executor is not None and len(running.targets) > 1:  # not the cluster's shards: say where it ran
         probe_doc["load"] = f"on this host: the load of {len(running.targets)} fronts is spread here (archlab.lab.spread), not sharded"
-    return summary, total, probe_doc
+    cpus = {cpu for member in running.members for cpu in member.cpus}
+    return Measured(summary, total, probe_doc, with_interference(window, cpus, probe_doc))
 
 
 def sum_costs(costs: list[ServerCost], requests: int) -> ServerCost:

@@ -2,11 +2,16 @@
 
 A cell is one combination of every factor except the repetition. For each cell this module
 computes the mean and Student-t confidence interval over its successful repetitions of the
-metrics the report shows (:data:`METRICS`), counts failed repetitions and keeps their errors,
+metrics the report shows (:data:`METRICS`; per-request quantities pooled, their total over the
+total requests, so that the row obeys the utilisation law), the utilisation of the measured
+CPUs and what saturated (the bottleneck), counts failed repetitions and keeps their errors,
 and ranks the cells that compete for the same load (same workload and load level: the closed
 model's concurrency, the open model's arrival rate or the partly-open model's session rate),
-saying which neighbours their repetitions separate (:mod:`archlab.separation`). Every table
-and figure of the report reads these summaries, so the numbers agree everywhere.
+saying which neighbours their repetitions separate (:mod:`archlab.separation`). Each cell
+also says how much of its measured CPUs went to other work (:mod:`archlab.lab.interference`):
+the repetitions that were disturbed stay in its statistics and are flagged, unless the run
+repeated them (``[experiment] max_foreign``), which sets them aside. Every table and figure of
+the report reads these summaries, so the numbers agree everywhere.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from archlab.littles_law import LittlesLaw
 from archlab.separation import FAMILY_ALPHA, Ranking, rank
 from archlab.spec.units import short_duration
 from archlab.stats import Interval, mean_confidence_interval
-from archlab.store.records import Measurement, ServerCost
+from archlab.store.records import DEFAULT_MAX_FOREIGN, Measurement, ServerCost
 from archlab.store.rows import ResultRow
 
 __all__ = [
     "METRICS",
+    "SATURATED",
+    "UtilisationLaw",
+    "pooled_interval",
+    "utilisation_law",
     "Cell",
     "LoadLevel",
     "Failure",
@@ -66,6 +75,10 @@ class Metric:
     value: Callable[[Row], float | None] = field(repr=False, compare=False)
     #: True for latencies in microseconds, which the formatters print in µs, ms or s.
     is_latency: bool = False
+    #: A per-request quantity: pooled over repetitions as their total over their requests
+    #: (sum over sum), never a mean of per-repetition ratios, which weighs a repetition of 4
+    #: requests/s like one of 110 and breaks the utilisation law (:func:`utilisation_law`).
+    per_request: bool = False
 
 
 METRICS: dict[str, Metric] = {
@@ -75,10 +88,10 @@ METRICS: dict[str, Metric] = {
         Metric("p50_us", "p50", "µs", _measured(lambda m: m.p50_us), is_latency=True),
         Metric("p99_us", "p99", "µs", _measured(lambda m: m.p99_us), is_latency=True),
         Metric("p999_us", "p99.9", "µs", _measured(lambda m: m.p999_us), is_latency=True),
-        Metric("cpu_us_per_request", "CPU", "µs/req", _cost(lambda c: c.cpu_us_per_request)),
-        Metric("cs_per_request", "context switches", "per req", _cost(lambda c: c.context_switches_per_request)),
-        Metric("syscalls_per_request", "read+write syscalls", "per req", _cost(lambda c: c.syscalls_per_request)),
-        Metric("handoffs_per_request", "hand-offs", "per req", _cost(lambda c: c.handoffs_per_request)),
+        Metric("cpu_us_per_request", "CPU", "µs/req", _cost(lambda c: c.cpu_us_per_request), per_request=True),
+        Metric("cs_per_request", "context switches", "per req", _cost(lambda c: c.context_switches_per_request), per_request=True),
+        Metric("syscalls_per_request", "read+write syscalls", "per req", _cost(lambda c: c.syscalls_per_request), per_request=True),
+        Metric("handoffs_per_request", "hand-offs", "per req", _cost(lambda c: c.handoffs_per_request), per_request=True),
         # The open models only: the rate the generator offered, and the service time (from the
         # actual send) beside the response time (from the planned send) the p-columns show.
         Metric("offered_rps", "offered", "req/s", _measured(lambda m: m.offered_rps)),
@@ -168,6 +181,11 @@ class Cell:
     errors: int
     stats: Mapping[str, Interval]
     ok_rows: tuple[Row, ...] = field(repr=False)
+    #: Successful repetitions left out of the statistics because the run repeated them as
+    #: disturbed (``[experiment] max_foreign``, :mod:`archlab.lab.disturbed`).
+    set_aside: tuple[Row, ...] = field(default=(), repr=False)
+    #: The share of the measured CPUs going to other work above which a repetition is flagged.
+    max_foreign: float = DEFAULT_MAX_FOREIGN
 
     @property
     def ok_repetitions(self) -> int:
@@ -187,6 +205,59 @@ class Cell:
         return sum(1 for row in self.ok_rows if row.measurement is not None and row.measurement.generator_bound)
 
     @property
+    def foreign_share(self) -> float | None:
+        """The most of its measured CPUs that any repetition saw go to other work (work not the
+        lab's, or another guest), set-aside ones included; None where it was not measured."""
+        shares = [r.conditions.foreign_share + r.conditions.steal_share
+                  for r in (*self.ok_rows, *self.set_aside) if r.conditions is not None]
+        return max(shares) if shares else None
+
+    @property
+    def measured_cpus(self) -> int | None:
+        """The CPUs its measured processes could use (None where not recorded)."""
+        counts = {r.conditions.measured_cpus for r in self.ok_rows if r.conditions is not None and r.conditions.measured_cpus > 0}
+        return counts.pop() if len(counts) == 1 else None
+
+    @property
+    def utilisation(self) -> float | None:
+        """The measured processes' CPU time over the windows' CPU time (their length times the
+        measured CPUs), pooled over repetitions: U of the utilisation law, 1 = saturated."""
+        cpus = self.measured_cpus
+        pairs = [(r.cost.cpu_user_s + r.cost.cpu_sys_s, r.measurement.duration_s)
+                 for r in self.ok_rows if r.cost is not None and r.measurement is not None]
+        if cpus is None or not pairs or sum(d for _, d in pairs) <= 0:
+            return None
+        return sum(c for c, _ in pairs) / (sum(d for _, d in pairs) * cpus)
+
+    @property
+    def utilisation_law(self) -> "UtilisationLaw | None":
+        """The utilisation law on the row as printed: mean throughput times CPU per request."""
+        cpus, x, cpu = self.measured_cpus, self.throughput, self.metric("cpu_us_per_request")
+        if cpus is None or x is None or cpu is None:
+            return None
+        return utilisation_law(x.mean, cpu.mean, cpus)
+
+    @property
+    def bottleneck(self) -> str:
+        """What set the throughput: the server's CPUs (U >= :data:`SATURATED`), the load
+        generator (its own verdict), or nothing measured: then throughput was set outside the
+        measured processes (waits, the scheduler's share, the machine's other work)."""
+        found = []
+        u = self.utilisation
+        if u is not None and u >= SATURATED:
+            found.append("server CPU")
+        if self.generator_bound_repetitions:
+            found.append("generator")
+        if found:
+            return ", ".join(found)
+        return "none saturated" if u is not None else "n/a"
+
+    @property
+    def disturbed(self) -> tuple[Row, ...]:
+        """Repetitions in the statistics that were disturbed (over :attr:`max_foreign`)."""
+        return tuple(r for r in self.ok_rows if r.conditions is not None and r.conditions.disturbed(self.max_foreign))
+
+    @property
     def littles_law_checked(self) -> int:
         """Successful repetitions that carry a Little's-law check (0: the law is n/a here)."""
         return sum(1 for row in self.ok_rows if row.littles_law is not None)
@@ -200,6 +271,30 @@ class Cell:
             for row in self.ok_rows
             if row.littles_law is not None and not row.littles_law.ok
         )
+
+
+#: A resource at or above this utilisation is saturated: the bottleneck.
+SATURATED = 0.9
+#: The utilisation law's slack: the generator's window and the server's probes are a few ms apart.
+UTILISATION_SLACK = 0.05
+
+
+class UtilisationLaw(NamedTuple):
+    """U = X x S over the CPUs: throughput (req/s) times CPU per request (s) is the CPUs in use,
+    which cannot exceed the CPUs the process may use (Denning and Buzen 1978, the utilisation
+    law; Lazowska et al. 1984 ch. 3)."""
+
+    cpus_in_use: float
+    cpus: int
+
+    @property
+    def ok(self) -> bool:
+        return self.cpus_in_use <= self.cpus * (1 + UTILISATION_SLACK)
+
+
+def utilisation_law(throughput_rps: float, cpu_us_per_request: float, cpus: int) -> UtilisationLaw:
+    """The utilisation law on a row's printed numbers."""
+    return UtilisationLaw(throughput_rps * cpu_us_per_request * 1e-6, cpus)
 
 
 def _settings(row: Row) -> dict[str, object]:
@@ -220,12 +315,32 @@ def _cell_key(settings: Mapping[str, object]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
+def _requests(row: Row) -> float | None:
+    return float(row.measurement.requests) if row.measurement is not None and row.measurement.requests > 0 else None
+
+
+def pooled_interval(values: list[float], weights: list[float]) -> Interval:
+    """A per-request quantity over repetitions: its total over their requests, sum(v w) / sum(w)
+    with ``w`` each repetition's requests (``v w`` its total), and around it the half-width of
+    the per-repetition values' interval (their spread, which the pooled value does not show)."""
+    spread = mean_confidence_interval(values)
+    pooled = sum(v * w for v, w in zip(values, weights)) / sum(weights)
+    half = spread.half_width
+    return Interval(mean=pooled, low=pooled - half, high=pooled + half, n=spread.n, level=spread.level)
+
+
 def _summarise(rows: list[Row]) -> tuple[dict[str, Interval], tuple[Row, ...]]:
     ok_rows = tuple(r for r in rows if r.ok)
     stats: dict[str, Interval] = {}
     for metric in METRICS.values():
-        values = [v for v in (metric.value(r) for r in ok_rows) if v is not None]
-        if values:
+        pairs = [(v, _requests(r)) for r in ok_rows if (v := metric.value(r)) is not None]
+        if not pairs:
+            continue
+        values = [v for v, _ in pairs]
+        weights = [w for _, w in pairs]
+        if metric.per_request and all(w is not None for w in weights):
+            stats[metric.key] = pooled_interval(values, [w for w in weights if w is not None])
+        else:
             stats[metric.key] = mean_confidence_interval(values)
     return stats, ok_rows
 
@@ -259,16 +374,24 @@ def _label(settings: Mapping[str, object], names: list[str]) -> str:
     return f"{settings['architecture']} ({extras})" if extras else str(settings["architecture"])
 
 
-def aggregate(rows: Iterable[Row]) -> list[Cell]:
+def _disturbed(row: Row, max_foreign: float) -> bool:
+    return row.ok and row.conditions is not None and row.conditions.disturbed(max_foreign)
+
+
+def aggregate(rows: Iterable[Row], max_foreign: float | None = None) -> list[Cell]:
     """One :class:`Cell` per distinct cell of ``rows``, in a stable order (workload, concurrency,
-    label)."""
+    label). ``max_foreign``: the run's ``[experiment] max_foreign``, whose disturbed repetitions
+    the runner repeated: they are set aside from the statistics (and listed); without it,
+    disturbed repetitions stay in and are flagged at the default threshold."""
     groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         groups[_cell_key(_settings(row))].append(row)
     names = _distinguishing_settings(groups)
     cells = []
-    for group in groups.values():
-        settings = _settings(group[0])
+    for all_rows in groups.values():
+        settings = _settings(all_rows[0])
+        set_aside = tuple(r for r in all_rows if max_foreign is not None and _disturbed(r, max_foreign))
+        group = [r for r in all_rows if r not in set_aside]
         stats, ok_rows = _summarise(group)
         cells.append(
             Cell(
@@ -283,6 +406,8 @@ def aggregate(rows: Iterable[Row]) -> list[Cell]:
                 errors=sum(r.measurement.errors for r in ok_rows if r.measurement is not None),
                 stats=stats,
                 ok_rows=ok_rows,
+                set_aside=set_aside,
+                max_foreign=max_foreign if max_foreign is not None else DEFAULT_MAX_FOREIGN,
             )
         )
     cells.sort(key=lambda c: (c.workload, c.level, c.label))

@@ -104,3 +104,24 @@ def littles_law_text(cell: Cell, flag: str) -> str:
         return "n/a"
     text = format_mean(cell.metric("littles_law_ratio"), METRICS["littles_law_ratio"])
     return text + flag if cell.littles_law_violations else text
+
+
+def foreign_text(cell: Cell, flag: str) -> str:
+    """The most of a cell's measured CPUs any repetition saw go to other work, as a percentage,
+    ``flag`` appended when a repetition was over the run's threshold (in the statistics or set
+    aside); ``n/a`` where it was not measured (simulations, older runs)."""
+    share = cell.foreign_share
+    if share is None:
+        return "n/a"
+    text = f"{share:.0%}" if share >= 0.01 else f"{share:.1%}"
+    return text + flag if cell.disturbed or cell.set_aside else text
+
+
+def utilisation_text(cell: Cell, flag: str) -> str:
+    """The measured CPUs' utilisation as a percentage, ``flag`` appended when the row's printed
+    throughput and CPU per request break the utilisation law; ``n/a`` where not measured."""
+    u = cell.utilisation
+    if u is None:
+        return "n/a"
+    law = cell.utilisation_law
+    return f"{u:.0%}" + (flag if law is not None and not law.ok else "")

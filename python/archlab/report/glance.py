@@ -6,7 +6,9 @@ interval of their throughput ratio): ``a > b`` where the interval clears 1, ``a 
 does not, and for each tie the smallest difference the run could have detected, so "tie" reads
 as "equal within X%", not as "not measured well". The comparisons' confidence is the run's: 95%,
 or, for a run whose repetitions were added until comparisons separated, the level that accounts
-for its repeated looks (read from the manifest, :func:`comparison_confidence`).
+for its repeated looks (read from the manifest, :func:`comparison_confidence`). A group some of
+whose repetitions were disturbed (their measured CPUs went to other work) says that its order
+is not established on a quiet machine, and which repetitions (:func:`disturbance_clause`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from archlab.separation import FAMILY_ALPHA, Ranking
 from archlab.spec.repetitions import AdaptiveRepetitions
 from archlab.store import Manifest
 
-__all__ = ["comparison_confidence", "confidence_text", "glance_legend", "glance_lines", "group_verdict"]
+__all__ = [
+    "comparison_confidence",
+    "confidence_text",
+    "disturbance_clause",
+    "disturbance_limit",
+    "glance_legend",
+    "glance_lines",
+    "group_verdict",
+]
 
 
 def comparison_confidence(manifest: Manifest) -> float:
@@ -29,12 +39,40 @@ def comparison_confidence(manifest: Manifest) -> float:
     return 1.0 - FAMILY_ALPHA
 
 
+def disturbance_limit(manifest: Manifest) -> float | None:
+    """The run's ``[experiment] max_foreign``, whose disturbed repetitions were repeated and
+    are set aside (:func:`archlab.report.aggregate.aggregate`); None when it had none."""
+    limit = manifest.spec.get("max_foreign") if isinstance(manifest.spec, Mapping) else None
+    return float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+
+
+def disturbance_clause(group: LoadGroup) -> str | None:
+    """Why a group's order is not established on a quiet machine: the repetitions in its
+    statistics whose measured CPUs went to other work (None when there are none)."""
+    hits = [
+        f"{cell.label} rep {row.repetition} ({row.conditions.foreign_share + row.conditions.steal_share:.0%})"
+        for cell in group.cells
+        for row in cell.disturbed
+        if row.conditions is not None
+    ]
+    if not hits:
+        return None
+    limit = group.cells[0].max_foreign
+    return (f"not established on a quiet machine: more than {limit:.0%} of the measured CPUs went to other work in "
+            + ", ".join(hits))
+
+
 def group_verdict(group: LoadGroup) -> tuple[Ranking, str, list[str]]:
     """(ranking, its order, what each of its ties means) of one load group."""
     ranking = group.ranking()
     order = ranking.text()
-    if ranking.unmeasured:
-        order += "; no successful repetition: " + ", ".join(ranking.unmeasured)
+    # A cell whose every repetition the run repeated as disturbed has nothing left to rank.
+    set_aside = {c.label for c in group.cells if c.set_aside and not c.ok_rows}
+    failed = [label for label in ranking.unmeasured if label not in set_aside]
+    if failed:
+        order += "; no successful repetition: " + ", ".join(failed)
+    if quiet_none := [label for label in ranking.unmeasured if label in set_aside]:
+        order += "; every repetition disturbed (set aside): " + ", ".join(quiet_none)
     return ranking, order, ranking.tie_clauses()
 
 
@@ -63,4 +101,6 @@ def glance_lines(groups: Sequence[LoadGroup]) -> list[str]:
         _, order, ties = group_verdict(group)
         lines.append(f"  {head.ljust(width)}  {order}")
         lines += [f"  {'':{width}}    {tie}" for tie in ties]
+        if (disturbed := disturbance_clause(group)) is not None:
+            lines.append(f"  {'':{width}}    ! {disturbed}")
     return lines

@@ -19,8 +19,8 @@ import archlab
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, LoadLevel, Win, aggregate, group_by_load
 from archlab.report.classes import classes_section
 from archlab.report.figures import Figure, render_figures
-from archlab.report.formatting import MISSING, format_interval, interval_text, littles_law_text
-from archlab.report.glance import comparison_confidence, confidence_text, group_verdict
+from archlab.report.formatting import MISSING, foreign_text, format_interval, interval_text, littles_law_text, utilisation_text
+from archlab.report.glance import comparison_confidence, confidence_text, disturbance_clause, disturbance_limit, group_verdict
 from archlab.report.provenance import Provenance, provenance
 from archlab.report.processes import processes_html
 from archlab.report.sources import column_sources_html
@@ -115,6 +115,7 @@ def _glance_html(group: LoadGroup | None) -> str:
         f'<span class="mark">{_MARK_SYMBOL[win]}</span> {_e(order)}'
         f'<span class="sub">best: {_e(cell.label)} {_e(throughput)} req/s</span>'
         + "".join(f'<span class="sub">{_e(tie)}</span>' for tie in ties)
+        + (f'<span class="sub bad">{_e(d)}</span>' if (d := disturbance_clause(group)) is not None else "")
         + "</td>"
     )
 
@@ -248,6 +249,10 @@ def _result_row(
         + f'<td class="num">{cell.errors}</td>'
         f'<td class="num{" bad" if failed else ""}">{cell.ok_repetitions}/{cell.repetitions}</td>'
         f'<td class="num{" bad" if bound else ""}">{bound}/{cell.ok_repetitions}</td>'
+        f'<td class="num{" bad" if cell.disturbed or cell.set_aside else ""}">{_e(foreign_text(cell, flag=""))}</td>'
+        f'<td class="num{" bad" if (law := cell.utilisation_law) is not None and not law.ok else ""}">'
+        f"{_e(utilisation_text(cell, flag=''))}</td>"
+        f"<td>{_e(cell.bottleneck)}</td>"
         + _littles_law_td(cell, note)
         + "</tr>"
     )
@@ -271,6 +276,9 @@ def _results_table(workload: str, groups: Sequence[LoadGroup], notes: Mapping[in
         f'<th scope="col" class="num">{level_th}</th><th scope="col">architecture</th>'
         f'{head}<th scope="col" class="num">errors</th><th scope="col" class="num">reps ok</th>'
         '<th scope="col" class="num">generator-<br>bound</th>'
+        '<th scope="col" class="num">foreign<br><small>CPU share</small></th>'
+        '<th scope="col" class="num">U<br><small>server CPUs</small></th>'
+        '<th scope="col">bottleneck</th>'
         '<th scope="col" class="num">X(R+Z)/N<br><small>Little</small></th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
@@ -298,6 +306,24 @@ def _littles_law_notes(flagged: Sequence[Cell]) -> str:
     )
 
 
+def _disturbed_notes(cells: Sequence[Cell]) -> str:
+    """The repetitions whose measured CPUs went to other work beyond the run's threshold."""
+    items = [
+        f"<li>{_e(cell.label)} · <code>{_e(cell.workload)}</code> · {_e(cell.level.short)}, repetition {row.repetition}: "
+        f"{row.conditions.foreign_share:.0%} foreign, {row.conditions.steal_share:.0%} steal, load average "
+        f"{row.conditions.load_avg_start:.2f} → {row.conditions.load_avg_end:.2f}; {what}</li>"
+        for cell in cells
+        for rows, what in ((cell.disturbed, "in the statistics"), (cell.set_aside, "repeated, left out of the statistics"))
+        for row in rows
+        if row.conditions is not None
+    ]
+    if not items:
+        return ""
+    limit = cells[0].max_foreign
+    return (f'<p class="bad">Disturbed repetitions (more than {limit:.0%} of the measured CPUs went to other work; '
+            f"the orders they touch are not established on a quiet machine):</p><ul>{''.join(items)}</ul>")
+
+
 def _results(groups: Sequence[LoadGroup]) -> str:
     workloads = sorted({g.workload for g in groups})
     # Footnotes are numbered in reading order: workload by workload, as the tables list cells.
@@ -323,7 +349,16 @@ def _results(groups: Sequence[LoadGroup]) -> str:
         "(the window's edges, the think times drawn, HDR resolution), or whose window is too short "
         "for its slowest requests to tell (see the footnote); n/a where "
         "the law is not defined (the open models do not measure their population; simulations).</p>"
-        f"{tables}{_littles_law_notes(flagged)}</section>"
+        "<p>Per-request columns (CPU, context switches, system calls, hand-offs) are the repetitions' totals over "
+        "their requests, so that throughput times CPU per request is the CPUs in use (the utilisation law; a red "
+        "<em>U</em> marks a row whose numbers break it). <em>U</em> is the server's CPU time over its CPUs' time "
+        "in the windows; the <em>bottleneck</em> is what saturated: the server's CPUs (U at least 90%) or the load "
+        "generator, else none, and then the throughput was set outside the measured processes and says nothing "
+        "about the architecture's capacity.</p>"
+        "<p><em>Foreign</em> is the most of the server's CPUs any repetition saw go to other work: processes "
+        "that are not the lab's, and time the hypervisor stole (from <code>/proc/stat</code> at the window's "
+        "edges, less the lab's own CPU time). A marked cell had a repetition over the run's threshold.</p>"
+        f"{tables}{_disturbed_notes([c for g in groups for c in g.cells])}{_littles_law_notes(flagged)}</section>"
     )
 
 
@@ -395,7 +430,7 @@ def render_html(
 ) -> str:
     """The report page as a string (see :func:`write_html`)."""
     rows = list(rows)
-    cells = aggregate(rows)
+    cells = aggregate(rows, disturbance_limit(manifest))
     groups = group_by_load(cells, comparison_confidence(manifest))
     figures = render_figures(cells, run_dir)
     about = provenance(manifest)

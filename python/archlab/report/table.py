@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from archlab.report.aggregate import METRICS, Cell, LoadGroup, Win, aggregate, group_by_load
-from archlab.report.formatting import format_failed, format_interval, format_mean, littles_law_text
+from archlab.report.formatting import (
+    foreign_text,
+    format_failed,
+    format_interval,
+    format_mean,
+    littles_law_text,
+    utilisation_text,
+)
 from archlab.report.glance import glance_lines
 from archlab.separation import FAMILY_ALPHA
 from archlab.store.rows import ResultRow
@@ -25,12 +32,19 @@ __all__ = ["terminal_table"]
 _MARKS = {Win.CLEAR: "*", Win.TIED: "(*)"}
 _LEGEND = (
     "throughput: mean ± half-width of the 95% Student-t interval over repetitions; "
-    "other columns: means.\n"
+    "latencies: means; per-request columns: totals over the repetitions' requests.\n"
+    "U: the server's CPU time over its CPUs' time in the windows (1 = saturated); ! = throughput x CPU per request "
+    "exceeds its CPUs (the utilisation law broken: listed below). bottleneck: what saturated (server CPU: U >= 90%; "
+    "generator: its own verdict); none saturated: throughput was set outside the measured processes (waits, the "
+    "scheduler's share, the machine's other work), and the row says nothing about the architecture's capacity.\n"
     "* best mean throughput for its workload and load level, the interval of its ratio to the "
     "runner-up's clear of 1; (*) best mean, lead not established (that interval contains 1, or a "
     "single repetition).\n"
     "gen-bound: repetitions whose load generator was saturated; their throughput is the "
     "generator's limit, a lower bound of the server's.\n"
+    "foreign: the most of the server's CPUs any repetition saw go to other work (processes not the lab's, and "
+    "steal); ! = a repetition over the run's threshold (listed below: the orders it touches are not established on a "
+    "quiet machine).\n"
     "X(R+Z)/N: Little's law for the closed model's N users (Little 1961; the interactive response "
     "time law, Lazowska et al. 1984 ch. 3), mean over repetitions; 1 when the latency accounts "
     "for the users' whole time. ! = a repetition off by more than its sampling error explains, or "
@@ -73,6 +87,9 @@ _COLUMNS = (
     _Column("hand-offs/req", True, _mean_of("handoffs_per_request")),
     _Column("errors", True, lambda c: str(c.errors)),
     _Column("gen-bound", True, lambda c: format_failed(c.generator_bound_repetitions, c.ok_repetitions)),
+    _Column("foreign", True, lambda c: foreign_text(c, flag=" !")),
+    _Column("U", True, lambda c: utilisation_text(c, flag=" !")),
+    _Column("bottleneck", False, lambda c: c.bottleneck),
     _Column("X(R+Z)/N", True, lambda c: littles_law_text(c, flag=" !")),
     _Column("failed", True, lambda c: format_failed(len(c.failures), c.repetitions)),
 )
@@ -159,6 +176,32 @@ def _failure_lines(cells: Sequence[Cell]) -> list[str]:
     return ["failed repetitions:", *lines] if lines else []
 
 
+def _utilisation_lines(cells: Sequence[Cell]) -> list[str]:
+    lines = [
+        f"  {cell.label} {cell.workload} {cell.level.short.replace('c=', 'conc=')}: {law.cpus_in_use:.2f} CPUs in use "
+        f"(throughput x CPU per request) on {law.cpus}"
+        for cell in cells
+        if (law := cell.utilisation_law) is not None and not law.ok
+    ]
+    return ["utilisation law broken (the numbers cannot all be right):", *lines] if lines else []
+
+
+def _disturbed_lines(cells: Sequence[Cell]) -> list[str]:
+    def line(cell: Cell, row: ResultRow, what: str) -> str:
+        c = row.conditions
+        assert c is not None
+        return (f"  {cell.label} {cell.workload} {cell.level.short.replace('c=', 'conc=')} rep {row.repetition}: "
+                f"{c.foreign_share:.0%} foreign, {c.steal_share:.0%} steal, load average {c.load_avg_start:.2f} -> "
+                f"{c.load_avg_end:.2f}; {what}")
+
+    lines = [line(cell, row, "in the statistics") for cell in cells for row in cell.disturbed]
+    lines += [line(cell, row, "repeated, left out of the statistics") for cell in cells for row in cell.set_aside]
+    if not lines:
+        return []
+    limit = cells[0].max_foreign
+    return [f"disturbed repetitions (more than {limit:.0%} of the measured CPUs went to other work):", *lines]
+
+
 def _littles_law_lines(cells: Sequence[Cell]) -> list[str]:
     lines = [
         f"  {cell.label} {cell.workload} {cell.level.short.replace('c=', 'conc=')} rep {repetition}: "
@@ -201,16 +244,19 @@ def _column_widths(lines: Sequence[_Line], columns: Sequence[_Column]) -> list[i
     ]
 
 
-def terminal_table(rows: Iterable[ResultRow], color: bool | None = None, confidence: float = 1.0 - FAMILY_ALPHA) -> str:
+def terminal_table(rows: Iterable[ResultRow], color: bool | None = None, confidence: float = 1.0 - FAMILY_ALPHA,
+                   max_foreign: float | None = None) -> str:
     """The results table of ``rows`` (store rows, one per cell and repetition) as text, then
     the order each load group establishes (:mod:`archlab.report.glance`), neighbours compared
     at ``confidence`` (a run's is :func:`archlab.report.glance.comparison_confidence`).
+    ``max_foreign``: the run's, whose disturbed repetitions were repeated and are set aside
+    (:func:`archlab.report.glance.disturbance_limit`).
 
     ``color`` defaults to whether standard output is a terminal.
     """
     if color is None:
         color = sys.stdout.isatty()
-    groups = group_by_load(aggregate(rows), confidence)
+    groups = group_by_load(aggregate(rows, max_foreign), confidence)
     if not groups:
         return "no results"
     columns = _columns([cell for group in groups for cell in group.cells])
@@ -227,7 +273,7 @@ def terminal_table(rows: Iterable[ResultRow], color: bool | None = None, confide
     out += ["", *glance_lines(groups)]
     out += ["", _LEGEND + (_OPEN_LEGEND if _OFFERED in columns else "")]
     cells = [cell for group in groups for cell in group.cells]
-    for notes in (_littles_law_lines(cells), _failure_lines(cells)):
+    for notes in (_disturbed_lines(cells), _utilisation_lines(cells), _littles_law_lines(cells), _failure_lines(cells)):
         if notes:
             out += ["", *notes]
     return "\n".join(out)

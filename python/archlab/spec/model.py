@@ -360,6 +360,9 @@ class Experiment:
     # repetitions = {min, max, extra_time}: repetitions added to unresolved cells
     # (archlab.spec.repetitions); ``repetitions`` is then its min. None: a fixed number.
     adaptive: AdaptiveRepetitions | None = None
+    # max_foreign: a repetition whose measured CPUs went more than this share to work not the
+    # lab's is repeated (archlab.lab.interference, archlab.lab.disturbed); None: flagged only.
+    max_foreign: float | None = None
 
     @property
     def db_settings(self) -> DbSettings:
@@ -473,6 +476,8 @@ class Experiment:
             "load": self.load.to_dict(),
             "placement": {"server_cpus": self.placement.server_cpu_list, "client_cpus": self.placement.client_cpu_list},
         }
+        if self.max_foreign is not None:  # only when given: specs without it keep their hash
+            d["max_foreign"] = self.max_foreign
         if self.db is not None:  # only when given: specs without [db] keep their hash
             d["db"] = self.db.to_dict()
         if self.systems:  # only when given: specs without [[systems]] keep their hash

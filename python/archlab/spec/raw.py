@@ -30,7 +30,7 @@ def sections() -> Mapping[str, tuple[str, ...]]:
     ``[server]`` are the data plane's server options (read once, when a spec is first parsed)."""
     return MappingProxyType(
         {
-            "experiment": ("name", "description", "repetitions", "warmup", "duration"),
+            "experiment": ("name", "description", "repetitions", "warmup", "duration", "max_foreign"),
             "factors": FACTOR_NAMES,
             "server": server_option_names(),
             "load": LOAD_KEYS,

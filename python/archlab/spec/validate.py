@@ -83,6 +83,7 @@ class SpecEnvironment:
 def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
     name, description, warmup_s, duration_s = _experiment(raw.section("experiment"))
     repetitions, adaptive = parse_repetitions(raw.section("experiment").get("repetitions", 1))
+    max_foreign = _max_foreign(raw.section("experiment"))
     tune = None
     if "tune" in raw.tables:
         # A pool-size sweep: [tune] fills in the workload and parameter factors (archlab.spec.tune).
@@ -123,6 +124,7 @@ def validate(raw: RawSpec, env: SpecEnvironment) -> Experiment:
         tune=tune,
         cluster=parse_cluster(raw.section("cluster")) if "cluster" in raw.tables else None,
         adaptive=adaptive,
+        max_foreign=max_foreign,
     )
     workloads = [str(w) for f in factors if f.name == "workload" for w in f.levels]
     check_server_host(given.cluster, [str(a) for a in levels], workloads)
@@ -173,6 +175,18 @@ def _experiment(t: Mapping[str, object]) -> tuple[str, str, float, float]:
     warmup_s = parse_duration(t.get("warmup", "1s"), "experiment.warmup")
     duration_s = parse_duration(t.get("duration", "3s"), "experiment.duration")
     return name, description, warmup_s, duration_s
+
+
+def _max_foreign(t: Mapping[str, object]) -> float | None:
+    """``max_foreign``: the share of the measured CPUs that may go to work not the lab's before
+    a repetition is repeated (archlab.lab.interference); None when not given."""
+    value = t.get("max_foreign")
+    if value is None:
+        return None
+    allowed = "a share of the measured CPUs' time above 0 and below 1, e.g. 0.05"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise SpecError("experiment.max_foreign", allowed, value)
+    return float(value)
 
 
 def _server(t: Mapping[str, object]) -> ServerOptions:

@@ -88,6 +88,14 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     # B / (N D): the share of the users' time the window's edges add, when the load generator
     # reported the boundary term (the law is then an identity); NULL where it did not.
     ("littles_law_boundary_share", "DOUBLE"),
+    # What else ran on the machine during the window (archlab.lab.interference): the share of
+    # the measured CPUs' time that went to work not the lab's, the share stolen by the
+    # hypervisor, the 1-minute load average at the window's edges. NULL where not read.
+    ("foreign_share", "DOUBLE"),
+    ("steal_share", "DOUBLE"),
+    ("load_avg_start", "DOUBLE"),
+    ("load_avg_end", "DOUBLE"),
+    ("measured_cpus", "INTEGER"),  # the CPUs the measured processes may use
 )
 _JSON_COLUMNS = ("factors", "errors_by_class")
 

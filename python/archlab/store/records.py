@@ -1,7 +1,8 @@
 """The typed pieces of one catalog row: which cell it belongs to (:class:`CellKey`), what the
 load generator measured (:class:`Measurement`), what the server spent (:class:`ServerCost`) and
 the outcome of one cell and repetition (:class:`CellRecord`, which also carries the row's
-Little's-law check, :class:`~archlab.littles_law.LittlesLaw`). Writers (the runner, the
+Little's-law check, :class:`~archlab.littles_law.LittlesLaw`, and what else ran on the machine,
+:class:`Conditions`). Writers (the runner, the
 simulator) build these and hand them to :meth:`archlab.store.RunWriter.record`; readers get them
 back inside :class:`~archlab.store.rows.ResultRow`. Nobody passes loose dicts."""
 
@@ -125,6 +126,30 @@ class ServerCost:
         return self.read_syscalls_per_request + self.write_syscalls_per_request
 
 
+#: A repetition is disturbed above this share of its measured CPUs going to other work, unless
+#: the spec's ``[experiment] max_foreign`` says otherwise.
+DEFAULT_MAX_FOREIGN = 0.05
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What else ran on the machine during the window (:mod:`archlab.lab.interference`): the
+    share of the measured CPUs' time that went to work not the lab's, the share the hypervisor
+    stole, the 1-minute load average at the window's edges, and how many CPUs were measured."""
+
+    foreign_share: float
+    steal_share: float
+    load_avg_start: float
+    load_avg_end: float
+    #: CPUs the measured processes may use: what their utilisation is a share of.
+    measured_cpus: int
+
+    def disturbed(self, max_foreign: float) -> bool:
+        """Whether more than ``max_foreign`` of the measured CPUs went to something else (work
+        that is not the lab's, or another guest of the hypervisor)."""
+        return self.foreign_share + self.steal_share > max_foreign
+
+
 @dataclass(frozen=True)
 class CellRecord:
     """The outcome of one cell and repetition, as its writer hands it to the store. Paths are
@@ -139,6 +164,8 @@ class CellRecord:
     hdr_log_path: Path | str | None = None
     #: Little's law on the window; None where it is not defined (open models, simulations).
     littles_law: LittlesLaw | None = None
+    #: What else ran meanwhile; None where it was not read (simulations, older runs).
+    conditions: Conditions | None = None
 
     @classmethod
     def failed(cls, error: str, measurement: Measurement | None = None) -> "CellRecord":

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from archlab.littles_law import LittlesLaw
-from archlab.store.records import CellKey, CellRecord, CellStatus, Measurement, ServerCost, Source
+from archlab.store.records import CellKey, CellRecord, CellStatus, Conditions, Measurement, ServerCost, Source
 
 _KEY_FIELDS = tuple(f.name for f in fields(CellKey))
 _MEASUREMENT_FIELDS = tuple(f.name for f in fields(Measurement))
 _COST_FIELDS = tuple(f.name for f in fields(ServerCost))
+_CONDITION_FIELDS = tuple(f.name for f in fields(Conditions))
 # Fields without a default: a row has a measurement (a cost) only if all of them are stored.
 _MEASUREMENT_REQUIRED = tuple(f.name for f in fields(Measurement) if f.default is MISSING and f.default_factory is MISSING)
 _COST_REQUIRED = ("cpu_user_s", "cpu_sys_s", "cpu_us_per_request")
@@ -45,6 +46,8 @@ class ResultRow:
     summary_path: Path | None = None
     hdr_log_path: Path | None = None
     recorded_at: datetime | None = None  # naive UTC
+    #: What else ran on the machine during the window; None where it was not read.
+    conditions: Conditions | None = None
 
     # -- the cell's key, for the many readers that group by it --------------------------------
 
@@ -64,6 +67,7 @@ class ResultRow:
         return cls(
             run_id=run_id, cell=cell, repetition=repetition, status=record.status, error=record.error, source=source,
             load_model=load_model, measurement=record.measurement, cost=record.cost, littles_law=record.littles_law,
+            conditions=record.conditions,
             summary_path=Path(record.summary_path) if record.summary_path else None,
             hdr_log_path=Path(record.hdr_log_path) if record.hdr_log_path else None,
             recorded_at=recorded_at,
@@ -81,6 +85,8 @@ class ResultRow:
             columns["errors_by_class"] = dict(self.measurement.errors_by_class)
         if self.cost is not None:
             columns.update({name: getattr(self.cost, name) for name in _COST_FIELDS})
+        if self.conditions is not None:
+            columns.update({name: getattr(self.conditions, name) for name in _CONDITION_FIELDS})
         if self.littles_law is not None:
             law = self.littles_law
             columns.update(littles_law_ratio=law.ratio, littles_law_tolerance=law.tolerance,
@@ -109,6 +115,10 @@ class ResultRow:
             values["errors_by_class"] = _json(get("errors_by_class")) or {}
             measurement = Measurement(**values)
         cost = ServerCost(**{name: get(name) for name in _COST_FIELDS}) if all(get(n) is not None for n in _COST_REQUIRED) else None
+        conditions = None
+        if all(get(name) is not None for name in _CONDITION_FIELDS):
+            values = {name: float(get(name)) for name in _CONDITION_FIELDS}
+            conditions = Conditions(**{**values, "measured_cpus": int(values["measured_cpus"])})
         law = None
         if get("littles_law_ratio") is not None and get("littles_law_tolerance") is not None:
             law = LittlesLaw(float(get("littles_law_ratio")), float(get("littles_law_tolerance")),
@@ -116,7 +126,7 @@ class ResultRow:
         return cls(
             run_id=str(get("run_id")), cell=key, repetition=int(get("repetition")), status=get("status"),
             error=get("error"), source=get("source") or "measured", load_model=get("load_model"),
-            measurement=measurement, cost=cost, littles_law=law,
+            measurement=measurement, cost=cost, littles_law=law, conditions=conditions,
             summary_path=_absolute(get("summary_path"), root), hdr_log_path=_absolute(get("hdr_log_path"), root),
             recorded_at=get("recorded_at"),
         )  # fmt: skip
