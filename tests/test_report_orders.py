@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 
 from archlab.errors import SpecError
-from archlab.report.orders import Cells, Claim, Throughput, check, load_claims, report
+from archlab.report.orders import Cells, Claim, Needs, Throughput, check, load_claims, report
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "experiments" / "README.md"
@@ -37,7 +37,8 @@ def test_a_claim_is_counted_cell_by_cell_with_the_rival_that_breaks_it():
     # /prime: c missing, so the cell does not count.
     assert [(v.cell, v.holds, v.clearly) for v in best.verdicts] == [
         (("/echo?size=10", 10), True, True), (("/echo?size=10", 300), False, False)]
-    assert best.line() == "a first: holds in 1 of 2 cells (1 clearly); not at /echo?size=10 c300 (b 2,000 > a 1,500)"
+    assert best.line() == "a first: holds in 1 of 2 cells (1 clearly); fails in 1 of 2: /echo?size=10 c300 (b 2,000 > a 1,500)"
+    assert best.verdict == "mixed"
     worst = check(Claim("c last", "worst", "c", ("a", "b")), cells)
     assert worst.held == 2 and worst.line() == "c last: holds in 2 of 2 cells (2 clearly)"
     only = check(Claim("a over b at c10", "best", "a", ("b",), concurrencies=(10,)), cells)
@@ -46,6 +47,43 @@ def test_a_claim_is_counted_cell_by_cell_with_the_rival_that_breaks_it():
     assert only.line() == "a over b at c10: holds in 2 of 2 cells (1 clearly)"
     means = check(Claim("x", "best", "a", ("b",), workloads=("/prime?n=11",)), cells)
     assert means.line() == "x: holds in 1 of 1 cell (means only: one repetition)"
+
+
+def test_a_cell_without_what_the_mechanism_needs_is_not_testable_never_a_failure():
+    # From a stored run each contender carries its repetitions, the server's utilisation, its
+    # CPUs and whether a repetition was disturbed. a trails b in both cells; at c10 neither
+    # server is saturated, so "a beats b when servers saturate" cannot be tested there.
+    def t(mean: float, u: float, cpus: int = 1, disturbed: bool = False) -> Throughput:
+        samples = (mean * 0.99, mean, mean * 1.01)
+        return Throughput(mean, mean * 0.02, samples, u, cpus, disturbed)
+
+    cells = Cells()
+    cells.by_cell[("/w", 10)] = {"a": t(900.0, 0.41), "b": t(1000.0, 0.45)}
+    cells.by_cell[("/w", 300)] = {"a": t(900.0, 0.97), "b": t(1000.0, 0.99)}
+    saturated = Claim("a beats b", "best", "a", ("b",), needs=Needs(saturated=True))
+    out = check(saturated, cells)
+    assert out.line() == ("a beats b: holds in 0 of 1 cell; fails in 1 of 1: /w c300 (b 1,000 > a 900); "
+                          "not testable in 1 more (/w c10: a server U = 0.41 < 0.9)")
+    assert out.verdict == "fails"
+    # Nowhere testable: one verdict, naming what failed and the value measured.
+    for needs, why in [
+        (Needs(cpus=4), "1 CPU for a, needs >= 4"),
+        (Needs(concurrency=(306, 1189)), "concurrency 300 outside 306-1189"),
+        (Needs(effect=0.001), "smallest detectable difference"),
+    ]:
+        out = check(Claim("a beats b", "best", "a", ("b",), needs=needs), cells)
+        assert out.verdict == "not testable here" and out.line().startswith("a beats b: not testable here (/w c10: "), out.line()
+        assert why in out.line(), out.line()
+    quiet = check(Claim("q", "best", "a", ("b",), concurrencies=(10,), needs=Needs(quiet=True)),
+                  Cells({("/w", 10): {"a": t(900.0, 0.9, disturbed=True), "b": t(1000.0, 0.9)}}))
+    assert quiet.line() == "q: not testable here (/w c10: a disturbed (more than 5% of its CPUs went to other work))"
+    # A pasted table does not say the utilisation: checked on a stored run instead.
+    table = check(Claim("a first", "best", "a", ("b", "c"), needs=Needs(saturated=True)), Cells.from_table(TABLE, "t"))
+    assert table.verdict == "not testable here" and "the source does not say the utilisation" in table.line()
+    # A table's half-widths still tell the effect it could detect.
+    effect = check(Claim("a first", "best", "a", ("b",), concurrencies=(10,), workloads=("/echo?size=10",),
+                         needs=Needs(effect=0.05)), Cells.from_table(TABLE, "t"))
+    assert effect.line() == "a first: not testable here (/echo?size=10 c10: smallest detectable difference 9% > claimed effect 5%)"
 
 
 def test_overlapping_intervals_hold_only_in_the_means():
@@ -60,11 +98,21 @@ def test_claims_files_are_checked_naming_the_key(tmp_path):
     good.write_text('[[claims]]\nbest = "a"\nof = ["b"]\nworkload = ["/w"]\n')
     (claim,) = load_claims(good)
     assert claim == Claim("a beats b", "best", "a", ("b",), ("/w",), ())
+    good.write_text('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {cpus = 4, concurrency = [306, 1189], saturated = true, '
+                    'quiet = true, effect = 0.2}\n')
+    (claim,) = load_claims(good)
+    assert claim.needs == Needs(cpus=4, concurrency=(306, 1189), saturated=True, quiet=True, effect=0.2)
     for body, key in [
         ('[[claims]]\nbest = "a"\nworst = "b"\nof = ["c"]\n', "claims[0]"),
         ('[[claims]]\nbest = "a"\nof = []\n', "claims[0].of"),
         ('[[claims]]\nbest = "a"\nof = ["b"]\nconcurrency = ["10"]\n', "claims[0].concurrency"),
         ('[[claims]]\nbest = "a"\nof = ["b"]\nwhere = 1\n', "claims[0].where"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = 4\n', "claims[0].needs"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {cores = 4}\n', "claims[0].needs.cores"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {cpus = 0}\n', "claims[0].needs.cpus"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {concurrency = [300]}\n', "claims[0].needs.concurrency"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {saturated = "yes"}\n', "claims[0].needs.saturated"),
+        ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {effect = -0.2}\n', "claims[0].needs.effect"),
         ("claims = 3\n", "claims"),
         ("[[claims]\n", "--claims"),
     ]:
@@ -142,5 +190,5 @@ def test_cells_that_differ_in_another_factor_are_never_pooled(engine_path, tmp_p
     cells = Cells.from_run(view)
     assert sorted(cells.by_cell) == [("/delay?ms=1", 2, "rcvbuf=4096"), ("/delay?ms=1", 2, "rcvbuf=65536")]
     (line,) = report([Claim("svc trails itself", "worst", "system:svc", ("system:svc",))], cells)
-    assert line.startswith("svc trails itself: holds in 0 of 2 cells; not at /delay?ms=1 c2 rcvbuf=4096 ("), line
+    assert line.startswith("svc trails itself: holds in 0 of 2 cells; fails in 2 of 2: /delay?ms=1 c2 rcvbuf=4096 ("), line
     assert "; /delay?ms=1 c2 rcvbuf=65536 (" in line, line

@@ -34,8 +34,10 @@ __all__ = [
     "METRICS",
     "SATURATED",
     "UtilisationLaw",
+    "measured_cpus_of",
     "pooled_interval",
     "utilisation_law",
+    "utilisation_of",
     "Cell",
     "LoadLevel",
     "Failure",
@@ -215,19 +217,13 @@ class Cell:
     @property
     def measured_cpus(self) -> int | None:
         """The CPUs its measured processes could use (None where not recorded)."""
-        counts = {r.conditions.measured_cpus for r in self.ok_rows if r.conditions is not None and r.conditions.measured_cpus > 0}
-        return counts.pop() if len(counts) == 1 else None
+        return measured_cpus_of(self.ok_rows)
 
     @property
     def utilisation(self) -> float | None:
         """The measured processes' CPU time over the windows' CPU time (their length times the
         measured CPUs), pooled over repetitions: U of the utilisation law, 1 = saturated."""
-        cpus = self.measured_cpus
-        pairs = [(r.cost.cpu_user_s + r.cost.cpu_sys_s, r.measurement.duration_s)
-                 for r in self.ok_rows if r.cost is not None and r.measurement is not None]
-        if cpus is None or not pairs or sum(d for _, d in pairs) <= 0:
-            return None
-        return sum(c for c, _ in pairs) / (sum(d for _, d in pairs) * cpus)
+        return utilisation_of(self.ok_rows)
 
     @property
     def utilisation_law(self) -> "UtilisationLaw | None":
@@ -290,6 +286,23 @@ class UtilisationLaw(NamedTuple):
     @property
     def ok(self) -> bool:
         return self.cpus_in_use <= self.cpus * (1 + UTILISATION_SLACK)
+
+
+def measured_cpus_of(rows: Iterable[Row]) -> int | None:
+    """The CPUs the measured processes of ``rows`` could use, when they all say the same."""
+    counts = {r.conditions.measured_cpus for r in rows if r.ok and r.conditions is not None and r.conditions.measured_cpus > 0}
+    return counts.pop() if len(counts) == 1 else None
+
+
+def utilisation_of(rows: Iterable[Row]) -> float | None:
+    """The measured processes' CPU time over the windows' CPU time (their length times the
+    measured CPUs), pooled over the successful ``rows``; None where not measured."""
+    rows = [r for r in rows if r.ok]
+    cpus = measured_cpus_of(rows)
+    pairs = [(r.cost.cpu_user_s + r.cost.cpu_sys_s, r.measurement.duration_s) for r in rows if r.cost is not None and r.measurement is not None]
+    if cpus is None or not pairs or sum(d for _, d in pairs) <= 0:
+        return None
+    return sum(c for c, _ in pairs) / (sum(d for _, d in pairs) * cpus)
 
 
 def utilisation_law(throughput_rps: float, cpu_us_per_request: float, cpus: int) -> UtilisationLaw:

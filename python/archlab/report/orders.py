@@ -7,7 +7,12 @@ measured either bears the claim out or not, and where it does, whether clearly (
 throughput interval clear of every rival's) or only in the means. Cells come from a stored run
 (every successful repetition, Student-t intervals over repetitions) or from a results table as
 ``archlab run`` and ``archlab report`` print it (a mean and its half-width per row), which is how
-the tables pasted in ``experiments/README.md`` are checked against the prose beside them."""
+the tables pasted in ``experiments/README.md`` are checked against the prose beside them.
+
+A claim may state what its mechanism needs to show (``needs``: the CPUs, the concurrency range,
+saturated servers, quiet windows, the effect size to detect): a cell that misses one is "not
+testable here", naming the precondition and the value measured, and never counts as a failure.
+So a claim comes out as holding in k of n cells, failing in some, or not testable here."""
 
 from __future__ import annotations
 
@@ -20,11 +25,46 @@ from typing import Iterable, Literal, Mapping, Sequence
 
 from archlab import documents
 from archlab.errors import SpecError
+from archlab.report.aggregate import SATURATED, measured_cpus_of, utilisation_of
+from archlab.separation import rank
 from archlab.stats import mean_confidence_interval
-from archlab.store import RunView
+from archlab.store import ResultRow, RunView
+from archlab.store.records import DEFAULT_MAX_FOREIGN
 
 Kind = Literal["best", "worst"]
-CLAIM_KEYS = ("text", "best", "worst", "of", "workload", "concurrency")
+CLAIM_KEYS = ("text", "best", "worst", "of", "workload", "concurrency", "needs")
+NEEDS_KEYS = ("cpus", "concurrency", "saturated", "quiet", "effect")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a claim's mechanism needs to show at all, so that a cell without it says "not
+    testable here" rather than "fails" (``needs = {...}`` in a claims file)."""
+
+    #: CPUs the measured server (or balancer) must be able to use.
+    cpus: int | None = None
+    #: The concurrency range where the mechanism shows (e.g. around a published N*).
+    concurrency: tuple[int, int] | None = None
+    #: Every contender's server CPUs saturated (U >= 0.9): a contest of capacities.
+    saturated: bool = False
+    #: No contender's repetition disturbed (more than 5% of its CPUs to other work).
+    quiet: bool = False
+    #: The effect the claim is about (0.2: 20%): the cell must be able to detect that much.
+    effect: float | None = None
+
+    def to_text(self) -> str:
+        parts = []
+        if self.cpus is not None:
+            parts.append(f"{self.cpus} CPUs")
+        if self.concurrency is not None:
+            parts.append(f"concurrency {self.concurrency[0]}-{self.concurrency[1]}")
+        if self.saturated:
+            parts.append("saturated servers")
+        if self.quiet:
+            parts.append("quiet windows")
+        if self.effect is not None:
+            parts.append(f"power to see {self.effect:.0%}")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -35,6 +75,7 @@ class Claim:
     rivals: tuple[str, ...]
     workloads: tuple[str, ...] = ()  # empty: every workload
     concurrencies: tuple[int, ...] = ()  # empty: every concurrency
+    needs: Needs = field(default_factory=Needs)
 
     def applies(self, workload: str, concurrency: int | None) -> bool:
         return (not self.workloads or workload in self.workloads) and (
@@ -44,10 +85,16 @@ class Claim:
 @dataclass(frozen=True)
 class Throughput:
     """One architecture's throughput in one cell: the mean and the half-width of its interval
-    (None with a single repetition)."""
+    (None with a single repetition), and, from a stored run, what its preconditions are judged
+    on: each repetition's throughput, the server's CPU utilisation and CPUs, and whether a
+    repetition was disturbed (None where the source does not say: a pasted table)."""
 
     mean: float
     half_width: float | None
+    samples: tuple[float, ...] = ()
+    utilisation: float | None = None
+    cpus: int | None = None
+    disturbed: bool | None = None
 
     @property
     def low(self) -> float:
@@ -73,17 +120,21 @@ class Cells:
 
     @classmethod
     def from_run(cls, view: RunView) -> "Cells":
-        values: dict[CellName, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        rows: dict[CellName, dict[str, list[ResultRow]]] = defaultdict(lambda: defaultdict(list))
         for r in view.rows:
             if r.ok and r.measurement is not None and r.cell.architecture and r.cell.workload:
-                values[_run_cell(r.cell.workload, r.cell.concurrency, r.cell.factors)][r.cell.architecture].append(
-                    r.measurement.throughput_rps)
+                rows[_run_cell(r.cell.workload, r.cell.concurrency, r.cell.factors)][r.cell.architecture].append(r)
         out = cls()
-        for cell, archs in values.items():
+        for cell, archs in rows.items():
             out.by_cell[cell] = {}
-            for arch, xs in archs.items():
+            for arch, rs in archs.items():
+                xs = [r.measurement.throughput_rps for r in rs if r.measurement is not None]
                 ci = mean_confidence_interval(xs) if len(xs) >= 2 else None
-                out.by_cell[cell][arch] = Throughput(sum(xs) / len(xs), ci.half_width if ci else None)
+                conditions = [r.conditions for r in rs if r.conditions is not None]
+                out.by_cell[cell][arch] = Throughput(
+                    sum(xs) / len(xs), ci.half_width if ci else None, tuple(xs), utilisation_of(rs), measured_cpus_of(rs),
+                    any(c.disturbed(DEFAULT_MAX_FOREIGN) for c in conditions) if conditions else None,
+                )
         return out
 
     @classmethod
@@ -131,6 +182,8 @@ class Verdict:
     against: str | None
     subject: Throughput
     other: Throughput | None
+    #: The precondition this cell misses, with the value measured: then neither holds nor fails.
+    untestable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,22 +192,41 @@ class Outcome:
     verdicts: tuple[Verdict, ...]
 
     @property
+    def testable(self) -> tuple[Verdict, ...]:
+        """The cells that meet the claim's preconditions: only they hold or fail."""
+        return tuple(v for v in self.verdicts if v.untestable is None)
+
+    @property
     def held(self) -> int:
-        return sum(v.holds for v in self.verdicts)
+        return sum(v.holds for v in self.testable)
+
+    @property
+    def verdict(self) -> str:
+        """holds, fails (in every testable cell), mixed, not testable here, or unmeasured."""
+        if not self.verdicts:
+            return "unmeasured"
+        if not self.testable:
+            return "not testable here"
+        return {len(self.testable): "holds", 0: "fails"}.get(self.held, "mixed")
 
     def line(self) -> str:
-        n, k = len(self.verdicts), self.held
-        if n == 0:
+        if not self.verdicts:
             return f"{self.claim.text}: no cell measures {self.claim.subject} with all of {', '.join(self.claim.rivals)}"
-        clear = sum(v.holds and v.clearly for v in self.verdicts)
-        intervals = any(v.subject.half_width is not None for v in self.verdicts)
+        untestable = [v for v in self.verdicts if v.untestable is not None]
+        reasons = "; ".join(f"{_cell_name(v.cell)}: {v.untestable}" for v in untestable)
+        testable = self.testable
+        if not testable:
+            return f"{self.claim.text}: not testable here ({reasons})"
+        n, k = len(testable), self.held
+        clear = sum(v.holds and v.clearly for v in testable)
+        intervals = any(v.subject.half_width is not None for v in testable)
         note = f" ({clear} clearly)" if intervals else " (means only: one repetition)"
         head = f"{self.claim.text}: holds in {k} of {n} cell{'s' if n != 1 else ''}" + (note if k else "")
-        fails = [v for v in self.verdicts if not v.holds]
-        if not fails:
-            return head
-        shown = "; ".join(_failure(self.claim, v) for v in fails)
-        return f"{head}; not at {shown}"
+        if k < n:
+            head += f"; fails in {n - k} of {n}: " + "; ".join(_failure(self.claim, v) for v in testable if not v.holds)
+        if untestable:
+            head += f"; not testable in {len(untestable)} more ({reasons})"
+        return head
 
 
 def _cell_name(cell: CellName) -> str:
@@ -169,6 +241,53 @@ def _failure(claim: Claim, v: Verdict) -> str:
     return f"{_cell_name(v.cell)} ({v.against} {v.other.mean:,.0f} {sign} {claim.subject} {v.subject.mean:,.0f})"
 
 
+def untestable(needs: Needs, cell: CellName, contenders: Sequence[tuple[str, Throughput]]) -> str | None:
+    """The first precondition of ``needs`` that ``cell`` misses, with what was measured; None
+    when the cell can show the mechanism. A pasted table does not say the CPUs, the
+    utilisation or the disturbance: a claim that needs them is checked on a stored run."""
+    if needs.concurrency is not None:
+        low, high = needs.concurrency
+        if cell[1] is None or not low <= cell[1] <= high:
+            return f"concurrency {cell[1]} outside {low}-{high}"
+    for name, t in contenders:
+        if needs.cpus is not None:
+            if t.cpus is None:
+                return "the source does not say the CPUs (check the stored run)"
+            if t.cpus < needs.cpus:
+                return f"{t.cpus} CPU{'s' if t.cpus != 1 else ''} for {name}, needs >= {needs.cpus}"
+        if needs.saturated:
+            if t.utilisation is None:
+                return "the source does not say the utilisation (check the stored run)"
+            if t.utilisation < SATURATED:
+                return f"{name} server U = {t.utilisation:.2f} < {SATURATED}"
+        if needs.quiet:
+            if t.disturbed is None:
+                return "the source does not say the interference (check the stored run)"
+            if t.disturbed:
+                return f"{name} disturbed (more than {DEFAULT_MAX_FOREIGN:.0%} of its CPUs went to other work)"
+    if needs.effect is not None:
+        detectable = _detectable(contenders)
+        if detectable is None:
+            return "fewer than 2 repetitions: no interval to detect an effect"
+        if detectable > needs.effect:
+            return f"smallest detectable difference {detectable:.0%} > claimed effect {needs.effect:.0%}"
+    return None
+
+
+def _detectable(contenders: Sequence[tuple[str, Throughput]]) -> float | None:
+    """The largest smallest-detectable difference between neighbours of the cell's ranking (the
+    ratio intervals' half-widths), from the repetitions, or from the half-widths of a table."""
+    if all(len(t.samples) >= 2 for _, t in contenders):
+        comparisons = rank({name: list(t.samples) for name, t in contenders}).comparisons
+        found = [c.detectable for c in comparisons]
+        return None if any(d is None for d in found) else max(d for d in found if d is not None)
+    if any(t.half_width is None or t.mean <= 0 for _, t in contenders):
+        return None
+    # A table: each side's relative half-width, combined as the ratio's (first order).
+    return max((a.half_width / a.mean) + (b.half_width / b.mean)  # type: ignore[operator]
+               for (_, a), (_, b) in zip(contenders, contenders[1:]))
+
+
 def check(claim: Claim, cells: Cells) -> Outcome:
     verdicts = []
     for cell in sorted(cells.by_cell, key=lambda c: (c[0], c[1] if c[1] is not None else -1, *c[2:])):
@@ -177,6 +296,9 @@ def check(claim: Claim, cells: Cells) -> Outcome:
             continue
         me = archs[claim.subject]
         rivals = [(r, archs[r]) for r in claim.rivals]
+        if (why := untestable(claim.needs, cell, [(claim.subject, me), *rivals])) is not None:
+            verdicts.append(Verdict(cell, False, False, None, me, None, why))
+            continue
         if claim.kind == "best":
             name, top = max(rivals, key=lambda x: x[1].mean)
             holds, clearly = me.mean > top.mean, all(me.low > t.high for _, t in rivals) and me.half_width is not None
@@ -221,8 +343,34 @@ def load_claims(path: Path) -> list[Claim]:
         text = c.get("text", f"{c[kind]} {'beats' if kind == 'best' else 'trails'} {', '.join(rivals)}")
         if not isinstance(text, str):
             raise SpecError(f"{at}.text", "a string", text)
-        out.append(Claim(text, kind, c[kind], tuple(rivals), workloads, tuple(concs)))
+        out.append(Claim(text, kind, c[kind], tuple(rivals), workloads, tuple(concs), _needs(c.get("needs", {}), f"{at}.needs")))
     return out
+
+
+def _needs(value: object, at: str) -> Needs:
+    """A claim's ``needs`` table, every key checked."""
+    if not isinstance(value, dict):
+        raise SpecError(at, "a table such as {cpus = 4, saturated = true, effect = 0.2}", value)
+    if unknown := sorted(set(value) - set(NEEDS_KEYS)):
+        raise SpecError(f"{at}.{unknown[0]}", "one of " + ", ".join(NEEDS_KEYS), unknown[0])
+    cpus = value.get("cpus")
+    if cpus is not None and (not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1):
+        raise SpecError(f"{at}.cpus", "a whole number >= 1", cpus)
+    span = value.get("concurrency")
+    if span is not None and not (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+                                 and 1 <= span[0] <= span[1]):
+        raise SpecError(f"{at}.concurrency", "[LOW, HIGH] with 1 <= LOW <= HIGH", span)
+    flags = {}
+    for key in ("saturated", "quiet"):
+        flag = value.get(key, False)
+        if not isinstance(flag, bool):
+            raise SpecError(f"{at}.{key}", "true or false", flag)
+        flags[key] = flag
+    effect = value.get("effect")
+    if effect is not None and (isinstance(effect, bool) or not isinstance(effect, (int, float)) or not 0 < effect < 10):
+        raise SpecError(f"{at}.effect", "a relative difference above 0, e.g. 0.2 for 20%", effect)
+    return Needs(cpus=cpus, concurrency=(span[0], span[1]) if span is not None else None, saturated=flags["saturated"],
+                 quiet=flags["quiet"], effect=float(effect) if effect is not None else None)
 
 
 def _strings(value: object, key: str) -> tuple[str, ...]:
