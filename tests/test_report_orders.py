@@ -63,7 +63,7 @@ def test_a_cell_without_what_the_mechanism_needs_is_not_testable_never_a_failure
     saturated = Claim("a beats b", "best", "a", ("b",), needs=Needs(saturated=True))
     out = check(saturated, cells)
     assert out.line() == ("a beats b: holds in 0 of 1 cell; fails in 1 of 1: /w c300 (b 1,000 > a 900); "
-                          "not testable in 1 more (/w c10: a server U = 0.41 < 0.9)")
+                          "not testable in 1 more: a server U = 0.41 < 0.9 in /w c10")
     assert out.verdict == "fails"
     # Nowhere testable: one verdict, naming what failed and the value measured.
     for needs, why in [
@@ -72,18 +72,18 @@ def test_a_cell_without_what_the_mechanism_needs_is_not_testable_never_a_failure
         (Needs(effect=0.001), "smallest detectable difference"),
     ]:
         out = check(Claim("a beats b", "best", "a", ("b",), needs=needs), cells)
-        assert out.verdict == "not testable here" and out.line().startswith("a beats b: not testable here (/w c10: "), out.line()
+        assert out.verdict == "not testable here" and out.line().startswith("a beats b: not testable here: "), out.line()
         assert why in out.line(), out.line()
     quiet = check(Claim("q", "best", "a", ("b",), concurrencies=(10,), needs=Needs(quiet=True)),
                   Cells({("/w", 10): {"a": t(900.0, 0.9, disturbed=True), "b": t(1000.0, 0.9)}}))
-    assert quiet.line() == "q: not testable here (/w c10: a disturbed (more than 5% of its CPUs went to other work))"
+    assert quiet.line() == "q: not testable here: a disturbed (more than 5% of its CPUs went to other work) in /w c10"
     # A pasted table does not say the utilisation: checked on a stored run instead.
     table = check(Claim("a first", "best", "a", ("b", "c"), needs=Needs(saturated=True)), Cells.from_table(TABLE, "t"))
     assert table.verdict == "not testable here" and "the source does not say the utilisation" in table.line()
     # A table's half-widths still tell the effect it could detect.
     effect = check(Claim("a first", "best", "a", ("b",), concurrencies=(10,), workloads=("/echo?size=10",),
                          needs=Needs(effect=0.05)), Cells.from_table(TABLE, "t"))
-    assert effect.line() == "a first: not testable here (/echo?size=10 c10: smallest detectable difference 9% > claimed effect 5%)"
+    assert effect.line() == "a first: not testable here: smallest detectable difference 9.4% > claimed effect 5% in /echo?size=10 c10"
 
 
 def test_overlapping_intervals_hold_only_in_the_means():

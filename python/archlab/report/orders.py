@@ -63,7 +63,7 @@ class Needs:
         if self.quiet:
             parts.append("quiet windows")
         if self.effect is not None:
-            parts.append(f"power to see {self.effect:.0%}")
+            parts.append(f"power to see {_percent(self.effect)}")
         return ", ".join(parts)
 
 
@@ -213,10 +213,17 @@ class Outcome:
         if not self.verdicts:
             return f"{self.claim.text}: no cell measures {self.claim.subject} with all of {', '.join(self.claim.rivals)}"
         untestable = [v for v in self.verdicts if v.untestable is not None]
-        reasons = "; ".join(f"{_cell_name(v.cell)}: {v.untestable}" for v in untestable)
+        # One clause per precondition missed, naming its cells (all of them: "every cell").
+        by_reason: dict[str, list[str]] = {}
+        for v in untestable:
+            by_reason.setdefault(v.untestable or "", []).append(_cell_name(v.cell))
+        every = len(untestable) == len(self.verdicts) and len(self.verdicts) > 1
+        reasons = "; ".join(
+            f"{why} in {'every cell' if every and len(by_reason) == 1 else ', '.join(names)}" for why, names in by_reason.items()
+        )
         testable = self.testable
         if not testable:
-            return f"{self.claim.text}: not testable here ({reasons})"
+            return f"{self.claim.text}: not testable here: {reasons}"
         n, k = len(testable), self.held
         clear = sum(v.holds and v.clearly for v in testable)
         intervals = any(v.subject.half_width is not None for v in testable)
@@ -225,7 +232,7 @@ class Outcome:
         if k < n:
             head += f"; fails in {n - k} of {n}: " + "; ".join(_failure(self.claim, v) for v in testable if not v.holds)
         if untestable:
-            head += f"; not testable in {len(untestable)} more ({reasons})"
+            head += f"; not testable in {len(untestable)} more: {reasons}"
         return head
 
 
@@ -270,8 +277,16 @@ def untestable(needs: Needs, cell: CellName, contenders: Sequence[tuple[str, Thr
         if detectable is None:
             return "fewer than 2 repetitions: no interval to detect an effect"
         if detectable > needs.effect:
-            return f"smallest detectable difference {detectable:.0%} > claimed effect {needs.effect:.0%}"
+            return f"smallest detectable difference {_percent(detectable)} > claimed effect {_percent(needs.effect)}"
     return None
+
+
+def _percent(fraction: float) -> str:
+    """A relative difference as a percentage with two significant digits below 10% (0.012 is
+    "1.2%", 0.00028 "0.028%"), whole above."""
+    if fraction >= 0.1:
+        return f"{fraction:.0%}"
+    return f"{float(f'{100 * fraction:.2g}'):g}%"
 
 
 def _detectable(contenders: Sequence[tuple[str, Throughput]]) -> float | None:
