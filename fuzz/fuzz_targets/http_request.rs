@@ -13,7 +13,7 @@
 #![no_main]
 
 use archlab_fuzz::{borrows, cut_points};
-use archlab_wire::http::{parse_request, write_request, HttpError, Limits, Parse};
+use archlab_wire::http::{header_slots, parse_request, parse_request_head, write_request, HttpError, Limits, Parse};
 use libfuzzer_sys::fuzz_target;
 
 /// What one call returned, owned, so that results of different buffers can be compared.
@@ -63,9 +63,18 @@ fn check_one(buf: &[u8], r: &Result<Parse<'_>, HttpError>) {
     assert_eq!(request.body, &buf[consumed - request.body.len()..*consumed], "the body is not the last bytes consumed");
 }
 
-/// Write the request again with the client writer and parse it back.
-fn check_round_trip(r: &Result<Parse<'_>, HttpError>) {
+/// Write the request again with the client writer and parse it back. Its Host is the one it
+/// names: the absolute-form target's authority, else its own Host field, else any.
+fn check_round_trip(buf: &[u8], r: &Result<Parse<'_>, HttpError>) {
     let Ok(Parse::Complete { request, .. }) = r else { return };
+    let mut slots = header_slots();
+    let unlimited = Limits { max_header_bytes: usize::MAX, max_body_bytes: usize::MAX };
+    let head = parse_request_head(buf, &unlimited, &mut slots).expect("a complete request has a head").expect("whole");
+    let host = match (head.authority, head.host) {
+        (Some(authority), _) => authority.to_owned(),
+        (None, Some(host)) => String::from_utf8(host.to_vec()).expect("a valid Host is ASCII"),
+        (None, None) => "fuzz.test".to_owned(),
+    };
     // `?` also when the path is empty: a target is never empty (`?` alone is path "", query "").
     let target = if request.query.is_empty() && !request.path.is_empty() {
         request.path.to_owned()
@@ -73,8 +82,7 @@ fn check_round_trip(r: &Result<Parse<'_>, HttpError>) {
         format!("{}?{}", request.path, request.query)
     };
     let mut out = Vec::new();
-    write_request(&mut out, request.method, "fuzz.test", &target, request.keep_alive, request.body);
-    let unlimited = Limits { max_header_bytes: usize::MAX, max_body_bytes: usize::MAX };
+    write_request(&mut out, request.method, &host, &target, request.keep_alive, request.body);
     match parse_request(&out, &unlimited) {
         Ok(Parse::Complete { request: again, consumed }) => {
             assert_eq!(consumed, out.len(), "the rewritten request was not consumed whole");
@@ -129,7 +137,7 @@ fn check_pipeline(buf: &[u8], limits: &Limits) {
 fn check(buf: &[u8], limits: &Limits) {
     let r = parse_request(buf, limits);
     check_one(buf, &r);
-    check_round_trip(&r);
+    check_round_trip(buf, &r);
     let whole = seen(&r);
     check_prefixes(buf, limits, &whole);
     check_pipeline(buf, limits);

@@ -25,9 +25,10 @@ pub(crate) mod reason {
     pub(crate) const DUPLICATE_HOST: &str = "more than one Host field";
     pub(crate) const BAD_HOST: &str = "invalid Host value";
     pub(crate) const HOST_MISMATCH: &str = "absolute-form target whose authority differs from Host";
+    pub(crate) const BAD_AUTHORITY: &str = "invalid authority in an absolute-form target";
 
     /// Every reason, for the response table and the tests.
-    pub(crate) const ALL: [&str; 15] = [
+    pub(crate) const ALL: [&str; 16] = [
         BAD_METHOD_OR_TARGET,
         BAD_VERSION,
         BAD_HEADER_NAME,
@@ -43,6 +44,7 @@ pub(crate) mod reason {
         DUPLICATE_HOST,
         BAD_HOST,
         HOST_MISMATCH,
+        BAD_AUTHORITY,
     ];
 }
 
@@ -155,6 +157,11 @@ pub fn parse_request_head<'b, 'h>(
     }
     connection.check().map_err(HttpError::BadRequest)?;
     let authority = absolute_form_authority(target);
+    if authority.is_some_and(|a| !a.bytes().all(is_host_byte)) {
+        // A userinfo part (`user@host`, RFC 9110 §4.2.4) or anything else a Host cannot hold:
+        // a proxy could not name the host it forwards to (RFC 9112 §3.2.2).
+        return Err(HttpError::BadRequest(reason::BAD_AUTHORITY));
+    }
     match (host, authority) {
         (None, _) if version_minor >= 1 => return Err(HttpError::BadRequest(reason::MISSING_HOST)),
         // RFC 9112 §3.2.2 lets a recipient take the target's authority over Host; refusing the
@@ -198,7 +205,7 @@ fn is_host_byte(b: u8) -> bool {
 }
 
 /// The authority of an absolute-form request target (`scheme://authority[/path]`), None for
-/// any other form. A userinfo part (`user@host`) is kept in it, so that it never equals a Host.
+/// any other form. A userinfo part (`user@host`) is kept in it, so that it is refused.
 fn absolute_form_authority(target: &str) -> Option<&str> {
     let (scheme, rest) = target.split_once("://")?;
     let mut chars = scheme.bytes();
@@ -226,7 +233,7 @@ fn absolute_form_authority(target: &str) -> Option<&str> {
 /// - a `Connection` header naming Content-Length, Transfer-Encoding or Host (framing fields
 ///   are never hop-by-hop) -> 400;
 /// - Host as RFC 9112 §3.2 requires: missing on HTTP/1.1, more than one, an invalid value, or
-///   an absolute-form target whose authority differs from it -> 400.
+///   an absolute-form target whose authority differs from it, or is not a valid host -> 400.
 ///
 /// Keep-alive: HTTP/1.1 defaults to persistent, HTTP/1.0 to close; `Connection` tokens
 /// `close` / `keep-alive` (case-insensitive, comma lists, any number of headers) override,

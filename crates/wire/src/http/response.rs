@@ -204,6 +204,7 @@ static BAD_REQUESTS: [(&str, &[u8]); reason::ALL.len()] = bad_request_table!(
     DUPLICATE_HOST,
     BAD_HOST,
     HOST_MISMATCH,
+    BAD_AUTHORITY,
 );
 
 /// The complete, pre-built response for a refused request (`Connection: close`).
@@ -215,7 +216,7 @@ pub fn error_response(e: HttpError) -> &'static [u8] {
     match e {
         HttpError::HeaderTooLarge => HEADER_TOO_LARGE,
         HttpError::PayloadTooLarge => PAYLOAD_TOO_LARGE,
-        // A linear scan over fifteen entries, on the error path only.
+        // A linear scan over sixteen entries, on the error path only.
         HttpError::BadRequest(r) => {
             BAD_REQUESTS.iter().find(|(known, _)| *known == r).map_or(BAD_REQUEST, |(_, resp)| resp)
         }

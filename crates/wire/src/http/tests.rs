@@ -263,7 +263,8 @@ fn host_is_one_valid_field_and_agrees_with_an_absolute_target() {
     complete(b"GET / HTTP/1.0\r\n\r\n");
     // An absolute-form target's authority must be the Host (case-insensitively).
     assert_eq!(bad(b"GET http://a/x HTTP/1.1\r\nHost: b\r\n\r\n"), reason::HOST_MISMATCH);
-    assert_eq!(bad(b"GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n"), reason::HOST_MISMATCH);
+    assert_eq!(bad(b"GET http://u@a/x HTTP/1.1\r\nHost: a\r\n\r\n"), reason::BAD_AUTHORITY);
+    assert_eq!(bad(b"GET http://u@a/x HTTP/1.0\r\n\r\n"), reason::BAD_AUTHORITY);
     assert_eq!(bad(b"GET http://a:81/x HTTP/1.1\r\nHost: a\r\n\r\n"), reason::HOST_MISMATCH);
     assert_eq!(bad(b"GET http://a/x HTTP/1.1\r\n\r\n"), reason::MISSING_HOST);
     complete(b"GET HTTP://A:81?q HTTP/1.1\r\nHost: a:81\r\n\r\n");
