@@ -44,8 +44,8 @@ test-python: ## Python tests only (spec, store, orchestration, report, statistic
 	$(PY) -m pytest -q
 
 .PHONY: test-fuzz
-test-fuzz: ## Fuzz each parser for FUZZ_TEST_SECONDS (default 20); fails on a finding, naming its reproducer
-	@scripts/fuzz --seconds $(FUZZ_TEST_SECONDS)
+test-fuzz: ## Fuzz each parser for FUZZ_TEST_SECONDS (default 20), two at a time; fails on a finding, naming its reproducer
+	@scripts/fuzz --seconds $(FUZZ_TEST_SECONDS) --parallel 2
 
 .PHONY: fuzz
 fuzz: ## Long fuzz runs: FUZZ_SECONDS per target (default 3600), two at a time, at nice 19
