@@ -136,7 +136,11 @@ enum State {
         size: u64,
         digits: u8,
     },
-    /// After the size: chunk extensions up to CR.
+    /// After the size, whitespace (RFC 9112's BWS): only more of it, `;` or CR may follow.
+    SizeSpace {
+        size: u64,
+    },
+    /// After `;`: chunk extensions up to CR.
     Extension {
         size: u64,
     },
@@ -236,7 +240,24 @@ impl ChunkedFraming {
                     return bad("chunk size is not a hexadecimal number");
                 }
                 match b {
-                    b';' | b' ' | b'\t' => Ok(State::Extension { size }),
+                    b';' => Ok(State::Extension { size }),
+                    b' ' | b'\t' => Ok(State::SizeSpace { size }),
+                    b'\r' => Ok(State::SizeLf { size }),
+                    b'\n' => bad("bare LF in a chunk size line"),
+                    _ => bad("invalid byte after a chunk size"),
+                }
+            }
+            State::SizeSpace { size } => {
+                // chunk-size [ BWS ";" chunk-ext ] CRLF (RFC 9112 §7.1.1): whitespace may only
+                // precede an extension. "0 G" read as a size with junk after it by one reader
+                // and as garbage by the next is how framing desynchronises.
+                self.line += 1;
+                if self.line > MAX_CHUNK_LINE_BYTES {
+                    return bad("chunk size line too long");
+                }
+                match b {
+                    b' ' | b'\t' => Ok(State::SizeSpace { size }),
+                    b';' => Ok(State::Extension { size }),
                     b'\r' => Ok(State::SizeLf { size }),
                     b'\n' => bad("bare LF in a chunk size line"),
                     _ => bad("invalid byte after a chunk size"),
@@ -322,7 +343,7 @@ mod tests {
 
     #[test]
     fn chunked_bodies_decode_whatever_the_split() {
-        let body = b"5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n";
+        let body = b"5\r\nhello\r\n1;ext=1\r\n \r\nA \t ; e\r\n0123456789\r\n0  \r\nX-Trailer: 1\r\n\r\n";
         for piece in [1, 2, 3, 7, body.len()] {
             let (payload, ended) = decode(body, piece).unwrap();
             assert_eq!(payload, b"hello 0123456789", "piece {piece}");
@@ -340,6 +361,9 @@ mod tests {
             (b"10000000000000000\r\n", "chunk size too large"),
             (b"0\r\nX: 1\n\r\n", "bare LF in the trailer section"),
             (b"0\r\n\r\nGET / HTTP/1.1", "bytes after the end of a chunked body"),
+            // Whitespace after the size may only lead to an extension (found by proxy_desync).
+            (b"0\tG: 2u%tked\r\n\r\n", "invalid byte after a chunk size"),
+            (b"5 x\r\nhello\r\n0\r\n\r\n", "invalid byte after a chunk size"),
         ] {
             assert_eq!(
                 decode(body, 1).unwrap_err(),
