@@ -207,13 +207,20 @@ def wrk(target: str, cpu: int, connections: int, duration: float, pid: int | Non
                            f"{(done.stderr or done.stdout).strip() or 'no output'}")
     out = done.stdout
     after = cpu_seconds(pid) if pid else None
-    if bad := re.search(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", out):
+    if bad := re.search(r"Non-2xx or 3xx responses: \d+", out):
         raise RuntimeError(f"wrk through {target}: {bad.group(0)}\n{out}")
     m = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if not (m and rps):
         raise RuntimeError(f"cannot read wrk output:\n{out}")
     result = {"rps": float(rps.group(1)), "requests": int(m.group(1))}
+    # A few connections a balancer resets as wrk stops (HAProxy does now and then: a read error
+    # in about one run of twenty) are kept and counted; more than one per 10,000 requests is a
+    # failing balancer, not a measurement.
+    if errors := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
+        result["socket_errors"] = sum(int(g) for g in errors.groups())
+        if result["socket_errors"] * 10_000 > result["requests"]:
+            raise RuntimeError(f"wrk through {target}: {errors.group(0)}\n{out}")
     if before is not None and after > before:
         result["balancer_cpu_s"] = after - before
         result["rps_per_core"] = result["requests"] / (after - before)
@@ -286,8 +293,9 @@ def throughput_summary(results: dict[str, list[dict]], ours: list[str]) -> dict:
         per_core = [r["rps_per_core"] for r in runs if "rps_per_core" in r]
         cpu = statistics.median(r["balancer_cpu_s"] for r in runs if "balancer_cpu_s" in r) if per_core else None
         entry = {"rps": rps, "rps_per_core": statistics.median(per_core) if per_core else None, "runs": runs}
+        errors = sum(r.get("socket_errors", 0) for r in runs)
         print(f"    {name:<22} {rps:10,.0f} req/s   {entry['rps_per_core'] or 0:10,.0f} req/s per balancer core"
-              f"   (balancer CPU {cpu or 0:.2f} s of each run)")
+              f"   (balancer CPU {cpu or 0:.2f} s of each run)" + (f"; {errors} socket errors in all" if errors else ""))
         summary[name] = entry
     for name in ours:
         for peer in PEERS:
