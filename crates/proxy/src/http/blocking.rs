@@ -10,8 +10,9 @@
 //! thread blocks in `connect`, in `write` of the head to the backend, in `read` from the backend
 //! (each read at most `backend_timeout_ms`: SO_RCVTIMEO, set once per connection), and in `poll`
 //! on the client and the backend while a body streams in or out (at most `client_timeout_ms`
-//! for the client, `backend_timeout_ms` for the backend). Requests queue in front of this thread as they do for the workloads;
-//! a thread holds its backend connection for one exchange and returns it to the shared pool.
+//! for the client, `backend_timeout_ms` for the backend). Requests queue in front of this
+//! thread as they do for the workloads; a thread holds its backend connection for one exchange
+//! and returns it to the shared pool.
 
 use crate::http::backend::{Backend, Failure};
 use crate::http::exchange::{write_error, ErrorStatus, Exchange, Fault, Relay};

@@ -10,10 +10,11 @@
 //! the response), stopping only at `EAGAIN`; an edge is never waited for that may already have
 //! passed. While a request's body waits, the backend is read too: its `100 Continue` reaches a
 //! client that waits for it before sending the body, and a final answer that comes first ends
-//! the forwarding of the body. A response is read from the backend only while less than [`RELAY_HIGH_WATER`] of it
-//! waits for a slow client, so memory per connection stays bounded. Deadlines (connect,
-//! backend silence, a stalled request body) are a heap of (instant, slot) the loop asks for in
-//! `due`; a deadline that moved later is pushed again when its old entry comes up.
+//! the forwarding of the body. A response is read from the backend only while less than
+//! [`RELAY_HIGH_WATER`] of it waits for a slow client, so memory per connection stays bounded.
+//! Deadlines (connect, backend silence, a stalled request body) are a heap of (instant, slot)
+//! the loop asks for in `due`; a deadline that moved later is pushed again when its old entry
+//! comes up.
 //!
 //! Each loop has its own pool of idle backend connections (still registered in its poller),
 //! and its share of a backend's `max_conns` is whatever the other loops leave: at the limit an
