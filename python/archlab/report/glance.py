@@ -50,7 +50,7 @@ def disturbance_clause(group: LoadGroup) -> str | None:
     """Why a group's order is not established on a quiet machine: the repetitions in its
     statistics whose measured CPUs went to other work (None when there are none)."""
     hits = [
-        f"{cell.label} rep {row.repetition} ({row.conditions.foreign_share + row.conditions.steal_share:.0%})"
+        (row.conditions.foreign_share + row.conditions.steal_share, cell.label, row.repetition)
         for cell in group.cells
         for row in cell.disturbed
         if row.conditions is not None
@@ -58,8 +58,10 @@ def disturbance_clause(group: LoadGroup) -> str | None:
     if not hits:
         return None
     limit = group.cells[0].max_foreign
-    return (f"not established on a quiet machine: more than {limit:.0%} of the measured CPUs went to other work in "
-            + ", ".join(hits))
+    total = sum(len(cell.ok_rows) for cell in group.cells)
+    share, label, rep = max(hits)
+    where = f"{label} rep {rep} ({share:.0%})" if len(hits) == 1 else f"{len(hits)} of {total} repetitions, at most {share:.0%} ({label} rep {rep})"
+    return f"not established on a quiet machine: more than {limit:.0%} of the measured CPUs went to other work in {where}"
 
 
 def group_verdict(group: LoadGroup) -> tuple[Ranking, str, list[str]]:
