@@ -12,7 +12,8 @@ import pytest
 from conftest import run_cli
 
 from archlab.errors import SpecError
-from archlab.report.orders import Cells, Claim, Needs, Throughput, check, load_claims, report
+from archlab.report.orders import Cells, Claim, CoherencyClaim, Needs, Throughput, check, check_coherency, load_claims, report
+from archlab.store import ResultRow
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "experiments" / "README.md"
@@ -86,6 +87,45 @@ def test_a_cell_without_what_the_mechanism_needs_is_not_testable_never_a_failure
     assert effect.line() == "a first: not testable here: smallest detectable difference 9.4% > claimed effect 5% in /echo?size=10 c10"
 
 
+def _usl_rows(kappas: dict[str, float], levels: list[int], foreign: float = 0.0) -> tuple[ResultRow, ...]:
+    """Closed-model rows whose throughput follows the USL exactly (sigma 0.07, lambda 5000
+    req/s, the given kappa per workload), three repetitions per level within 1% of it."""
+    rows = []
+    for workload, kappa in kappas.items():
+        for n in levels:
+            x = 5000 * n / (1 + 0.07 * (n - 1) + kappa * n * (n - 1))
+            for rep, wobble in enumerate((0.99, 1.0, 1.01)):
+                rows.append(ResultRow.from_columns({
+                    "run_id": "r", "cell_id": f"{workload}-{n}", "repetition": rep + 1, "architecture": "system:p",
+                    "workload": workload, "concurrency": n, "status": "ok", "duration_s": 2.0, "requests": int(2 * x * wobble),
+                    "throughput_rps": x * wobble, "p50_us": 1.0, "p90_us": 1.0, "p99_us": 1.0, "p999_us": 1.0, "max_us": 1.0,
+                    "mean_us": n / (x * wobble) * 1e6, "errors": 0, "think_time_s": 0.0, "foreign_share": foreign,
+                    "steal_share": 0.0, "load_avg_start": 0.1, "load_avg_end": 0.1, "measured_cpus": 1,
+                }))
+    return tuple(rows)
+
+
+def test_a_coherency_claim_is_judged_on_the_usl_fitted_to_each_workload():
+    # Parameter recovery: kappa 6.6e-07 -> 9.9e-06 as seed 000's Table 7.2 (peak N* 1189 -> 306),
+    # measured over 1-1,600 users, comes out growing, each step clear of the previous interval.
+    sizes = {"/echo?size=500": 6.6e-07, "/echo?size=10240": 9.9e-06}
+    wide = [1, 2, 4, 8, 16, 32, 64, 128, 256, 400, 800, 1200, 1600]
+    claim = CoherencyClaim("coherency grows with the size", tuple(sizes), Needs(quiet=True, concurrency=(306, 1189)))
+    out = check_coherency(claim, Cells(rows=_usl_rows(sizes, wide)))
+    assert out.verdict == "holds", out.line()
+    assert out.line().startswith("coherency grows with the size: holds: kappa 6.6e-07 at /echo?size=500 -> 9.9e-06 at")
+    # The reverse order fails.
+    backwards = CoherencyClaim("shrinks", tuple(reversed(sizes)), Needs(quiet=True))
+    assert check_coherency(backwards, Cells(rows=_usl_rows(sizes, wide))).verdict == "fails"
+    # Up to 256 users, below the peaks the claim is about: not testable, never "does not reproduce".
+    narrow = check_coherency(claim, Cells(rows=_usl_rows(sizes, wide[:9])))
+    assert narrow.line() == ("coherency grows with the size: not testable here: concurrency measured up to 256, "
+                             "the peak it is about lies at 306-1189")
+    disturbed = check_coherency(claim, Cells(rows=_usl_rows(sizes, wide, foreign=0.3)))
+    assert disturbed.line().endswith("not testable here: 78 of 78 repetitions disturbed")
+    assert check_coherency(claim, Cells.from_table(TABLE, "t")).verdict == "not testable here"
+
+
 def test_overlapping_intervals_hold_only_in_the_means():
     cells = Cells()
     cells.by_cell[("/w", 1)] = {"a": Throughput(100.0, 10.0), "b": Throughput(95.0, 10.0)}
@@ -113,6 +153,8 @@ def test_claims_files_are_checked_naming_the_key(tmp_path):
         ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {concurrency = [300]}\n', "claims[0].needs.concurrency"),
         ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {saturated = "yes"}\n', "claims[0].needs.saturated"),
         ('[[claims]]\nbest = "a"\nof = ["b"]\nneeds = {effect = -0.2}\n', "claims[0].needs.effect"),
+        ('[[claims]]\ncoherency_grows = ["/a"]\n', "claims[0].coherency_grows"),
+        ('[[claims]]\ncoherency_grows = ["/a", "/b"]\nbest = "x"\n', "claims[0].best"),
         ("claims = 3\n", "claims"),
         ("[[claims]\n", "--claims"),
     ]:

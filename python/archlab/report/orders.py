@@ -12,7 +12,9 @@ the tables pasted in ``experiments/README.md`` are checked against the prose bes
 A claim may state what its mechanism needs to show (``needs``: the CPUs, the concurrency range,
 saturated servers, quiet windows, the effect size to detect): a cell that misses one is "not
 testable here", naming the precondition and the value measured, and never counts as a failure.
-So a claim comes out as holding in k of n cells, failing in some, or not testable here."""
+So a claim comes out as holding in k of n cells, failing in some, or not testable here. A
+scalability claim (``coherency_grows``: the USL's kappa grows along workloads, seed 000 §7.6) is
+judged on the USL fitted to each workload's points of a stored run, with the same preconditions."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from archlab.store import ResultRow, RunView
 from archlab.store.records import DEFAULT_MAX_FOREIGN
 
 Kind = Literal["best", "worst"]
-CLAIM_KEYS = ("text", "best", "worst", "of", "workload", "concurrency", "needs")
+CLAIM_KEYS = ("text", "best", "worst", "of", "workload", "concurrency", "needs", "coherency_grows")
 NEEDS_KEYS = ("cpus", "concurrency", "saturated", "quiet", "effect")
 
 
@@ -83,6 +85,17 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class CoherencyClaim:
+    """A scalability claim: the USL's coherency (kappa) grows along ``workloads`` (e.g. with
+    the message size), so the peak N* moves to fewer users (seed 000 §7.6). Judged on the USL
+    fitted to each workload's points of a stored run (:func:`archlab.models.fromrun.fit_group`)."""
+
+    text: str
+    workloads: tuple[str, ...]
+    needs: Needs = field(default_factory=Needs)
+
+
+@dataclass(frozen=True)
 class Throughput:
     """One architecture's throughput in one cell: the mean and the half-width of its interval
     (None with a single repetition), and, from a stored run, what its preconditions are judged
@@ -117,6 +130,8 @@ class Cells:
     """Throughput per cell and architecture."""
 
     by_cell: dict[CellName, dict[str, Throughput]] = field(default_factory=dict)
+    #: The rows of a stored run, for claims judged on fits (None for a pasted table).
+    rows: tuple[ResultRow, ...] | None = None
 
     @classmethod
     def from_run(cls, view: RunView) -> "Cells":
@@ -124,7 +139,7 @@ class Cells:
         for r in view.rows:
             if r.ok and r.measurement is not None and r.cell.architecture and r.cell.workload:
                 rows[_run_cell(r.cell.workload, r.cell.concurrency, r.cell.factors)][r.cell.architecture].append(r)
-        out = cls()
+        out = cls(rows=tuple(view.rows))
         for cell, archs in rows.items():
             out.by_cell[cell] = {}
             for arch, rs in archs.items():
@@ -324,9 +339,71 @@ def check(claim: Claim, cells: Cells) -> Outcome:
     return Outcome(claim, tuple(verdicts))
 
 
-def load_claims(path: Path) -> list[Claim]:
+@dataclass(frozen=True)
+class CoherencyOutcome:
+    """The verdict on a :class:`CoherencyClaim`: its line says holds, fails or not testable."""
+
+    claim: CoherencyClaim
+    verdict: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.claim.text}: {self.verdict}" + (f": {self.detail}" if self.detail else "")
+
+
+def check_coherency(claim: CoherencyClaim, cells: Cells) -> CoherencyOutcome:
+    """Fit the USL to each workload's points and see whether kappa grows along the workloads,
+    each step clear of the previous one's interval; not testable where the run cannot express
+    the mechanism (its concurrency never reaches the range where the peak is, its windows were
+    disturbed) or cannot be fitted."""
+    from archlab.models.fromrun import fit_group, group_key
+    from archlab.models.usl import USL
+
+    def untestable(why: str) -> CoherencyOutcome:
+        return CoherencyOutcome(claim, "not testable here", why)
+
+    if cells.rows is None:
+        return untestable("a table has no per-level points to fit (check the stored run)")
+    by_workload = {w: [r for r in cells.rows if r.ok and r.cell.workload == w and r.measurement is not None]
+                   for w in claim.workloads}
+    if missing := [w for w, rs in by_workload.items() if not rs]:
+        return CoherencyOutcome(claim, "unmeasured", f"no successful repetition of {', '.join(missing)}")
+    rows = [r for rs in by_workload.values() for r in rs]
+    needs = claim.needs
+    highest = max(r.cell.concurrency or 0 for r in rows)
+    if needs.concurrency is not None and highest < needs.concurrency[0]:
+        low, high = needs.concurrency
+        return untestable(f"concurrency measured up to {highest}, the peak it is about lies at {low}-{high}")
+    if needs.cpus is not None:
+        cpus = measured_cpus_of(rows)
+        if cpus is None or cpus < needs.cpus:
+            return untestable(f"{cpus if cpus is not None else 'unknown'} CPUs measured, needs >= {needs.cpus}")
+    if needs.quiet:
+        if any(r.conditions is None for r in rows):
+            return untestable("the run does not say the interference")
+        if disturbed := [r for r in rows if r.conditions is not None and r.conditions.disturbed(DEFAULT_MAX_FOREIGN)]:
+            return untestable(f"{len(disturbed)} of {len(rows)} repetitions disturbed")
+    fits = []
+    for w, rs in by_workload.items():
+        fit = fit_group(group_key(rs[0]), rs)
+        if not isinstance(fit.model, USL) or fit.model.kappa_ <= 0:
+            return untestable(f"{w}: no coherency to compare (the USL fit has kappa = 0 or fell back to Amdahl)")
+        fits.append((w, fit.model))
+    steps = []
+    for (a, fa), (b, fb) in zip(fits, fits[1:]):
+        grows = fb.kappa_ > fa.kappa_
+        clear = fb.confint_.get("kappa", (fb.kappa_, fb.kappa_))[0] > fa.confint_.get("kappa", (fa.kappa_, fa.kappa_))[1]
+        steps.append((a, b, fa.kappa_, fb.kappa_, grows, clear))
+    text = "; ".join(f"kappa {k1:.3g} at {a} -> {k2:.3g} at {b}" + ("" if g else " (falls)") for a, b, k1, k2, g, _ in steps)
+    if all(g for *_, g, _ in steps):
+        return CoherencyOutcome(claim, "holds" + ("" if all(c for *_, c in steps) else " in the means"), text)
+    return CoherencyOutcome(claim, "fails", text)
+
+
+def load_claims(path: Path) -> list[Claim | CoherencyClaim]:
     """The ``[[claims]]`` of a TOML file; each names ``best`` or ``worst``, the rivals ``of``,
-    and optionally ``workload`` and ``concurrency`` lists."""
+    and optionally ``workload`` and ``concurrency`` lists, or ``coherency_grows`` (workloads
+    along which the USL's kappa grows); any of them ``needs``."""
     where = str(path)
     try:
         doc = tomllib.loads(documents.read_text(path))
@@ -339,11 +416,22 @@ def load_claims(path: Path) -> list[Claim]:
     items = doc.get("claims")
     if not isinstance(items, list) or not items or not all(isinstance(c, dict) for c in items):
         raise SpecError(f"{where}: claims", "one or more [[claims]] tables", doc.get("claims"))
-    out = []
+    out: list[Claim | CoherencyClaim] = []
     for i, c in enumerate(items):
         at = f"{where}: claims[{i}]"
         if unknown := sorted(set(c) - set(CLAIM_KEYS)):
             raise SpecError(f"{at}.{unknown[0]}", "one of " + ", ".join(CLAIM_KEYS), unknown[0])
+        if "coherency_grows" in c:
+            if other := sorted(set(c) & {"best", "worst", "of", "workload", "concurrency"}):
+                raise SpecError(f"{at}.{other[0]}", "no order keys beside coherency_grows", other[0])
+            workloads = _strings(c["coherency_grows"], f"{at}.coherency_grows")
+            if len(workloads) < 2:
+                raise SpecError(f"{at}.coherency_grows", "two or more workloads, in the order kappa grows", list(workloads))
+            text = c.get("text", f"coherency grows along {', '.join(workloads)}")
+            if not isinstance(text, str):
+                raise SpecError(f"{at}.text", "a string", text)
+            out.append(CoherencyClaim(text, workloads, _needs(c.get("needs", {}), f"{at}.needs")))
+            continue
         kinds = [k for k in ("best", "worst") if k in c]
         if len(kinds) != 1 or not isinstance(c[kinds[0]], str):
             raise SpecError(at, "exactly one of best = \"ARCH\" or worst = \"ARCH\"", {k: c[k] for k in ("best", "worst") if k in c})
@@ -410,8 +498,8 @@ def table_section(text: str, heading: str | None, where: str) -> str:
     return "\n".join(lines[start + 1:end])
 
 
-def report(claims: Sequence[Claim], cells: Cells) -> list[str]:
-    return [check(c, cells).line() for c in claims]
+def report(claims: Sequence[Claim | CoherencyClaim], cells: Cells) -> list[str]:
+    return [(check_coherency(c, cells) if isinstance(c, CoherencyClaim) else check(c, cells)).line() for c in claims]
 
 
 def outcomes(claims: Iterable[Claim], cells: Cells) -> list[Outcome]:
