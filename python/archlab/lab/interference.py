@@ -6,10 +6,12 @@ reads ``/proc/stat`` per CPU (busy time: user, nice, system, irq, softirq; steal
 load average, and the CPU time and CPU affinity of every process of the lab: this process (the
 runner) and the process trees it started and holds in its process group - the servers, the
 load generator, a link's forwarder, the database, fronts and foreign systems. Anything else,
-even a child of this process that the lab did not start (another test's busy loop), is foreign. Between two snapshots, a CPU's foreign
-time is its busy time minus the lab's CPU time on it, a process's time spread evenly over the
-CPUs its affinity allows (exact for the lab's pinned processes, an estimate for the runner,
-which is not pinned and mostly sleeps). Steal is time the hypervisor gave another guest while
+even a child of this process that the lab did not start (another test's busy loop), is
+foreign. Between two snapshots, a CPU's foreign time is its busy time minus the lab's CPU time
+on it, a process's time spread evenly over the CPUs its affinity allows (exact for the lab's
+pinned processes, an estimate for the runner, which is not pinned and mostly sleeps). The
+process times are exact and the CPU's are counted in clock ticks, so a quiet window can come
+out a tick below zero: foreign time is never taken below 0. Steal is time the hypervisor gave another guest while
 this one had work: it is counted apart, as the machine's interference, not as the CPU's busy
 time. A lab process that started or ended inside the window counts only for the time it was
 seen; what it spent unseen shows as foreign time, so the estimate errs towards "disturbed".
@@ -29,7 +31,6 @@ from archlab.lab.process_tree import HAS_CHILDREN_FILES, children, read_stat
 from archlab.store.records import Conditions
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-
 
 
 @dataclass(frozen=True)
